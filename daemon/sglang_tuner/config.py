@@ -1,0 +1,220 @@
+"""Settings: one YAML file, then SGLANG_TUNER_* environment variables, then command-line flags.
+
+Every problem is reported at once with its YAML path (`targets[1].url: ...`); the CLI exits 2.
+"""
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from .rules.base import PROFILES
+
+Profile = Literal["offline", "online", "long_context", "multi_turn"]
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetSettings(_Strict):
+    """One SGLang server to watch."""
+
+    url: str = Field(description="Base URL of the SGLang server, e.g. http://127.0.0.1:30000")
+    name: str | None = Field(None, description="Label value `target`; defaults to host:port")
+    profile: Profile = Field("offline", description=f"Workload profile: {', '.join(PROFILES)}")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for alerts")
+    api_key_file: Path | None = Field(None, description="File holding the server's --api-key")
+    api_key_env: str | None = Field(None, description="Environment variable holding --api-key")
+    log_file: Path | None = Field(None, description="SGLang log file to follow (optional)")
+    dcgm_url: str | None = Field(None, description="DCGM exporter base URL for this GPU node")
+    gpu_model: str | None = Field(None, description="GPU model, e.g. 'NVIDIA H100 80GB HBM3'")
+    guide_version: Literal["current", "legacy"] = Field(
+        "current", description="Thresholds of the current guide, or the older one (queue 50-1000)"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def url_is_http(cls, value: str) -> str:
+        """Only http(s) URLs; the trailing slash is dropped."""
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @property
+    def target_name(self) -> str:
+        """The `target` label value."""
+        return self.name or re.sub(r"^https?://", "", self.url)
+
+
+class FileSDSettings(_Strict):
+    """Prometheus file_sd files (JSON or YAML) listing targets; re-read when they change."""
+
+    files: list[str] = Field(description="Paths or globs of file_sd files")
+    refresh_interval_seconds: float = Field(30.0, gt=0, description="How often to check them")
+    profile: Profile = Field("offline", description="Profile for targets found in these files")
+
+
+class RuleSettings(_Strict):
+    """Per-rule overrides, keyed by rule id in `rules:`."""
+
+    enabled: bool = True
+    frequently_ratio: float | None = Field(None, gt=0, le=1)
+    window_seconds: float | None = Field(None, gt=0)
+    hold_for_seconds: float | None = Field(None, ge=0)
+    keep_firing_for_seconds: float | None = Field(None, ge=0)
+    severity: Literal["info", "warning", "critical"] | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)
+
+
+class TLSSettings(_Strict):
+    """TLS options for the Alertmanager connection."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure_skip_verify: bool = False
+
+
+class BasicAuthSettings(_Strict):
+    """HTTP basic auth; the password is read from a file, never from the YAML."""
+
+    username: str
+    password_file: Path
+
+
+class AlertmanagerSettings(_Strict):
+    """Where and how to push alerts (Alertmanager API v2)."""
+
+    urls: list[str] = Field(
+        default_factory=list, description="Alertmanager base URLs (all get every alert)"
+    )
+    resend_delay_seconds: float = Field(60.0, gt=0, description="Re-send firing alerts this often")
+    timeout_seconds: float = Field(10.0, gt=0, description="Per-request timeout")
+    queue_capacity: int = Field(10000, gt=0, description="Pending alerts kept while AM is down")
+    basic_auth: BasicAuthSettings | None = None
+    bearer_token_file: Path | None = None
+    tls: TLSSettings = Field(default_factory=TLSSettings)
+
+    @field_validator("urls")
+    @classmethod
+    def urls_are_http(cls, value: list[str]) -> list[str]:
+        """Every URL is http(s)."""
+        for url in value:
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"{url!r} must be an http:// or https:// URL")
+        return [u.rstrip("/") for u in value]
+
+
+class Settings(BaseSettings):
+    """All daemon settings. Durations are float seconds."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SGLANG_TUNER_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    targets: list[TargetSettings] = Field(default_factory=list, description="SGLang servers")
+    file_sd: list[FileSDSettings] = Field(default_factory=list, description="file_sd sources")
+    scrape_interval_seconds: float = Field(5.0, gt=0, description="Scrape every target this often")
+    scrape_timeout_seconds: float = Field(3.0, gt=0, description="Give up on a scrape after this")
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest /metrics body read")
+    server_info_interval_seconds: float = Field(300.0, gt=0, description="Re-read /server_info")
+    window_seconds: float = Field(300.0, gt=0, description="Default rule window")
+    frequently_ratio: float = Field(0.5, gt=0, le=1, description='"Frequently" = share of samples')
+    min_samples: int = Field(6, ge=1, description="Samples a window needs before rules judge it")
+    hold_for_seconds: float = Field(120.0, ge=0, description="Pending this long before firing")
+    keep_firing_for_seconds: float = Field(300.0, ge=0, description="Keep firing after it clears")
+    listen_host: str = Field("0.0.0.0", description="API and /metrics address")
+    listen_port: int = Field(9877, ge=0, le=65535, description="API and /metrics port")
+    external_url: str | None = Field(None, description="Our URL as others reach it (alert links)")
+    database: Path = Field(Path("sglang-tuner.db"), description="SQLite file for history")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    rules: dict[str, RuleSettings] = Field(default_factory=dict, description="Per-rule overrides")
+    alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init kwargs) win over the environment, which wins over the YAML (also init)."""
+        del settings_cls, dotenv_settings, file_secret_settings
+        return (init_settings, env_settings)
+
+    @model_validator(mode="after")
+    def target_names_unique(self) -> "Settings":
+        """Two targets may not share a `target` label value."""
+        seen: set[str] = set()
+        for target in self.targets:
+            if target.target_name in seen:
+                raise ValueError(f"duplicate target name {target.target_name!r}")
+            seen.add(target.target_name)
+        return self
+
+    @model_validator(mode="after")
+    def timeout_below_interval(self) -> "Settings":
+        """A scrape must end before the next one starts."""
+        if self.scrape_timeout_seconds >= self.scrape_interval_seconds:
+            raise ValueError("scrape_timeout_seconds must be below scrape_interval_seconds")
+        return self
+
+
+class ConfigError(Exception):
+    """Invalid configuration; `problems` lists every one as 'path: message'."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(problems))
+        self.source = source
+        self.problems = problems
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _problems(err: ValidationError) -> list[str]:
+    return [f"{_path(e['loc'])}: {e['msg']}" for e in err.errors()]
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), ["(top level): must be a mapping of settings"])
+    return data
+
+
+def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Build Settings from the YAML file, the environment and flag overrides; raise ConfigError."""
+    data = _read_yaml(path) if path else {}
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(str(path or "settings"), _problems(exc)) from exc
+
+
+def check_rule_ids(settings: Settings, known: set[str]) -> list[str]:
+    """Problems for `rules:` keys that name no tuning rule and thresholds no rule has."""
+    return [
+        f"rules.{rule_id}: unknown tuning rule (known: {', '.join(sorted(known))})"
+        for rule_id in settings.rules
+        if rule_id not in known
+    ]

@@ -1,0 +1,119 @@
+"""Guide section "Achieve a high token usage": --schedule-conservativeness in both directions."""
+
+from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, RETRACTIONS_PER_MINUTE, TOKEN_USAGE
+from .base import (
+    Action,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    confidence_for,
+    flag_action,
+    format_duration,
+    format_value,
+    not_enough_samples,
+)
+
+SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
+FLAG = "--schedule-conservativeness"
+DEFAULT_CONSERVATIVENESS = 1.0  # SGLang's default (server_args.py)
+
+
+def _current(inp: RuleInput) -> float | None:
+    return inp.config.schedule_conservativeness if inp.config else None
+
+
+def _lower_conservativeness(inp: RuleInput) -> Action:
+    """One step down toward the guide's 0.3; never below it."""
+    running = inp.view.quantile(NUM_RUNNING_REQS, 0.5)
+    cap = inp.config.max_running_requests if inp.config else None
+    if cap and running is not None and running >= 0.95 * cap:
+        # The batch is at --max-running-requests: admission is capped, not conservative.
+        return flag_action("--max-running-requests", cap, cap * 2, inp)
+    floor, step = inp.thresholds["conservativeness_floor"], inp.thresholds["step"]
+    current = _current(inp)
+    base = DEFAULT_CONSERVATIVENESS if current is None else current
+    if base <= floor:
+        return Action(
+            f"{FLAG} is already {base:g}; raise --mem-fraction-static for a larger KV pool"
+        )
+    return flag_action(
+        FLAG, current, max(floor, round(base - step, 2)), inp, DEFAULT_CONSERVATIVENESS
+    )
+
+
+def _raise_conservativeness(inp: RuleInput) -> Action:
+    """One step up toward the guide's 1.3; never above it."""
+    ceiling, step = inp.thresholds["conservativeness_ceiling"], inp.thresholds["step"]
+    current = _current(inp)
+    base = DEFAULT_CONSERVATIVENESS if current is None else current
+    if base >= ceiling:
+        return Action(
+            f"{FLAG} is already {base:g}: free KV memory instead "
+            "(--kv-cache-dtype fp8_e4m3, --quantization fp8, or lower --max-running-requests)"
+        )
+    return flag_action(
+        FLAG, current, min(ceiling, round(base + step, 2)), inp, DEFAULT_CONSERVATIVENESS
+    )
+
+
+SCHEDULER_TOO_CONSERVATIVE = Rule(
+    id="scheduler_too_conservative",
+    severity=Severity.WARNING,
+    summary="Token usage stays below 0.9 while requests wait: the scheduler admits too few.",
+    action="Lower --schedule-conservativeness (the guide suggests about 0.3).",
+    source=SOURCE,
+    signals=(TOKEN_USAGE, NUM_QUEUE_REQS),
+    thresholds={"token_usage_target": 0.9, "conservativeness_floor": 0.3, "step": 0.3},
+    when=lambda r, t: r[TOKEN_USAGE] < t["token_usage_target"] and r[NUM_QUEUE_REQS] > 0,
+    suggest=_lower_conservativeness,
+    evidence_signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS),
+)
+
+
+def _check_retractions(inp: RuleInput) -> Outcome:
+    """Fires when retractions average above ~1/min while token usage is very high."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    view, th = inp.view, inp.thresholds
+    rates = view.values(RETRACTIONS_PER_MINUTE)
+    if not rates:
+        return NoData(
+            "retractions are not in this server's metrics (SGLang < 0.4.9.post3): "
+            "set the target's log_file so they are read from the log",
+            view.window_seconds,
+        )
+    per_minute = sum(rates) / len(rates)
+    seen = sum(1 for r in rates if r > 0) / len(rates)
+    usage_p90 = view.quantile(TOKEN_USAGE, 0.9)
+    high_usage = usage_p90 is None or usage_p90 >= th["high_token_usage"]
+    if per_minute <= th["retractions_per_minute"] or not high_usage:
+        return Pass(seen, len(rates))
+    evidence = (
+        f"{per_minute:.1f} retractions/min over {format_duration(view.window_seconds)} "
+        f"(the guide tolerates about {th['retractions_per_minute']:g}/min); retractions in "
+        f"{seen:.0%} of {len(rates)} samples; token usage p90 {format_value(usage_p90)}"
+    )
+    return Finding(evidence, _raise_conservativeness(inp), confidence_for(inp), seen, len(rates))
+
+
+RETRACTIONS_FREQUENT = Rule(
+    id="retractions_frequent",
+    severity=Severity.WARNING,
+    summary="KV cache pool is full and requests are retracted more than about once a minute.",
+    action="Raise --schedule-conservativeness (the guide suggests about 1.3).",
+    source=SOURCE,
+    signals=(RETRACTIONS_PER_MINUTE, TOKEN_USAGE),
+    thresholds={
+        "retractions_per_minute": 1.0,
+        "high_token_usage": 0.85,
+        "conservativeness_ceiling": 1.3,
+        "step": 0.3,
+    },
+    check=_check_retractions,
+    suggest=_raise_conservativeness,
+)

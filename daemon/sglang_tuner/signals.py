@@ -1,0 +1,80 @@
+"""Canonical signal names: the vocabulary shared by sources, window store and tuning rules.
+
+`sources/sglang.py` maps each SGLang version's metric names onto these; rules read only these.
+Every signal is a float per snapshot; a missing signal means "not exposed" (not zero).
+"""
+
+from typing import Final
+
+# Scheduler gauges (SGLang refreshes them only at log points; see sources/sglang.py).
+NUM_RUNNING_REQS: Final = "num_running_reqs"  # summed over DP ranks
+NUM_RUNNING_REQS_MAX_RANK: Final = "num_running_reqs_max_rank"  # largest single DP rank
+NUM_QUEUE_REQS: Final = "num_queue_reqs"  # summed over DP ranks
+TOKEN_USAGE: Final = "token_usage"  # 0-1, mean over DP ranks
+NUM_USED_TOKENS: Final = "num_used_tokens"  # summed over DP ranks
+MAX_TOTAL_NUM_TOKENS: Final = "max_total_num_tokens"  # KV pool capacity, summed over DP ranks
+GEN_THROUGHPUT: Final = "gen_throughput"  # decode tokens/s, summed over DP ranks
+NUM_DP_RANKS: Final = "num_dp_ranks"  # scheduler series sets seen in the page
+
+# Rates derived from counters (reset-aware), per second unless named otherwise.
+RETRACTIONS_PER_MINUTE: Final = "retractions_per_minute"
+REQUEST_RATE: Final = "request_rate"  # finished requests/s
+PROMPT_TOKENS_RATE: Final = "prompt_tokens_rate"
+GENERATION_TOKENS_RATE: Final = "generation_tokens_rate"
+PREFIX_CACHE_HIT_RATIO: Final = "prefix_cache_hit_ratio"  # cached / prompt tokens, from counters
+CUDA_GRAPH_PASS_RATIO: Final = "cuda_graph_pass_ratio"  # decode passes run with a CUDA graph
+
+# Latency quantiles over the scrape interval, from histogram bucket deltas (seconds).
+TTFT_P50_SECONDS: Final = "ttft_p50_seconds"
+TTFT_P99_SECONDS: Final = "ttft_p99_seconds"
+ITL_P50_SECONDS: Final = "itl_p50_seconds"
+ITL_P99_SECONDS: Final = "itl_p99_seconds"
+E2E_P50_SECONDS: Final = "e2e_p50_seconds"
+E2E_P99_SECONDS: Final = "e2e_p99_seconds"
+QUEUE_TIME_P50_SECONDS: Final = "queue_time_p50_seconds"
+QUEUE_TIME_P99_SECONDS: Final = "queue_time_p99_seconds"
+PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finished requests
+
+# Startup facts and events.
+STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
+RESTARTS: Final = "restarts"  # restarts detected since the previous snapshot (counter resets)
+PREFILL_OOM_EVENTS: Final = "prefill_oom_events"  # from the log, since the previous snapshot
+DECODE_OOM_EVENTS: Final = "decode_oom_events"
+CUDA_GRAPH_FALSE_RATIO: Final = (
+    "cuda_graph_false_ratio"  # log: Decode lines with "cuda graph: False"
+)
+
+# GPU facts from the DCGM exporter.
+GPU_FB_FREE_GB: Final = "gpu_fb_free_gb"
+
+ALL_SIGNALS: Final[tuple[str, ...]] = (
+    NUM_RUNNING_REQS,
+    NUM_RUNNING_REQS_MAX_RANK,
+    NUM_QUEUE_REQS,
+    TOKEN_USAGE,
+    NUM_USED_TOKENS,
+    MAX_TOTAL_NUM_TOKENS,
+    GEN_THROUGHPUT,
+    NUM_DP_RANKS,
+    RETRACTIONS_PER_MINUTE,
+    REQUEST_RATE,
+    PROMPT_TOKENS_RATE,
+    GENERATION_TOKENS_RATE,
+    PREFIX_CACHE_HIT_RATIO,
+    CUDA_GRAPH_PASS_RATIO,
+    TTFT_P50_SECONDS,
+    TTFT_P99_SECONDS,
+    ITL_P50_SECONDS,
+    ITL_P99_SECONDS,
+    E2E_P50_SECONDS,
+    E2E_P99_SECONDS,
+    QUEUE_TIME_P50_SECONDS,
+    QUEUE_TIME_P99_SECONDS,
+    PROMPT_TOKENS_MEAN,
+    STARTUP_AVAILABLE_GPU_MEM_GB,
+    RESTARTS,
+    PREFILL_OOM_EVENTS,
+    DECODE_OOM_EVENTS,
+    CUDA_GRAPH_FALSE_RATIO,
+    GPU_FB_FREE_GB,
+)

@@ -1,0 +1,126 @@
+"""The daemon's published state: one immutable `Evaluation` that every output reads."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .rules.base import Action, Confidence, Outcome, Severity
+from .sources import ServerConfig
+
+
+class Health(StrEnum):
+    """Could the tuning rule be evaluated (not: is its advice alerting)."""
+
+    OK = "ok"
+    ERR = "err"
+    NO_DATA = "no_data"
+
+
+# Alert states, Prometheus's names; alerting.py's AlertState uses the same values.
+INACTIVE, PENDING, FIRING = "inactive", "pending", "firing"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStatus:
+    """What the daemon knows about one SGLang server right now."""
+
+    name: str
+    url: str
+    profile: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    up: bool | None = None  # None until the first scrape ends
+    last_scrape_ts: float | None = None
+    last_success_ts: float | None = None
+    scrape_duration_seconds: float | None = None
+    error_reason: str | None = None
+    error: str | None = None
+    sglang_version: str | None = None
+    config: ServerConfig | None = None
+    config_error: str | None = None
+    samples_in_window: int = 0
+    scrapes_total: int = 0
+    failures_by_reason: Mapping[str, int] = field(default_factory=dict)
+    signals: Mapping[str, float] = field(default_factory=dict)  # latest snapshot's values
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    """One tuning rule evaluated for one target: health, outcome and alert state."""
+
+    target: str
+    rule: str
+    severity: Severity
+    health: Health
+    outcome: Outcome | None = None
+    error: str | None = None
+    state: str = INACTIVE
+    active_at: float | None = None
+    fired_at: float | None = None
+
+    @property
+    def condition_ratio(self) -> float | None:
+        """Share of samples where the condition held, when the rule is a "frequently" rule."""
+        return getattr(self.outcome, "condition_ratio", None)
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """A pending or firing piece of advice, as `/advice` serves it and an alert carries it."""
+
+    target: str
+    rule: str
+    severity: Severity
+    state: str
+    since: float
+    summary: str
+    evidence: str
+    action: Action
+    source: str
+    confidence: Confidence
+    condition_ratio: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertmanagerStatus:
+    """Counters of the Alertmanager push path, per Alertmanager URL."""
+
+    sends_total: Mapping[str, int] = field(default_factory=dict)
+    send_failures_total: Mapping[str, int] = field(default_factory=dict)
+    alerts_sent_total: Mapping[str, int] = field(default_factory=dict)
+    queue_length: int = 0
+    dropped_total: int = 0
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The latest complete evaluation; replaced whole, never mutated."""
+
+    ts: float | None = None
+    targets: Mapping[str, TargetStatus] = field(default_factory=dict)
+    results: Mapping[str, tuple[RuleResult, ...]] = field(default_factory=dict)
+    advice: tuple[Advice, ...] = ()
+    rule_evaluation_failures: Mapping[str, int] = field(default_factory=dict)
+    alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
+    evaluations_total: int = 0
+
+    @property
+    def is_ready(self) -> bool:
+        """True once every target has been scraped and evaluated at least once."""
+        return self.ts is not None and all(t.up is not None for t in self.targets.values())
+
+
+class TunerState:
+    """Holder of the latest `Evaluation`; the loop publishes, the API and exporter read."""
+
+    def __init__(self, evaluation: Evaluation | None = None) -> None:
+        self._latest = evaluation or Evaluation()
+
+    def latest(self) -> Evaluation:
+        """The most recent evaluation (a reference swap makes this safe across threads)."""
+        return self._latest
+
+    def publish(self, evaluation: Evaluation) -> None:
+        """Replace the published evaluation."""
+        self._latest = evaluation

@@ -1,0 +1,156 @@
+"""Per-target ring-buffer windows over canonical signals, and the aggregates tuning rules use.
+
+"Frequently" is defined here, once: a condition held in at least `frequently_ratio` of the
+window's samples (only samples where every signal the condition reads was present count).
+"""
+
+import math
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .sources import Snapshot
+
+Row = Mapping[str, float]
+NAN = math.nan
+
+
+def is_frequent(ratio: float, frequently_ratio: float) -> bool:
+    """The one definition of "frequently": the condition held in ≥ `frequently_ratio` of samples."""
+    return ratio >= frequently_ratio
+
+
+def capacity_for(window_seconds: float, interval_seconds: float) -> int:
+    """Ring size holding `window_seconds` of samples taken every `interval_seconds`, plus slack."""
+    return max(2, math.ceil(window_seconds / interval_seconds) + 2)
+
+
+class Window:
+    """Fixed-size ring of (ts, signal values); O(1) append, memory bounded by `capacity`."""
+
+    __slots__ = ("capacity", "_ts", "_columns", "_next", "_size")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._ts = array("d", [NAN]) * capacity
+        self._columns: dict[str, array[float]] = {}
+        self._next = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def append(self, snapshot: Snapshot) -> None:
+        """Store one snapshot, overwriting the oldest sample when the ring is full."""
+        i = self._next
+        self._ts[i] = snapshot.ts
+        values = snapshot.values
+        for name, column in self._columns.items():
+            column[i] = values.get(name, NAN)
+        for name in values.keys() - self._columns.keys():
+            column = array("d", [NAN]) * self.capacity
+            column[i] = values[name]
+            self._columns[name] = column
+        self._next = (i + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def clear(self) -> None:
+        """Forget every sample (after a server restart with new flags, say)."""
+        self._columns.clear()
+        self._next = 0
+        self._size = 0
+
+    def view(self, now: float, window_seconds: float) -> "WindowView":
+        """Samples with `now - window_seconds < ts <= now`, oldest first."""
+        start = (self._next - self._size) % self.capacity
+        order = [(start + k) % self.capacity for k in range(self._size)]
+        since = now - window_seconds
+        idx = [i for i in order if since < self._ts[i] <= now]
+        ts = [self._ts[i] for i in idx]
+        columns = {name: [col[i] for i in idx] for name, col in self._columns.items()}
+        return WindowView(ts, columns, window_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowView:
+    """An immutable copy of a window's live part; every aggregate skips missing (NaN) values."""
+
+    ts: Sequence[float]
+    columns: Mapping[str, Sequence[float]]
+    window_seconds: float
+
+    @property
+    def count(self) -> int:
+        """Number of samples (scrapes) in the view."""
+        return len(self.ts)
+
+    @property
+    def span_seconds(self) -> float:
+        """Time between the oldest and newest sample."""
+        return self.ts[-1] - self.ts[0] if self.ts else 0.0
+
+    def values(self, signal: str) -> list[float]:
+        """The signal's present values, oldest first."""
+        return [v for v in self.columns.get(signal, ()) if not math.isnan(v)]
+
+    def present(self, signal: str) -> int:
+        """How many samples carry the signal."""
+        return len(self.values(signal))
+
+    def rows(self, signals: Iterable[str]) -> list[dict[str, float]]:
+        """Samples where every one of `signals` is present, as dicts."""
+        names = tuple(signals)
+        cols = [self.columns.get(n, ()) for n in names]
+        out = []
+        for k in range(self.count):
+            row = {n: c[k] for n, c in zip(names, cols, strict=True) if k < len(c)}
+            if len(row) == len(names) and not any(math.isnan(v) for v in row.values()):
+                out.append(row)
+        return out
+
+    def fraction(
+        self,
+        predicate: Callable[[Row], bool],
+        signals: Iterable[str],
+        gate: Callable[[Row], bool] | None = None,
+    ) -> tuple[float, int]:
+        """(share of considered samples where `predicate` held, number considered).
+
+        A sample is considered when all `signals` are present and `gate` (if any) holds.
+        """
+        rows = [r for r in self.rows(signals) if gate is None or gate(r)]
+        if not rows:
+            return 0.0, 0
+        return sum(1 for r in rows if predicate(r)) / len(rows), len(rows)
+
+    def quantile(self, signal: str, q: float) -> float | None:
+        """Nearest-rank quantile of the signal's present values, or None when absent."""
+        vals = sorted(self.values(signal))
+        if not vals:
+            return None
+        return vals[min(len(vals) - 1, max(0, math.ceil(q * len(vals)) - 1))]
+
+    def mean(self, signal: str) -> float | None:
+        """Mean of present values, or None."""
+        vals = self.values(signal)
+        return sum(vals) / len(vals) if vals else None
+
+    def total(self, signal: str) -> float | None:
+        """Sum of present values (e.g. events per snapshot), or None."""
+        vals = self.values(signal)
+        return sum(vals) if vals else None
+
+    def max(self, signal: str) -> float | None:
+        """Largest present value, or None."""
+        vals = self.values(signal)
+        return max(vals) if vals else None
+
+    def min(self, signal: str) -> float | None:
+        """Smallest present value, or None."""
+        vals = self.values(signal)
+        return min(vals) if vals else None
+
+    def last(self, signal: str) -> float | None:
+        """Most recent present value, or None."""
+        vals = self.values(signal)
+        return vals[-1] if vals else None
