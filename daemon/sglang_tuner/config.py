@@ -5,6 +5,7 @@ Every problem is reported at once with its YAML path (`targets[1].url: ...`); th
 
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,9 +148,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Flags (init kwargs) win over the environment, which wins over the YAML (also init)."""
-        del settings_cls, dotenv_settings, file_secret_settings
-        return (init_settings, env_settings)
+        """Flags (init kwargs) win over the environment, which wins over the YAML file."""
+        del dotenv_settings, file_secret_settings
+        return (init_settings, env_settings, _YamlSource(settings_cls))
 
     @model_validator(mode="after")
     def target_names_unique(self) -> "Settings":
@@ -167,6 +168,21 @@ class Settings(BaseSettings):
         if self.scrape_timeout_seconds >= self.scrape_interval_seconds:
             raise ValueError("scrape_timeout_seconds must be below scrape_interval_seconds")
         return self
+
+
+_YAML_DATA: ContextVar[dict[str, Any] | None] = ContextVar("yaml_data", default=None)
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """The YAML file's contents, lowest priority (set by `load_settings`)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: `__call__` returns the whole mapping."""
+        del field
+        return (_YAML_DATA.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_YAML_DATA.get() or {})
 
 
 class ConfigError(Exception):
@@ -203,12 +219,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
     """Build Settings from the YAML file, the environment and flag overrides; raise ConfigError."""
-    data = _read_yaml(path) if path else {}
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    token = _YAML_DATA.set(_read_yaml(path) if path else {})
     try:
-        return Settings(**data)
+        return Settings(**flags)
     except ValidationError as exc:
         raise ConfigError(str(path or "settings"), _problems(exc)) from exc
+    finally:
+        _YAML_DATA.reset(token)
 
 
 def check_rule_ids(settings: Settings, known: set[str]) -> list[str]:

@@ -1,0 +1,150 @@
+"""Command line: run, check, demo, sim, rules, check-config, version. Wiring only."""
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import ConfigError, Settings, check_rule_ids, load_settings
+from .logsetup import configure_logging
+
+DESCRIPTION = """\
+Watches running SGLang servers and tells you, with evidence and the exact flag change,
+how to tune them (rules from SGLang's hyperparameter tuning guide).
+
+  sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
+  sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
+  sglang-tuner demo                        simulated SGLang servers + the daemon
+"""
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="YAML config file (see deploy/config.example.yaml)")
+    p.add_argument("--database", type=Path, help="SQLite file (default ./sglang-tuner.db)")
+    p.add_argument("--listen-host", help="API address (default 0.0.0.0)")
+    p.add_argument("--listen-port", type=int, help="API port (default 9877)")
+    p.add_argument("--external-url", help="our URL as users reach it, for alert links")
+    _log_flags(p)
+
+
+def _log_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="sglang-tuner", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _run_flags(sub.add_parser("run", help="run the daemon (scrape, evaluate, serve, alert)"))
+    check = sub.add_parser("check", help="watch servers for a while and print the advice")
+    check.add_argument("urls", nargs="+", metavar="URL", help="SGLang base URLs")
+    check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
+    check.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes (2)")
+    check.add_argument(
+        "--profile", default="offline", help="offline|online|long_context|multi_turn"
+    )
+    check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
+    check.add_argument("--format", choices=["text", "json"], default="text")
+    demo = sub.add_parser("demo", help="simulated SGLang servers + the daemon, advice in a minute")
+    demo.add_argument("--duration", type=float, default=120.0, help="seconds to run; 0 = forever")
+    demo.add_argument("--port", type=int, default=9877, help="daemon API port (9877)")
+    sub.add_parser("sim", help="simulated SGLang servers (sglang-tuner sim --help)", add_help=False)
+    rules = sub.add_parser("rules", help="list the tuning rules")
+    rules.add_argument("--format", choices=["text", "markdown"], default="text")
+    cfg = sub.add_parser("check-config", help="validate a config file; list every problem")
+    cfg.add_argument("file", type=Path)
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ("database", "listen_host", "listen_port", "external_url", "log_level", "log_format")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+
+
+def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
+    from .rules import RULES_BY_ID
+
+    settings = load_settings(path, overrides)
+    problems = check_rule_ids(settings, set(RULES_BY_ID))
+    if problems:
+        raise ConfigError(str(path or "settings"), problems)
+    return settings
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    settings = _settings(args.config, _overrides(args))
+    configure_logging(settings.log_level, settings.log_format)
+    if not settings.targets and not settings.file_sd:
+        print("warning: no targets configured; add targets: to the config", file=sys.stderr)
+    asyncio.run(serve(settings, lambda: _settings(args.config, _overrides(args))))
+    return 0
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    settings = _settings(args.file, {})
+    counts = f"{len(settings.targets)} target(s), {len(settings.rules)} rule override(s)"
+    print(f"{args.file}: OK ({counts})")
+    return 0
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from .rules import ALL_RULES
+
+    for rule in ALL_RULES:
+        if args.format == "markdown":
+            print(f"- `{rule.id}` ({rule.severity}): {rule.summary} — {rule.action}")
+        else:
+            print(f"{rule.id:<30} {rule.severity:<8} {rule.summary}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `sglang-tuner` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        from .sim.cli import main as sim_main
+
+        return sim_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ConfigError as exc:
+        print(f"error: invalid configuration {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "check":
+        from .check import run_check
+
+        return run_check(args)
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args)
+    if args.command == "rules":
+        return _cmd_rules(args)
+    if args.command == "check-config":
+        return _cmd_check_config(args)
+    if args.command == "version":
+        print(f"sglang-tuner {__version__}")
+        return 0
+    build_parser().print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The scheduler: scrape every target on its own offset, evaluate, notify, persist.
+
+Only this module (and the CLI) reads the clock; everything it calls takes `now`.
+"""
+
+import asyncio
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import httpx
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from .config import Settings
+from .evaluate import rule_settings
+from .poller import TargetPoller
+from .publish import Publisher
+from .rules import ALL_RULES
+from .rules.base import Rule
+from .state import TunerState
+from .store import Store
+from .targets import FileSD, TargetSpec, merge_targets, static_targets
+from .window import capacity_for
+
+logger = logging.getLogger(__name__)
+
+
+def _offset(name: str, interval: float) -> float:
+    """A stable per-target offset so scrapes spread over the interval instead of bursting."""
+    return (zlib.crc32(name.encode()) % 1000) / 1000 * interval
+
+
+class Tuner:
+    """Runs the daemon's periodic work inside an asyncio loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        rules: Sequence[Rule] = ALL_RULES,
+        state: TunerState | None = None,
+        store: Store | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.rules = tuple(rules)
+        self.state = state or TunerState()
+        self.store = store
+        self.clock = clock
+        self.pollers: dict[str, TargetPoller] = {}
+        self.publisher = Publisher(settings, self.rules, self.state)
+        self._file_sd = FileSD(settings.file_sd)
+        self._scheduler: AsyncIOScheduler | None = None
+        self._client: httpx.AsyncClient | None = None
+
+    def window_capacity(self) -> int:
+        """Ring size covering the longest window any enabled rule uses."""
+        spans = [rule_settings(self.settings, r).window_seconds for r in self.rules]
+        longest = max([self.settings.window_seconds, *[s for s in spans if s]])
+        return capacity_for(longest, self.settings.scrape_interval_seconds)
+
+    async def start(self) -> None:
+        """Open the HTTP client, load targets, restore state and start the periodic jobs."""
+        limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+        self._client = httpx.AsyncClient(limits=limits, follow_redirects=False)
+        self._scheduler = AsyncIOScheduler()
+        self._apply_targets(self._all_targets())
+        if self.store is not None:
+            self.store.restore(self.pollers, self.publisher, self.clock())
+        s = self.settings
+        self._every("evaluate", s.scrape_interval_seconds, self.evaluate, s.scrape_interval_seconds)
+        self._every("server_info", 5.0, self.refresh_server_info, 0.5)
+        if s.file_sd:
+            sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
+            self._every("file_sd", sd_interval, self.refresh_targets, sd_interval)
+        if self.store is not None:
+            self._every("persist", 60.0, self.persist, 60.0)
+        await self.publisher.start()
+        self._scheduler.start()
+
+    async def stop(self) -> None:
+        """Stop the jobs, persist once more and close connections."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+        await self.publisher.stop()
+        if self.store is not None:
+            self.persist()
+        if self._client is not None:
+            await self._client.aclose()
+
+    def _every(
+        self,
+        job_id: str,
+        seconds: float,
+        func: Callable[..., object],
+        first: float,
+        args: tuple[str, ...] = (),
+    ) -> None:
+        assert self._scheduler is not None
+        self._scheduler.add_job(
+            func, "interval", args=args, seconds=seconds, id=job_id, replace_existing=True,
+            max_instances=1, coalesce=True, misfire_grace_time=max(1, int(seconds)),
+            next_run_time=datetime.fromtimestamp(self.clock() + first, UTC),
+        )  # fmt: skip
+
+    def _all_targets(self) -> list[TargetSpec]:
+        discovered, _ = self._file_sd.refresh()
+        return merge_targets(static_targets(self.settings), discovered)
+
+    def _apply_targets(self, specs: list[TargetSpec]) -> None:
+        """Add, keep or remove pollers (and their scrape jobs) to match `specs`."""
+        wanted = {t.name: t for t in specs}
+        for name in list(self.pollers):
+            if name not in wanted or wanted[name] != self.pollers[name].spec:
+                self._remove_target(name)
+        capacity = self.window_capacity()
+        interval = self.settings.scrape_interval_seconds
+        for name, spec in wanted.items():
+            if name in self.pollers:
+                continue
+            self.pollers[name] = TargetPoller(spec, capacity)
+            self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
+
+    def _remove_target(self, name: str) -> None:
+        self.pollers.pop(name, None)
+        self.publisher.forget_target(name, self.clock())
+        if self._scheduler is not None and self._scheduler.get_job(f"scrape:{name}"):
+            self._scheduler.remove_job(f"scrape:{name}")
+        logger.info("target %s removed", name)
+
+    async def scrape(self, name: str) -> None:
+        """Scrape one target (a job; one slow target never delays another's job)."""
+        poller = self.pollers.get(name)
+        if poller is None or self._client is None:
+            return
+        s = self.settings
+        await poller.scrape(self._client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
+
+    async def refresh_server_info(self) -> None:
+        """Read `/server_info` where it is due: at start, after restarts, and periodically."""
+        if self._client is None:
+            return
+        now, period = self.clock(), self.settings.server_info_interval_seconds
+        due = [p for p in self.pollers.values() if p.needs_server_info or _stale(p, now, period)]
+        timeout = self.settings.scrape_timeout_seconds
+        await asyncio.gather(*(self._info(p, now, timeout) for p in due))
+
+    async def _info(self, poller: TargetPoller, now: float, timeout: float) -> None:
+        assert self._client is not None
+        poller.server_info_ts = now
+        await poller.refresh_server_info(self._client, timeout)
+
+    def evaluate(self) -> None:
+        """Judge every target and publish the new evaluation."""
+        self.publisher.evaluate(self.pollers, self.clock())
+
+    def refresh_targets(self) -> None:
+        """Re-read file_sd files and apply changes."""
+        discovered, changed = self._file_sd.refresh()
+        if changed:
+            self._apply_targets(merge_targets(static_targets(self.settings), discovered))
+
+    def reload(self, settings: Settings) -> None:
+        """Apply a new, already validated configuration (SIGHUP)."""
+        self.settings = settings
+        self.publisher.settings = settings
+        self._file_sd = FileSD(settings.file_sd)
+        self._apply_targets(self._all_targets())
+        logger.info("configuration reloaded: %d target(s)", len(self.pollers))
+
+    def persist(self) -> None:
+        """Write windows and advice history to SQLite."""
+        if self.store is not None:
+            self.store.save(self.pollers, self.publisher, self.clock())
+
+
+def _stale(poller: TargetPoller, now: float, period: float) -> bool:
+    return now - poller.server_info_ts >= period

@@ -1,0 +1,102 @@
+"""Settings: YAML + environment + flags; every problem listed with its YAML path."""
+
+from pathlib import Path
+
+import pytest
+
+from sglang_tuner.config import ConfigError, load_settings
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yml"
+    path.write_text(text)
+    return path
+
+
+def test_load_settings_defaults_match_design():
+    s = load_settings(None)
+    assert s.scrape_interval_seconds == 5.0
+    assert s.scrape_timeout_seconds == 3.0
+    assert s.max_body_bytes == 16 * 1024 * 1024
+    assert s.window_seconds == 300.0
+    assert s.frequently_ratio == 0.5
+    assert s.hold_for_seconds == 120.0
+    assert s.keep_firing_for_seconds == 300.0
+    assert (s.listen_host, s.listen_port) == ("0.0.0.0", 9877)
+
+
+def test_load_settings_reads_yaml_targets_and_rule_overrides(tmp_path):
+    path = _write(
+        tmp_path,
+        """
+targets:
+  - url: http://gpu-1:30000/
+    profile: online
+    labels: {cluster: a}
+rules:
+  scheduler_too_conservative: {frequently_ratio: 0.6, thresholds: {token_usage_target: 0.85}}
+""",
+    )
+    s = load_settings(path)
+    assert s.targets[0].url == "http://gpu-1:30000"
+    assert s.targets[0].target_name == "gpu-1:30000"
+    assert s.targets[0].profile == "online"
+    assert s.rules["scheduler_too_conservative"].thresholds == {"token_usage_target": 0.85}
+
+
+def test_load_settings_lists_every_problem_with_yaml_path(tmp_path):
+    path = _write(
+        tmp_path,
+        """
+scrape_interval_seconds: -1
+targets:
+  - url: http://ok:1
+  - url: ftp://bad
+    profile: batch
+  - {name: x}
+unknown_key: 1
+""",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    problems = "\n".join(info.value.problems)
+    assert "scrape_interval_seconds:" in problems
+    assert "targets[1].url:" in problems
+    assert "targets[1].profile:" in problems
+    assert "targets[2].url: Field required" in problems
+    assert "unknown_key:" in problems
+    assert len(info.value.problems) == 5
+
+
+def test_load_settings_rejects_duplicate_target_names(tmp_path):
+    path = _write(tmp_path, "targets: [{url: 'http://a:1', name: x}, {url: 'http://b:1', name: x}]")
+    with pytest.raises(ConfigError, match="duplicate target name 'x'"):
+        load_settings(path)
+
+
+def test_load_settings_rejects_timeout_not_below_interval():
+    with pytest.raises(ConfigError, match="scrape_timeout_seconds must be below"):
+        load_settings(None, {"scrape_interval_seconds": 2, "scrape_timeout_seconds": 2})
+
+
+def test_load_settings_bad_yaml_and_missing_file_are_clear(tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(_write(tmp_path, "targets: [unclosed"))
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "nope.yml")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_settings(_write(tmp_path, "- a\n- b\n"))
+
+
+def test_settings_environment_overrides_yaml(tmp_path, monkeypatch):
+    path = _write(tmp_path, "window_seconds: 100\n")
+    monkeypatch.setenv("SGLANG_TUNER_WINDOW_SECONDS", "600")
+    monkeypatch.setenv("SGLANG_TUNER_ALERTMANAGER__RESEND_DELAY_SECONDS", "30")
+    s = load_settings(path)
+    assert s.window_seconds == 600.0
+    assert s.alertmanager.resend_delay_seconds == 30.0
+
+
+def test_settings_flags_override_environment(monkeypatch):
+    monkeypatch.setenv("SGLANG_TUNER_LISTEN_PORT", "1111")
+    assert load_settings(None, {"listen_port": 2222}).listen_port == 2222

@@ -1,0 +1,90 @@
+"""Ring-buffer windows: bounded, time-filtered, and the aggregates rules rely on."""
+
+import math
+
+from sglang_tuner.sources import Snapshot
+from sglang_tuner.window import Window, capacity_for, is_frequent
+
+
+def _fill(window: Window, rows: list[dict[str, float]], step: float = 5.0) -> None:
+    for k, values in enumerate(rows):
+        window.append(Snapshot("t", k * step, values))
+
+
+def test_window_keeps_only_capacity_newest_samples_when_overfilled():
+    window = Window(capacity=4)
+    _fill(window, [{"q": float(k)} for k in range(10)])
+    view = window.view(now=1000.0, window_seconds=1000.0)
+    assert len(window) == 4
+    assert view.values("q") == [6.0, 7.0, 8.0, 9.0]
+    assert view.ts == [30.0, 35.0, 40.0, 45.0]
+
+
+def test_window_view_excludes_samples_older_than_window_and_newer_than_now():
+    window = Window(capacity=20)
+    _fill(window, [{"q": float(k)} for k in range(10)])  # ts 0..45
+    view = window.view(now=40.0, window_seconds=12.0)
+    assert view.ts == [30.0, 35.0, 40.0]
+
+
+def test_window_signal_missing_in_some_snapshots_is_not_zero():
+    window = Window(capacity=10)
+    _fill(window, [{"a": 1.0}, {"a": 2.0, "b": 7.0}, {"a": 3.0}])
+    view = window.view(now=10.0, window_seconds=60.0)
+    assert view.values("b") == [7.0]
+    assert view.present("b") == 1
+    assert view.present("never") == 0
+    assert view.mean("never") is None
+
+
+def test_window_fraction_counts_only_rows_with_every_signal_and_gate():
+    window = Window(capacity=10)
+    rows = [
+        {"usage": 0.5, "queue": 3.0},
+        {"usage": 0.95, "queue": 3.0},
+        {"usage": 0.5},  # queue missing: not considered
+        {"usage": 0.5, "queue": 0.0},  # gated out
+    ]
+    _fill(window, rows)
+    view = window.view(now=15.0, window_seconds=100.0)
+    ratio, considered = view.fraction(
+        lambda r: r["usage"] < 0.9, ("usage", "queue"), gate=lambda r: r["queue"] > 0
+    )
+    assert considered == 2
+    assert ratio == 0.5
+
+
+def test_window_quantile_is_nearest_rank():
+    window = Window(capacity=200)
+    _fill(window, [{"x": float(v)} for v in range(1, 101)], step=1.0)
+    view = window.view(now=100.0, window_seconds=1000.0)
+    assert view.quantile("x", 0.5) == 50.0
+    assert view.quantile("x", 0.99) == 99.0
+    assert view.quantile("x", 1.0) == 100.0
+    assert view.min("x") == 1.0 and view.max("x") == 100.0 and view.last("x") == 100.0
+
+
+def test_window_clear_forgets_samples_and_signals():
+    window = Window(capacity=5)
+    _fill(window, [{"q": 1.0}] * 3)
+    window.clear()
+    assert len(window) == 0
+    assert window.view(100.0, 100.0).count == 0
+
+
+def test_window_new_signal_later_backfills_missing_for_older_rows():
+    window = Window(capacity=5)
+    _fill(window, [{"a": 1.0}, {"a": 1.0, "late": 2.0}])
+    view = window.view(now=5.0, window_seconds=60.0)
+    assert math.isnan(view.columns["late"][0])
+    assert view.values("late") == [2.0]
+
+
+def test_capacity_for_covers_window_at_interval():
+    assert capacity_for(300.0, 5.0) == 62
+    assert capacity_for(1.0, 5.0) == 3
+
+
+def test_is_frequent_threshold_is_inclusive():
+    assert is_frequent(0.5, 0.5)
+    assert not is_frequent(0.49, 0.5)
