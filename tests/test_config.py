@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from sglang_tuner.config import ConfigError, load_settings
 
 

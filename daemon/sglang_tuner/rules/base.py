@@ -1,5 +1,6 @@
 """The tuning-rule model: a rule is data plus pure functions; evaluating it does no I/O."""
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -223,3 +224,30 @@ def flag_action(
         f"{suggested:g}",
         note,
     )
+
+
+def choice_action(
+    flag: str, current: str | None, suggested: str, inp: RuleInput, default: str | None = None
+) -> Action:
+    """`--flag current -> suggested` for a string-valued flag (policy, backend, dtype)."""
+    note = ""
+    shown = current
+    if current is None:
+        why = inp.config_error or "/server_info did not report it"
+        shown = default
+        assumed = f"; assumed SGLang's default {default}" if default is not None else ""
+        note = f"current value unknown ({why}){assumed}"
+    return Action(f"{flag} {shown or '?'} -> {suggested}", flag, shown, suggested, note)
+
+
+def version_at_least(version: str | None, minimum: tuple[int, ...]) -> bool | None:
+    """'0.5.14.post2' >= (0, 5, 14) -> True; None when the version is unknown or unparsable."""
+    if not version:
+        return None
+    parts: list[int] = []
+    for piece in version.lstrip("v").split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) >= minimum if parts else None

@@ -28,6 +28,7 @@ class ServerConfig:
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = None
     max_running_requests: int | None = None  # effective value where the server reports it
+    max_running_requests_per_dp: int | None = None  # effective per DP rank (>= v0.5.9)
     cuda_graph_max_bs: int | None = None  # resolved across the v0.5.14 rename
     disable_cuda_graph: bool | None = None
     tp_size: int | None = None
