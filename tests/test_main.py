@@ -1,0 +1,45 @@
+"""The command line: exit codes and messages a user sees."""
+
+from sglang_tuner import __version__
+from sglang_tuner.__main__ import main
+from sglang_tuner.rules import ALL_RULES
+
+
+def test_main_version_prints_version(capsys):
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == f"sglang-tuner {__version__}"
+
+
+def test_main_check_config_ok(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text("targets: [{url: 'http://127.0.0.1:30000'}]\n")
+    assert main(["check-config", str(path)]) == 0
+    assert "OK (1 target(s)" in capsys.readouterr().out
+
+
+def test_main_check_config_lists_every_problem_and_exits_2(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text(
+        "targets: [{url: 'ftp://x'}]\nwindow_seconds: 0\nrules: {no_such_rule: {enabled: true}}\n"
+    )
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "targets[0].url" in err and "window_seconds" in err
+
+
+def test_main_check_config_unknown_rule_id_is_an_error(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text("rules: {no_such_rule: {enabled: true}}\n")
+    assert main(["check-config", str(path)]) == 2
+    assert "rules.no_such_rule: unknown tuning rule" in capsys.readouterr().err
+
+
+def test_main_rules_lists_every_rule(capsys):
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    assert all(rule.id in out for rule in ALL_RULES)
+
+
+def test_main_without_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "sglang-tuner run --config" in capsys.readouterr().out
