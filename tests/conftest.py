@@ -1,8 +1,160 @@
 """Shared test setup: the package lives under daemon/ (installed editable by `make test`)."""
 
+import os
+import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import httpx
+import pytest
+import yaml
 
 DAEMON = Path(__file__).resolve().parent.parent / "daemon"
 if str(DAEMON) not in sys.path:
     sys.path.insert(0, str(DAEMON))
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (127.0.0.1)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _MisbehavingHandler(BaseHTTPRequestHandler):
+    """Targets that fail in the ways real ones do; the first path part picks the behaviour."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: object) -> None:  # keep test output clean
+        del args
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        kind = self.path.strip("/").split("/")[0]
+        if kind == "slow":
+            time.sleep(3.0)
+            return self._send(200, b"sglang:num_queue_reqs 1\n")
+        if kind == "huge":
+            return self._stream_huge(50 * 1024 * 1024)
+        if kind == "good":
+            return self._send(200, (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes())
+        if kind == "garbage":
+            return self._send(200, b"\x00\xff<html>not metrics</html>\x01" * 100)
+        return self._send(404, b"Not Found")
+
+    def _send(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _stream_huge(self, size: int) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        chunk = b"sglang:num_queue_reqs 1\n" * 4096
+        try:
+            for _ in range(size // len(chunk)):
+                self.wfile.write(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+@pytest.fixture
+def misbehaving_server() -> Iterator[str]:
+    """Base URL of a server: /good serves a real page; /slow, /huge, /garbage, /missing misbehave."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _MisbehavingHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+class DaemonProcess:
+    """`sglang-tuner run` as a real subprocess (real uvicorn) with a generated config file."""
+
+    def __init__(self, tmp_path: Path, config: dict[str, object]) -> None:
+        self.port = free_port()
+        self.config_path = tmp_path / "config.yml"
+        self.config = {
+            "listen_host": "127.0.0.1",
+            "listen_port": self.port,
+            "database": str(tmp_path / "tuner.db"),
+            **config,
+        }
+        self.write_config(self.config)
+        self.log_path = tmp_path / "daemon.log"
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def write_config(self, config: dict[str, object]) -> None:
+        """Write (or rewrite, before a SIGHUP) the YAML config."""
+        self.config_path.write_text(yaml.safe_dump(config))
+
+    def start(self, timeout: float = 20.0) -> "DaemonProcess":
+        env = {**os.environ, "PYTHONPATH": str(DAEMON)}
+        cmd = [sys.executable, "-m", "sglang_tuner", "run", "--config", str(self.config_path)]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited: {self.log_path.read_text()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"daemon did not start: {self.log_path.read_text()}")
+
+    def get(self, path: str, **kw: object) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=5, **kw)  # type: ignore[arg-type]
+
+    def wait_for(self, predicate, timeout: float = 30.0, interval: float = 0.25):  # type: ignore[no-untyped-def]
+        """Poll `predicate(self)` until it returns something truthy; fail with the log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate(self)
+            if value:
+                return value
+            time.sleep(interval)
+        raise AssertionError(f"condition not met in {timeout}s; daemon log:\n{self.logs()[-4000:]}")
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path) -> Iterator[object]:
+    """Start `sglang-tuner run` subprocesses; all are stopped at the end of the test."""
+    started: list[DaemonProcess] = []
+
+    def start(config: dict[str, object]) -> DaemonProcess:
+        daemon = DaemonProcess(tmp_path, config)
+        started.append(daemon)
+        return daemon.start()
+
+    yield start
+    for daemon in started:
+        daemon.stop()

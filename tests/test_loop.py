@@ -1,0 +1,76 @@
+"""The daemon as a real process: one bad target never stalls the others."""
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import free_port
+
+SHORT = {
+    "scrape_interval_seconds": 1.0,
+    "scrape_timeout_seconds": 0.8,
+    "window_seconds": 20.0,
+    "min_samples": 3,
+    "hold_for_seconds": 0.0,
+    "max_body_bytes": 1024 * 1024,
+}
+
+
+def _target_up(metrics_text: str) -> dict[str, float]:
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name == "sglang_tuner_target_up":
+            return {s.labels["target"]: s.value for s in family.samples}
+    return {}
+
+
+def test_daemon_bad_targets_show_reasons_while_good_target_keeps_schedule(
+    daemon_factory, misbehaving_server
+):
+    base = misbehaving_server
+    targets = [
+        {"name": "good", "url": f"{base}/good"},
+        {"name": "dead", "url": f"http://127.0.0.1:{free_port()}"},
+        {"name": "slow", "url": f"{base}/slow"},
+        {"name": "huge", "url": f"{base}/huge"},
+        {"name": "garbage", "url": f"{base}/garbage"},
+        {"name": "no-metrics", "url": f"{base}/missing"},
+    ]
+    daemon = daemon_factory({**SHORT, "targets": targets})
+
+    def all_scraped_twice(d):
+        body = d.get("/targets").json()
+        rows = {t["name"]: t for t in body["data"]}
+        return (
+            rows
+            if len(rows) == 6
+            and all(r["last_scrape"] for r in rows.values())
+            and rows["slow"]["error_reason"]
+            else None
+        )
+
+    rows = daemon.wait_for(all_scraped_twice, timeout=20)
+    reasons = {name: row["error_reason"] for name, row in rows.items()}
+    assert reasons == {
+        "good": None,
+        "dead": "conn_refused",
+        "slow": "timeout",
+        "huge": "body_too_large",
+        "garbage": "parse",
+        "no-metrics": "http_404_metrics_disabled",
+    }
+    assert "--enable-metrics" in rows["no-metrics"]["error"]
+    up = _target_up(daemon.get("/metrics").text)
+    assert up == {
+        "good": 1.0,
+        "dead": 0.0,
+        "slow": 0.0,
+        "huge": 0.0,
+        "garbage": 0.0,
+        "no-metrics": 0.0,
+    }
+
+    # The good target keeps its 1 s schedule although one target always takes the full timeout.
+    first = daemon.get("/targets/good").json()["scrapes_total"]
+    daemon.wait_for(
+        lambda d: d.get("/targets/good").json()["scrapes_total"] >= first + 4, timeout=8
+    )
+    # A target that stays down is logged once, not on every scrape.
+    assert daemon.logs().count("target dead is down") == 1
