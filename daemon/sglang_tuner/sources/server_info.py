@@ -1,0 +1,194 @@
+"""Read SGLang's `/server_info` (fallback `/get_server_info`): redact secrets, resolve the knobs."""
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from sglang_tuner.sources import ServerConfig
+
+REDACTED = "<redacted>"
+SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"
+
+
+def is_secret_key(key: str) -> bool:
+    """True for keys holding secrets (`api_key`, `admin_api_key`, `ssl_keyfile_password`, …)."""
+    lowered = key.lower().replace("-", "_")
+    return any(part in lowered for part in SECRET_KEY_PARTS)
+
+
+def redact(obj: Any) -> Any:
+    """A copy of `obj` with every secret value replaced, at any depth; unset (null/"") stays."""
+    if isinstance(obj, Mapping):
+        return {
+            key: REDACTED if _needs_redaction(key, value) else redact(value)
+            for key, value in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact(item) for item in obj]
+    return obj
+
+
+def _needs_redaction(key: object, value: object) -> bool:
+    """A secret key with a set value (null and empty strings carry nothing)."""
+    return isinstance(key, str) and is_secret_key(key) and value not in (None, "")
+
+
+def _as_int(value: object) -> int | None:
+    """An int, or None for anything else (bools excluded)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _as_float(value: object) -> float | None:
+    """A float, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _as_bool(value: object) -> bool | None:
+    """A bool, or None."""
+    return value if isinstance(value, bool) else None
+
+
+def _as_str(value: object) -> str | None:
+    """A non-empty string, or None."""
+    return value if isinstance(value, str) and value else None
+
+
+def _states(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The per-DP-rank `internal_states` (v0.4.7+); v0.4.6 merged them flat into the body."""
+    states = body.get("internal_states")
+    if isinstance(states, list):
+        return [s for s in states if isinstance(s, Mapping)]
+    return [states] if isinstance(states, Mapping) else []
+
+
+def _get(body: Mapping[str, Any], key: str, *, state_first: bool = False) -> Any:
+    """A field from the top level, else from `internal_states[0]` (or the other way round)."""
+    states = _states(body)
+    places = [body, *states[:1]]
+    for place in reversed(places) if state_first else places:
+        if place.get(key) is not None:
+            return place[key]
+    return None
+
+
+def _cuda_graph_max_bs(body: Mapping[str, Any]) -> int | None:
+    """`cuda_graph_config.decode.max_bs` (>= v0.5.14), then `cuda_graph_max_bs_decode`, then old."""
+    config = _get(body, "cuda_graph_config")
+    if isinstance(config, Mapping) and isinstance(config.get("decode"), Mapping):
+        resolved = _as_int(config["decode"].get("max_bs"))
+        if resolved is not None:
+            return resolved
+    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
+        value = _as_int(_get(body, key))
+        if value is not None:
+            return value
+    return None
+
+
+def _effective_max_running(body: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(total over DP ranks, per DP rank) effective max running requests; CLI value as fallback."""
+    per_dp = [_as_int(s.get("effective_max_running_requests_per_dp")) for s in _states(body)]
+    known = [v for v in per_dp if v is not None]
+    if known:
+        return sum(known), max(known)
+    return _as_int(body.get("max_running_requests")), None
+
+
+def _startup_available(body: Mapping[str, Any]) -> float | None:
+    """Smallest `internal_states[].memory_usage.startup_available` (v0.5.17+), GB."""
+    values = []
+    for state in _states(body):
+        usage = state.get("memory_usage")
+        if isinstance(usage, Mapping) and _as_float(usage.get("startup_available")) is not None:
+            values.append(float(usage["startup_available"]))
+    return min(values) if values else None
+
+
+def _disable_cuda_graph(body: Mapping[str, Any]) -> bool | None:
+    """`disable_cuda_graph`, or >= v0.5.14's `disable_decode_cuda_graph`."""
+    flags = [_as_bool(_get(body, k)) for k in ("disable_cuda_graph", "disable_decode_cuda_graph")]
+    known = [flag for flag in flags if flag is not None]
+    return any(known) if known else None
+
+
+def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
+    """Resolve the tuning knobs from a `/server_info` body of any version (redacted in `raw`)."""
+    clean = redact(body)
+    total, per_dp = _effective_max_running(clean)
+    return ServerConfig(
+        version=_as_str(clean.get("version")),
+        model_path=_as_str(_get(clean, "model_path")),
+        schedule_conservativeness=_as_float(_get(clean, "schedule_conservativeness")),
+        mem_fraction_static=_as_float(_get(clean, "mem_fraction_static")),
+        chunked_prefill_size=_as_int(_get(clean, "chunked_prefill_size")),
+        max_prefill_tokens=_as_int(_get(clean, "max_prefill_tokens")),
+        max_running_requests=total,
+        max_running_requests_per_dp=per_dp,
+        cuda_graph_max_bs=_cuda_graph_max_bs(clean),
+        disable_cuda_graph=_disable_cuda_graph(clean),
+        tp_size=_as_int(_get(clean, "tp_size")),
+        dp_size=_as_int(_get(clean, "dp_size")),
+        pp_size=_as_int(_get(clean, "pp_size")),
+        enable_dp_attention=_as_bool(_get(clean, "enable_dp_attention")),
+        enable_metrics_for_all_schedulers=_as_bool(
+            _get(clean, "enable_metrics_for_all_schedulers")
+        ),
+        schedule_policy=_as_str(_get(clean, "schedule_policy")),
+        attention_backend=_as_str(_get(clean, "attention_backend", state_first=True)),
+        kv_cache_dtype=_as_str(_get(clean, "kv_cache_dtype")),
+        quantization=_as_str(_get(clean, "quantization")),
+        enable_torch_compile=_as_bool(_get(clean, "enable_torch_compile")),
+        disable_radix_cache=_as_bool(_get(clean, "disable_radix_cache")),
+        max_total_num_tokens=_as_int(_get(clean, "max_total_num_tokens")),
+        context_length=_as_int(_get(clean, "context_length")),
+        startup_available_gpu_mem_gb=_startup_available(clean),
+        raw=clean,
+    )
+
+
+async def fetch_server_info(
+    client: httpx.AsyncClient, url: str, *, token: str | None, timeout_seconds: float
+) -> tuple[ServerConfig | None, str | None]:
+    """GET `/server_info` (or `/get_server_info` on 404): (config, None) or (None, one-line error).
+
+    Never logs or returns the token or an unredacted body.
+    """
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    base = url.rstrip("/")
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            for path in ("/server_info", "/get_server_info"):
+                response = await client.get(base + path, headers=headers, timeout=timeout_seconds)
+                if response.status_code != 404:
+                    return _read_response(response, base + path, token is not None)
+    except (TimeoutError, httpx.TimeoutException):
+        return None, f"GET {base}/server_info took longer than {timeout_seconds:g} s"
+    except httpx.HTTPError as exc:
+        return None, f"GET {base}/server_info failed: {type(exc).__name__}"
+    return None, f"GET {base}/server_info and /get_server_info returned 404"
+
+
+def _read_response(
+    response: httpx.Response, url: str, sent_token: bool
+) -> tuple[ServerConfig | None, str | None]:
+    """Turn one answer into a config or an error line."""
+    code = response.status_code
+    if code in (401, 403):
+        hint = "the token was rejected" if sent_token else "set the target's API key"
+        return None, f"GET {url} returned {code}: the server needs an API key ({hint})"
+    if code != 200:
+        return None, f"GET {url} returned {code} {response.reason_phrase}"
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return None, f"GET {url} did not return JSON"
+    if not isinstance(body, Mapping):
+        return None, f"GET {url} returned JSON that is not an object"
+    return parse_server_info(body), None

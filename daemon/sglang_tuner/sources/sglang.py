@@ -1,0 +1,272 @@
+"""The one signal-mapping module: SGLang's metric names, per version, onto canonical signals.
+
+Aggregation over ranks (reference §4): a series set is one scheduler, keyed by `dp_rank`; within a
+DP rank we take the max over `tp_rank` (retraction counters are written on every TP rank with
+identical counts, and `--enable-metrics-for-all-schedulers` repeats gauges per TP rank), summing
+over any other label (`pid`, `is_streaming`, `cache_source`, custom labels). Then DP ranks are
+summed, averaged or maxed as `signals.py` says. Counters become rates with reset detection.
+
+`token_usage` is SGLang's own gauge: before v0.5.11 the full-attention pool usage (max with SWA on
+hybrid models), from v0.5.11 the max over full/SWA/Mamba pools; both exclude evictable radix-cache
+tokens. `cache_hit_rate`, `is_cuda_graph` and `utilization` are never read (§6.3: broken).
+"""
+
+from collections.abc import Callable, Iterable
+
+from sglang_tuner import signals as s
+from sglang_tuner.sources.exposition import (
+    LabelCache,
+    Samples,
+    bucket_deltas,
+    parse_exposition,
+    quantile,
+)
+
+# Gauges: canonical signal -> (SGLang family, how DP ranks combine).
+_GAUGES: dict[str, tuple[str, str]] = {
+    s.NUM_RUNNING_REQS: ("num_running_reqs", "sum"),
+    s.NUM_RUNNING_REQS_MAX_RANK: ("num_running_reqs", "max"),
+    s.NUM_QUEUE_REQS: ("num_queue_reqs", "sum"),
+    s.TOKEN_USAGE: ("token_usage", "mean"),
+    s.NUM_USED_TOKENS: ("num_used_tokens", "sum"),
+    s.MAX_TOTAL_NUM_TOKENS: ("max_total_num_tokens", "sum"),  # >= v0.5.6
+    s.GEN_THROUGHPUT: ("gen_throughput", "sum"),
+    s.STARTUP_AVAILABLE_GPU_MEM_GB: ("startup_available_gpu_memory_gb", "min"),  # >= v0.5.11
+}
+# Counter rates per second: canonical signal -> SGLang counter (all versions since v0.3.5/v0.4.1).
+_RATES: dict[str, str] = {
+    s.REQUEST_RATE: "num_requests_total",
+    s.PROMPT_TOKENS_RATE: "prompt_tokens_total",
+    s.GENERATION_TOKENS_RATE: "generation_tokens_total",
+}
+# Latency histograms: (p50 signal, p99 signal) -> families, newest name first.
+_HISTOGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
+    (s.TTFT_P50_SECONDS, s.TTFT_P99_SECONDS): ("time_to_first_token_seconds",),
+    (s.ITL_P50_SECONDS, s.ITL_P99_SECONDS): (
+        "inter_token_latency_seconds",  # >= v0.4.3.post3
+        "time_per_output_token_seconds",  # <= v0.4.3
+    ),
+    (s.E2E_P50_SECONDS, s.E2E_P99_SECONDS): ("e2e_request_latency_seconds",),
+    (s.QUEUE_TIME_P50_SECONDS, s.QUEUE_TIME_P99_SECONDS): (
+        "queue_time_seconds",  # >= v0.5.3
+        "queue_time_s",  # v0.5.2
+    ),
+}
+_RETRACTED_COUNTER = "num_retracted_requests_total"  # >= v0.5.7, on every TP rank
+_RETRACTED_INTERVAL = "num_retracted_reqs"  # >= v0.5.2, per-log-interval delta, `pid` label
+_RETRACTED_CUMULATIVE = "total_retracted_reqs"  # v0.4.9.post3 - v0.5.3, cumulative gauge
+_CUDA_GRAPH_PASSES = "cuda_graph_passes_total"  # >= v0.5.7, label `mode`
+_CACHED_TOKENS = "cached_tokens_total"  # >= v0.4.3.post4; `cache_source` >= v0.5.9
+
+_FAMILIES: frozenset[str] = frozenset(
+    [f for f, _ in _GAUGES.values()]
+    + list(_RATES.values())
+    + [f for names in _HISTOGRAMS.values() for f in names]
+    + [_RETRACTED_COUNTER, _RETRACTED_INTERVAL, _RETRACTED_CUMULATIVE]
+    + [_CUDA_GRAPH_PASSES, _CACHED_TOKENS]
+)
+_HISTOGRAM_FAMILIES = frozenset(f for names in _HISTOGRAMS.values() for f in names)
+# Sample names kept by the parser: histograms are read from their buckets only.
+_SAMPLE_NAMES = (_FAMILIES - _HISTOGRAM_FAMILIES) | {f + "_bucket" for f in _HISTOGRAM_FAMILIES}
+
+# Every SGLang name the map reads, colon form; histograms also with their sample suffixes.
+SGLANG_METRIC_NAMES: frozenset[str] = frozenset(
+    [f"sglang:{f}" for f in _FAMILIES]
+    + [f"sglang:{f}{x}" for f in _HISTOGRAM_FAMILIES for x in ("_bucket", "_sum", "_count")]
+)
+
+# A scheduler's series set is one DP rank; these ranks repeat it (identical or mirrored values).
+_RANK_LABELS = ("dp_rank", "tp_rank", "pp_rank", "moe_ep_rank")
+
+_COMBINE: dict[str, Callable[[list[float]], float]] = {
+    "sum": sum,
+    "max": max,
+    "min": min,
+    "mean": lambda values: sum(values) / len(values),
+}
+
+
+def describe_signal_sources() -> dict[str, list[str]]:
+    """Canonical signal -> the SGLang metric names (colon form) that carry it, newest first."""
+    table = {sig: [f"sglang:{fam}"] for sig, (fam, _) in _GAUGES.items()}
+    table |= {sig: [f"sglang:{fam}"] for sig, fam in _RATES.items()}
+    for pair, names in _HISTOGRAMS.items():
+        table |= {sig: [f"sglang:{n}_bucket" for n in names] for sig in pair}
+    table[s.NUM_DP_RANKS] = ["sglang:num_running_reqs"]
+    table[s.RETRACTIONS_PER_MINUTE] = [
+        f"sglang:{n}" for n in (_RETRACTED_COUNTER, _RETRACTED_INTERVAL, _RETRACTED_CUMULATIVE)
+    ]
+    table[s.PREFIX_CACHE_HIT_RATIO] = ["sglang:cached_tokens_total", "sglang:prompt_tokens_total"]
+    table[s.PROMPT_TOKENS_MEAN] = ["sglang:prompt_tokens_total", "sglang:num_requests_total"]
+    table[s.CUDA_GRAPH_PASS_RATIO] = ["sglang:cuda_graph_passes_total"]
+    table[s.RESTARTS] = sorted(f"sglang:{f}" for f in _RATES.values())
+    return table
+
+
+_NO_SGLANG = (
+    "no sglang: or sglang_ samples (a just-started SGLang emits none before its first log point;"
+    " otherwise this is not SGLang's /metrics)"
+)
+
+
+class NoSglangMetricsError(ValueError):
+    """The page parsed but carried no `sglang:`/`sglang_` sample."""
+
+
+class SignalMapper:
+    """Per-target state: parses a page, maps it to signals, and turns counters into rates."""
+
+    def __init__(self) -> None:
+        self._labels = LabelCache()
+        self._prev_ts: float | None = None
+        self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
+        self._prev_buckets: dict[str, dict[float, float]] = {}
+
+    def update(self, text: str, ts: float) -> dict[str, float]:
+        """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text."""
+        page = parse_exposition(text, _SAMPLE_NAMES)
+        if not page.has_prefixed_lines:
+            raise NoSglangMetricsError(_NO_SGLANG)
+        samples = page.samples
+        values = self._gauges(samples)
+        totals = self._totals(samples)
+        buckets = {fam: self._buckets(samples, fam) for fam in _HISTOGRAM_FAMILIES}
+        buckets = {fam: b for fam, b in buckets.items() if b}
+        dt = None if self._prev_ts is None else ts - self._prev_ts
+        if dt is not None and dt > 0:
+            values |= self._rates(totals, buckets, dt)
+            values |= self._interval_retractions(samples, dt, totals)
+        self._prev_ts, self._prev, self._prev_buckets = ts, totals, buckets
+        return values
+
+    def _by_rank(
+        self,
+        series: Iterable[tuple[str, float]],
+        keep: Callable[[dict[str, str]], bool] | None = None,
+    ) -> dict[str, float]:
+        """dp_rank -> value: summed over non-rank labels, then max over the TP/PP/EP ranks."""
+        per_rank: dict[tuple[str, ...], float] = {}
+        for raw, value in series:
+            labels = self._labels(raw)
+            if keep is not None and not keep(labels):
+                continue
+            key = tuple(labels.get(name, "") for name in _RANK_LABELS)
+            per_rank[key] = per_rank.get(key, 0.0) + value
+        per_dp: dict[str, float] = {}
+        for (dp, *_), value in per_rank.items():
+            per_dp[dp] = max(per_dp.get(dp, value), value)
+        return per_dp
+
+    def _gauges(self, samples: Samples) -> dict[str, float]:
+        """Scheduler gauges combined over DP ranks; priority-split series are skipped."""
+        values: dict[str, float] = {}
+        for signal, (family, how) in _GAUGES.items():
+            per_dp = self._by_rank(samples.get(family, ()), _is_total_priority)
+            if per_dp:
+                values[signal] = _COMBINE[how](list(per_dp.values()))
+                if family == "num_running_reqs":
+                    values[s.NUM_DP_RANKS] = float(len(per_dp))
+        return values
+
+    def _total(
+        self, samples: Samples, family: str, label: str = "", want: str = ""
+    ) -> float | None:
+        """A counter's total over all series (optionally only where label == value)."""
+        keep = (lambda labels: labels.get(label) == want) if label else None
+        per_dp = self._by_rank(samples.get(family, ()), keep)
+        return sum(per_dp.values()) if per_dp else None
+
+    def _totals(self, samples: Samples) -> dict[str, float]:
+        """Every cumulative value whose rate we want, keyed by family (and mode)."""
+        totals: dict[str, float | None] = {f: self._total(samples, f) for f in _RATES.values()}
+        # per request SGLang reports either the per-source breakdown or the legacy "total"
+        # (disjoint), so all `cache_source` series are summed. Labelled series appear only once
+        # incremented: no cached-token series while prompts were counted means no hit yet.
+        cached = self._total(samples, _CACHED_TOKENS)
+        if cached is None and totals["prompt_tokens_total"] is not None:
+            cached = 0.0
+        totals[_CACHED_TOKENS] = cached
+        for mode in ("decode_cuda_graph", "decode_none"):
+            totals[mode] = self._total(samples, _CUDA_GRAPH_PASSES, "mode", mode)
+        retracted = self._total(samples, _RETRACTED_COUNTER)
+        if retracted is None and _CUDA_GRAPH_PASSES in samples:
+            retracted = 0.0  # >= v0.5.7 server whose counter was never incremented (no series yet)
+        if retracted is None:
+            retracted = self._total(samples, _RETRACTED_CUMULATIVE)
+        totals["retracted"] = retracted
+        return {key: value for key, value in totals.items() if value is not None}
+
+    def _buckets(self, samples: Samples, family: str) -> dict[float, float]:
+        """le -> cumulative count, summed over every non-`le` label."""
+        counts: dict[float, float] = {}
+        for raw, value in samples.get(family + "_bucket", ()):
+            le = float(self._labels(raw).get("le", "nan"))
+            counts[le] = counts.get(le, 0.0) + value
+        return counts
+
+    def _rates(
+        self, totals: dict[str, float], buckets: dict[str, dict[float, float]], dt: float
+    ) -> dict[str, float]:
+        """Counter increases over `dt` turned into signals; a decrease means a restart."""
+        inc: dict[str, float] = {}
+        reset = False
+        for key, value in totals.items():
+            before = self._prev.get(key, 0.0)  # a series born since the last scrape started at 0
+            reset |= value < before
+            inc[key] = value if value < before else value - before
+        reset |= any(key not in totals for key in self._prev)
+        values = {sig: inc[fam] / dt for sig, fam in _RATES.items() if fam in inc}
+        values[s.RESTARTS] = 1.0 if reset else 0.0
+        if "retracted" in inc:
+            values[s.RETRACTIONS_PER_MINUTE] = inc["retracted"] * 60.0 / dt
+        values |= _ratios(inc)
+        values |= self._quantiles(buckets)
+        return values
+
+    def _quantiles(self, buckets: dict[str, dict[float, float]]) -> dict[str, float]:
+        """p50/p99 of each latency histogram from the bucket increases over the interval."""
+        values: dict[str, float] = {}
+        for (p50, p99), names in _HISTOGRAMS.items():
+            family = next((n for n in names if n in buckets), None)
+            if family is None:
+                continue
+            delta = bucket_deltas(self._prev_buckets.get(family, {}), buckets[family])
+            for signal, q in ((p50, 0.5), (p99, 0.99)):
+                estimate = quantile(q, delta)
+                if estimate is not None:
+                    values[signal] = estimate
+        return values
+
+    def _interval_retractions(
+        self, samples: Samples, dt: float, totals: dict[str, float]
+    ) -> dict[str, float]:
+        """v0.5.2-v0.5.6: the per-log-interval gauge, as a lower-bound rate over the interval.
+
+        The gauge holds only the retractions since SGLang's last log point, so a scrape misses
+        events of earlier log intervals (sgl-project/sglang#10672): the rate is a lower bound.
+        """
+        if "retracted" in totals:
+            return {}
+        per_dp = self._by_rank(samples.get(_RETRACTED_INTERVAL, ()))
+        if not per_dp:
+            return {}
+        return {s.RETRACTIONS_PER_MINUTE: sum(per_dp.values()) * 60.0 / dt}
+
+
+def _is_total_priority(labels: dict[str, str]) -> bool:
+    """Keep the all-priorities series (no `priority` label, or `priority=""`)."""
+    return not labels.get("priority")
+
+
+def _ratios(inc: dict[str, float]) -> dict[str, float]:
+    """Prefix-cache hit ratio, mean prompt length and CUDA-graph pass ratio from increases."""
+    values: dict[str, float] = {}
+    prompt, requests = inc.get("prompt_tokens_total"), inc.get("num_requests_total")
+    if prompt and _CACHED_TOKENS in inc:
+        values[s.PREFIX_CACHE_HIT_RATIO] = min(1.0, inc[_CACHED_TOKENS] / prompt)
+    if prompt is not None and requests:
+        values[s.PROMPT_TOKENS_MEAN] = prompt / requests
+    graph, none = inc.get("decode_cuda_graph", 0.0), inc.get("decode_none", 0.0)
+    if graph + none > 0:
+        values[s.CUDA_GRAPH_PASS_RATIO] = graph / (graph + none)
+    return values

@@ -1,0 +1,163 @@
+"""`/server_info`: redaction, knob resolution per version, fetching with and without a token."""
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sglang_tuner.sources.server_info import (
+    REDACTED,
+    fetch_server_info,
+    parse_server_info,
+    redact,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "server_info"
+TOKEN = "sk-test-token"
+
+
+def body(version: str) -> dict[str, Any]:
+    """A fixture body."""
+    return json.loads((FIXTURES / f"v{version}.json").read_text())
+
+
+def test_redact_hides_top_level_and_internal_state_secrets() -> None:
+    clean = redact(body("0.5.9"))
+    assert clean["api_key"] == clean["admin_api_key"] == clean["ssl_keyfile_password"] == REDACTED
+    for state in clean["internal_states"]:
+        assert state["api_key"] == state["admin_api_key"] == REDACTED
+    assert "sk-live" not in json.dumps(clean) and "pem-pass" not in json.dumps(clean)
+
+
+def test_redact_hides_nested_secret_like_keys_case_insensitively() -> None:
+    clean = redact({"a": [{"Storage_SECRET": "x", "DB_Password": "y", "credentials": {"k": 1}}]})
+    assert clean == {
+        "a": [{"Storage_SECRET": REDACTED, "DB_Password": REDACTED, "credentials": REDACTED}]
+    }
+
+
+def test_redact_keeps_token_fields_and_unset_secrets() -> None:
+    clean = redact({"max_total_num_tokens": 5, "api_key": None, "token_usage": 0.5})
+    assert clean == {"max_total_num_tokens": 5, "api_key": None, "token_usage": 0.5}
+
+
+def test_redact_does_not_modify_its_input() -> None:
+    original = body("0.5.17")
+    redact(original)
+    assert original["api_key"] == "sk-live-0517"
+
+
+def test_parse_server_info_v0_5_17_reads_cuda_graph_config_and_startup_memory() -> None:
+    config = parse_server_info(body("0.5.17"))
+    assert config.version == "0.5.17"
+    assert config.cuda_graph_max_bs == 256
+    assert config.disable_cuda_graph is False
+    assert config.max_running_requests == 2048 and config.max_running_requests_per_dp == 2048
+    assert config.startup_available_gpu_mem_gb == 7.25
+    assert config.max_total_num_tokens == 412000
+    assert config.raw["api_key"] == REDACTED
+    assert config.raw["hicache_storage_backend_extra_config"]["s3_secret_access_key"] == REDACTED
+
+
+def test_parse_server_info_v0_5_9_sums_effective_max_running_over_dp() -> None:
+    config = parse_server_info(body("0.5.9"))
+    assert (config.max_running_requests, config.max_running_requests_per_dp) == (2048, 1024)
+    assert config.dp_size == 2 and config.enable_dp_attention is True
+    assert config.schedule_conservativeness == 0.3 and config.schedule_policy == "lpm"
+    assert config.kv_cache_dtype == "fp8_e4m3" and config.quantization == "fp8"
+    assert config.startup_available_gpu_mem_gb is None
+
+
+def test_parse_server_info_v0_4_10_prefers_resolved_attention_backend() -> None:
+    config = parse_server_info(body("0.4.10"))
+    assert config.attention_backend == "fa3"  # top level is null before v0.5.6
+    assert config.max_running_requests == 256  # CLI value: no effective value before v0.5.9
+    assert config.cuda_graph_max_bs == 256 and config.tp_size == 2
+
+
+def test_parse_server_info_v0_4_6_reads_flat_internal_state() -> None:
+    config = parse_server_info(body("0.4.6"))
+    assert config.attention_backend == "flashinfer" and config.cuda_graph_max_bs == 160
+    assert config.max_running_requests is None and config.raw["api_key"] == REDACTED
+
+
+def test_parse_server_info_tolerates_wrong_types_and_missing_fields() -> None:
+    config = parse_server_info({"tp_size": "two", "disable_cuda_graph": 1, "internal_states": "x"})
+    assert config.tp_size is None and config.disable_cuda_graph is None and config.version is None
+
+
+class InfoHandler(BaseHTTPRequestHandler):
+    """`/open/server_info`, `/old/get_server_info` only, `/locked/server_info` needing TOKEN."""
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+    def do_GET(self) -> None:
+        """Serve the v0.5.17 body as the path says."""
+        kind, _, endpoint = self.path.strip("/").partition("/")
+        authorised = self.headers.get("Authorization") == f"Bearer {TOKEN}"
+        if kind == "old" and endpoint == "server_info":
+            self._send(404, b'{"detail":"Not Found"}')
+        elif kind == "locked" and not authorised:
+            self._send(401, b'{"error": "Unauthorized"}')
+        elif kind == "broken":
+            self._send(200, b"<html>")
+        else:
+            self._send(200, json.dumps(body("0.5.17")).encode())
+
+    def _send(self, code: int, payload: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """Base URL of the fake server."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), InfoHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+async def fetch(url: str, token: str | None = None) -> tuple[Any, str | None]:
+    """fetch_server_info with a fresh client."""
+    async with httpx.AsyncClient() as client:
+        return await fetch_server_info(client, url, token=token, timeout_seconds=2.0)
+
+
+async def test_fetch_server_info_reads_open_server(server: str) -> None:
+    config, error = await fetch(server + "/open")
+    assert error is None and config.version == "0.5.17"
+
+
+async def test_fetch_server_info_falls_back_to_get_server_info_on_404(server: str) -> None:
+    config, error = await fetch(server + "/old")
+    assert error is None and config.cuda_graph_max_bs == 256
+
+
+async def test_fetch_server_info_without_token_says_api_key_needed(server: str) -> None:
+    config, error = await fetch(server + "/locked")
+    assert config is None and error is not None and "needs an API key" in error
+
+
+async def test_fetch_server_info_sends_bearer_token_and_never_returns_it(server: str) -> None:
+    config, error = await fetch(server + "/locked", token=TOKEN)
+    assert error is None and config is not None
+    assert TOKEN not in repr(config) and "sk-live-0517" not in repr(config)
+
+
+async def test_fetch_server_info_wrong_token_is_reported_without_the_token(server: str) -> None:
+    config, error = await fetch(server + "/locked", token="wrong-secret")
+    assert config is None and error is not None and "wrong-secret" not in error
+
+
+async def test_fetch_server_info_non_json_is_an_error(server: str) -> None:
+    config, error = await fetch(server + "/broken")
+    assert config is None and error is not None and "JSON" in error

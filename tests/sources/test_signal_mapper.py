@@ -1,0 +1,152 @@
+"""SignalMapper on hand-written pages of each SGLang version (tests/fixtures/sglang)."""
+
+from pathlib import Path
+
+import pytest
+from sglang_tuner import signals as s
+from sglang_tuner.sources.sglang import (
+    SGLANG_METRIC_NAMES,
+    NoSglangMetricsError,
+    SignalMapper,
+    describe_signal_sources,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
+# Between scrape a and b (5 s): see tests/fixtures/sglang/make_fixtures.py
+RATES = {
+    s.REQUEST_RATE: 10.0,
+    s.PROMPT_TOKENS_RATE: 20_000.0,
+    s.GENERATION_TOKENS_RATE: 3_000.0,
+    s.PREFIX_CACHE_HIT_RATIO: 0.6,
+    s.PROMPT_TOKENS_MEAN: 2_000.0,
+    s.TTFT_P50_SECONDS: 0.4,
+    s.TTFT_P99_SECONDS: 0.6,
+    s.RESTARTS: 0.0,
+}
+
+
+def two_scrapes(stem: str) -> dict[str, float]:
+    """Signals after scrape `a` at t=100 and `b` at t=105."""
+    mapper = SignalMapper()
+    mapper.update((FIXTURES / f"{stem}_a.prom").read_text(), 100.0)
+    return mapper.update((FIXTURES / f"{stem}_b.prom").read_text(), 105.0)
+
+
+@pytest.mark.parametrize(
+    "stem", ["v0.4.10", "v0.5.4", "v0.5.9_dp2", "v0.5.17", "v0.5.17_tp2", "v0.5.17_escaped"]
+)
+def test_signal_mapper_rates_over_two_scrapes_every_version(stem: str) -> None:
+    values = two_scrapes(stem)
+    assert {k: values[k] for k in RATES} == pytest.approx(RATES)
+
+
+def test_signal_mapper_first_scrape_has_gauges_but_no_rates() -> None:
+    values = SignalMapper().update((FIXTURES / "v0.5.17_a.prom").read_text(), 100.0)
+    assert values[s.NUM_RUNNING_REQS] == 100.0 and values[s.TOKEN_USAGE] == 0.8
+    assert s.REQUEST_RATE not in values and s.RETRACTIONS_PER_MINUTE not in values
+
+
+def test_signal_mapper_v0_5_17_gauges_and_startup_memory() -> None:
+    values = two_scrapes("v0.5.17")
+    assert values[s.NUM_QUEUE_REQS] == 20.0
+    assert values[s.NUM_USED_TOKENS] == 400_000.0
+    assert values[s.MAX_TOTAL_NUM_TOKENS] == 500_000.0
+    assert values[s.GEN_THROUGHPUT] == 3_000.0
+    assert values[s.STARTUP_AVAILABLE_GPU_MEM_GB] == 13.5
+    assert values[s.CUDA_GRAPH_PASS_RATIO] == pytest.approx(0.9)
+    assert values[s.RETRACTIONS_PER_MINUTE] == pytest.approx(60.0)
+    assert values[s.QUEUE_TIME_P50_SECONDS] > 0
+
+
+def test_signal_mapper_does_not_sum_retractions_over_tp_ranks() -> None:
+    assert two_scrapes("v0.5.17_tp2")[s.RETRACTIONS_PER_MINUTE] == pytest.approx(60.0)
+
+
+def test_signal_mapper_sums_gauges_and_counters_over_dp_ranks() -> None:
+    values = two_scrapes("v0.5.9_dp2")
+    assert values[s.NUM_RUNNING_REQS] == 160.0
+    assert values[s.NUM_RUNNING_REQS_MAX_RANK] == 100.0
+    assert values[s.NUM_QUEUE_REQS] == 30.0
+    assert values[s.TOKEN_USAGE] == pytest.approx(0.7)
+    assert values[s.GEN_THROUGHPUT] == 5_000.0
+    assert values[s.NUM_DP_RANKS] == 2.0
+    assert values[s.RETRACTIONS_PER_MINUTE] == pytest.approx(120.0)  # 5 per rank in 5 s
+
+
+def test_signal_mapper_v0_4_10_uses_cumulative_retraction_gauge() -> None:
+    values = two_scrapes("v0.4.10")
+    assert values[s.RETRACTIONS_PER_MINUTE] == pytest.approx(24.0)
+    assert s.CUDA_GRAPH_PASS_RATIO not in values and s.MAX_TOTAL_NUM_TOKENS not in values
+
+
+def test_signal_mapper_v0_5_4_uses_interval_gauge_summed_over_pid() -> None:
+    assert two_scrapes("v0.5.4")[s.RETRACTIONS_PER_MINUTE] == pytest.approx(36.0)
+
+
+def test_signal_mapper_counter_reset_counts_restart_without_negative_rates() -> None:
+    mapper = SignalMapper()
+    mapper.update((FIXTURES / "v0.5.17_b.prom").read_text(), 100.0)
+    values = mapper.update((FIXTURES / "v0.5.17_c_restart.prom").read_text(), 105.0)
+    assert values[s.RESTARTS] == 1.0
+    assert values[s.REQUEST_RATE] == pytest.approx(1.0)  # 5 requests since the restart
+    assert values[s.RETRACTIONS_PER_MINUTE] == 0.0
+    assert all(v >= 0 for v in values.values())
+
+
+def test_signal_mapper_ignores_cache_hit_rate_gauge() -> None:
+    text = (FIXTURES / "v0.5.17_b.prom").read_text()
+    assert "sglang:cache_hit_rate{" in text
+    values = two_scrapes("v0.5.17")
+    assert values[s.PREFIX_CACHE_HIT_RATIO] == pytest.approx(0.6)  # the gauge says 0.0
+
+
+def test_signal_mapper_keeps_only_total_priority_series() -> None:
+    page = 'sglang:num_queue_reqs{priority=""} 7\nsglang:num_queue_reqs{priority="1"} 3\n'
+    assert SignalMapper().update(page, 1.0)[s.NUM_QUEUE_REQS] == 7.0
+
+
+def test_signal_mapper_raises_on_page_without_sglang_samples() -> None:
+    with pytest.raises(NoSglangMetricsError):
+        SignalMapper().update("up 1\n", 1.0)
+
+
+def test_signal_mapper_emits_only_canonical_signals() -> None:
+    assert set(two_scrapes("v0.5.23_dp2_full")) <= set(s.ALL_SIGNALS)
+
+
+def test_sglang_metric_names_cover_every_described_source() -> None:
+    described = {name for names in describe_signal_sources().values() for name in names}
+    assert described <= SGLANG_METRIC_NAMES
+    assert all(name.startswith("sglang:") for name in SGLANG_METRIC_NAMES)
+    assert not {"sglang:cache_hit_rate", "sglang:is_cuda_graph", "sglang:utilization"} & (
+        SGLANG_METRIC_NAMES
+    )
+
+
+def test_describe_signal_sources_uses_canonical_signals() -> None:
+    assert set(describe_signal_sources()) <= set(s.ALL_SIGNALS)
+
+
+def test_signal_mapper_does_not_sum_gauges_over_pipeline_ranks() -> None:
+    page = (
+        'sglang:num_running_reqs{pp_rank="0",tp_rank="0"} 40\n'
+        'sglang:num_running_reqs{pp_rank="1",tp_rank="0"} 40\n'
+    )
+    values = SignalMapper().update(page, 1.0)
+    assert values[s.NUM_RUNNING_REQS] == 40.0 and values[s.NUM_DP_RANKS] == 1.0
+
+
+def test_signal_mapper_retraction_counter_absent_on_new_server_reads_zero() -> None:
+    page = 'sglang:cuda_graph_passes_total{mode="decode_cuda_graph",tp_rank="0"} {n}\n'
+    mapper = SignalMapper()
+    mapper.update(page.replace("{n}", "10"), 0.0)
+    values = mapper.update(page.replace("{n}", "20"), 5.0)
+    assert values[s.RETRACTIONS_PER_MINUTE] == 0.0 and values[s.CUDA_GRAPH_PASS_RATIO] == 1.0
+
+
+def test_signal_mapper_no_latency_quantile_without_new_requests() -> None:
+    text = (FIXTURES / "v0.5.17_a.prom").read_text()
+    mapper = SignalMapper()
+    mapper.update(text, 0.0)
+    values = mapper.update(text, 5.0)
+    assert s.TTFT_P50_SECONDS not in values and values[s.REQUEST_RATE] == 0.0
