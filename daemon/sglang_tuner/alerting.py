@@ -1,0 +1,245 @@
+"""Alert state over time, Prometheus's semantics: inactive -> pending -> firing -> resolved.
+
+`AlertTracker.update(active_advice, now)` is `AlertingRule.Eval` from prometheus/prometheus
+`rules/alerting.go`: a key whose condition is newly true becomes *pending*; after `hold_for` it is
+*firing* (`for:`); when the condition stops, a pending alert is deleted unsent and a firing one
+keeps firing for `keep_firing_for`, then resolves and is kept `RESOLVED_RETENTION_SECONDS` so the
+resolve is re-sent. `alerts_to_send` is `sendAlerts` (`needs_sending` + `valid_until`), but
+`last_sent_at` only advances in `mark_sent`, after an Alertmanager accepted the alert, so a
+failed send is retried on the next tick. Pure: no I/O, no clock; time is always an argument.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+from .state import FIRING, INACTIVE, PENDING, Advice
+
+# Kept after resolving so the resolve reaches Alertmanager even if some sends fail
+# (Prometheus's resolvedRetention).
+RESOLVED_RETENTION_SECONDS = 15 * 60
+
+Key = tuple[str, str]  # (target, tuning-rule id)
+Duration = Callable[[str], float] | float  # seconds, or per-rule-id seconds
+
+
+class AlertState(StrEnum):
+    """Is the advice alerting (not: could the rule be evaluated)."""
+
+    INACTIVE = INACTIVE  # condition false, or resolved and kept only to re-send the resolve
+    PENDING = PENDING  # condition true for less than hold_for: visible, never sent
+    FIRING = FIRING  # condition held for hold_for (or still within keep_firing_for): sent
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One alert instance for a (target, rule) key, with Prometheus's lifecycle timestamps."""
+
+    key: Key
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: AlertState
+    active_at: float
+    fired_at: float | None = None
+    resolved_at: float | None = None
+    last_sent_at: float | None = None  # None: never delivered (Prometheus: zero time)
+    valid_until: float | None = None
+    keep_firing_since: float | None = None
+    generator_url: str = ""
+
+
+def alert_name(rule_id: str) -> str:
+    """`scheduler_too_conservative` -> `SGLangSchedulerTooConservative`."""
+    return "SGLang" + "".join(part[:1].upper() + part[1:] for part in rule_id.split("_"))
+
+
+def alert_labels(advice: Advice) -> dict[str, str]:
+    """Identity labels: the target's extra labels, then ours (ours win). Never measured values."""
+    labels = dict(advice.labels)
+    labels.update(
+        alertname=alert_name(advice.rule),
+        target=advice.target,
+        rule=advice.rule,
+        severity=str(advice.severity),
+    )
+    return labels
+
+
+def alert_annotations(advice: Advice) -> dict[str, str]:
+    """Human text: summary, evidence, the flag change, the guide section, confidence."""
+    annotations = {
+        "summary": advice.summary,
+        "description": advice.evidence,
+        "action": advice.action.text,
+        "source": advice.source,
+        "confidence": str(advice.confidence),
+    }
+    if advice.action.note:
+        annotations["action_note"] = advice.action.note
+    return annotations
+
+
+def needs_sending(alert: Alert, now: float, resend_delay_seconds: float) -> bool:
+    """Prometheus's `needsSending`: never pending; resolves once more; else every resend delay."""
+    if alert.state is AlertState.PENDING:
+        return False
+    if alert.last_sent_at is None:
+        return True
+    if alert.resolved_at is not None and alert.resolved_at > alert.last_sent_at:
+        return True
+    return alert.last_sent_at + resend_delay_seconds < now
+
+
+def valid_until(now: float, interval_seconds: float, resend_delay_seconds: float) -> float:
+    """When Alertmanager may expire a firing alert we stop re-sending (its `endsAt`)."""
+    # survive two missed evaluations or sends before Alertmanager expires the alert
+    return now + 4 * max(interval_seconds, resend_delay_seconds)
+
+
+def _per_rule(value: Duration) -> Callable[[str], float]:
+    return value if callable(value) else (lambda _rule: float(value))
+
+
+class AlertTracker:
+    """Owns every alert instance; the loop calls `update` once per evaluation.
+
+    `hold_for` and `keep_firing_for` are seconds, or functions of the rule id (per-rule settings).
+    `external_url` is our URL as Alertmanager users reach it: `generatorURL` links to
+    `{external_url}/advice/{target}` (omitted without it).
+    """
+
+    def __init__(
+        self, hold_for: Duration, keep_firing_for: Duration, external_url: str = ""
+    ) -> None:
+        self._hold_for = _per_rule(hold_for)
+        self._keep_firing_for = _per_rule(keep_firing_for)
+        self._external_url = external_url.rstrip("/")
+        self._alerts: dict[Key, Alert] = {}
+
+    def update(self, active: Mapping[Key, Advice], now: float) -> list[Alert]:
+        """Advance every alert given the keys whose condition is true now; return all tracked."""
+        for key, advice in active.items():
+            self._observe(key, advice, now)
+        for key in list(self._alerts):
+            if key not in active and not self._clear(key, now):
+                continue
+            self._maybe_fire(key, now)
+        return list(self._alerts.values())
+
+    def _observe(self, key: Key, advice: Advice, now: float) -> None:
+        """Condition true: refresh a live alert's text, or start a new pending one."""
+        labels, annotations = alert_labels(advice), alert_annotations(advice)
+        alert = self._alerts.get(key)
+        if alert is not None and alert.state is not AlertState.INACTIVE:
+            self._alerts[key] = replace(
+                alert, labels=labels, annotations=annotations, keep_firing_since=None
+            )
+            return
+        link = f"{self._external_url}/advice/{quote(key[0], safe=':@')}"
+        url = link if self._external_url else ""
+        self._alerts[key] = Alert(
+            key, labels, annotations, AlertState.PENDING, active_at=now, generator_url=url
+        )
+
+    def _clear(self, key: Key, now: float) -> bool:
+        """Condition false: delete, resolve or keep firing. True if the alert still fires."""
+        alert = self._alerts[key]
+        keep_firing = False
+        if alert.state is AlertState.FIRING:
+            since = now if alert.keep_firing_since is None else alert.keep_firing_since
+            alert = replace(alert, keep_firing_since=since)
+            keep_firing = now - since < self._keep_firing_for(key[1])
+        resolved_long_ago = (
+            alert.resolved_at is not None and now - alert.resolved_at > RESOLVED_RETENTION_SECONDS
+        )
+        if alert.state is AlertState.PENDING or resolved_long_ago:
+            del self._alerts[key]
+            return False
+        if alert.state is not AlertState.INACTIVE and not keep_firing:
+            alert = replace(alert, state=AlertState.INACTIVE, resolved_at=now)
+        self._alerts[key] = alert
+        return keep_firing
+
+    def _maybe_fire(self, key: Key, now: float) -> None:
+        """Pending long enough (`for:`): start firing."""
+        alert = self._alerts[key]
+        if alert.state is AlertState.PENDING and now - alert.active_at >= self._hold_for(key[1]):
+            self._alerts[key] = replace(alert, state=AlertState.FIRING, fired_at=now)
+
+    def state_of(self, key: Key) -> tuple[AlertState, float | None, float | None]:
+        """(state, active_at, fired_at) for `RuleResult`; timestamps are None when inactive."""
+        alert = self._alerts.get(key)
+        if alert is None or alert.state is AlertState.INACTIVE:
+            return AlertState.INACTIVE, None, None
+        return alert.state, alert.active_at, alert.fired_at
+
+    def alerts(self) -> list[Alert]:
+        """Every tracked alert: pending, firing and recently resolved."""
+        return list(self._alerts.values())
+
+    def alerts_to_send(
+        self, now: float, resend_delay_seconds: float, interval_seconds: float
+    ) -> list[Alert]:
+        """Alerts due for (re-)sending, stamped with a fresh `valid_until`."""
+        due = []
+        for key, alert in self._alerts.items():
+            if needs_sending(alert, now, resend_delay_seconds):
+                until = valid_until(now, interval_seconds, resend_delay_seconds)
+                alert = replace(alert, valid_until=until)
+                self._alerts[key] = alert
+                due.append(alert)
+        return due
+
+    def mark_sent(self, keys: Iterable[Key], now: float) -> None:
+        """Record that alerts submitted at `now` reached an Alertmanager."""
+        for key in keys:
+            alert = self._alerts.get(key)
+            if alert is not None and (alert.last_sent_at is None or alert.last_sent_at < now):
+                self._alerts[key] = replace(alert, last_sent_at=now)
+
+    def forget_target(self, target: str, now: float) -> list[Alert]:
+        """Drop a removed target's alerts; return the sent ones as resolves to send once more."""
+        gone = [a for k, a in self._alerts.items() if k[0] == target]
+        resolves = []
+        for alert in gone:
+            del self._alerts[alert.key]
+            if alert.state is AlertState.FIRING:
+                resolves.append(replace(alert, state=AlertState.INACTIVE, resolved_at=now))
+            elif alert.state is AlertState.INACTIVE:
+                resolves.append(alert)
+        return resolves
+
+
+def rfc3339(ts: float) -> str:
+    """Unix seconds -> `2026-11-22T10:00:00.000Z`."""
+    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def to_alertmanager_json(alerts: Iterable[Alert]) -> list[dict[str, Any]]:
+    """Alertmanager v2 `POST /api/v2/alerts` body (Prometheus's `SendAlerts` mapping)."""
+    body = []
+    for alert in alerts:
+        if alert.state is AlertState.PENDING:
+            continue  # pending alerts are never sent
+        item: dict[str, Any] = {
+            "labels": dict(alert.labels),
+            "annotations": dict(alert.annotations),
+            # Prometheus sends FiredAt (rules/manager.go SendAlerts): when it started firing
+            "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_at),
+        }
+        if alert.generator_url:
+            item["generatorURL"] = alert.generator_url
+        ends = alert.resolved_at if alert.resolved_at is not None else alert.valid_until
+        if ends is not None:
+            item["endsAt"] = rfc3339(ends)
+        body.append(item)
+    return body
+
+
+def payload_keys(items: Iterable[Mapping[str, Any]]) -> list[Key]:
+    """Tracker keys of `to_alertmanager_json` items (for `mark_sent` after delivery)."""
+    return [(item["labels"]["target"], item["labels"]["rule"]) for item in items]

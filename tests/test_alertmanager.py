@@ -1,0 +1,506 @@
+"""The Alertmanager push path against a real `prometheus-alertmanager` and local HTTP servers."""
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sglang_tuner.alerting import AlertTracker, payload_keys, to_alertmanager_json
+from sglang_tuner.alertmanager import AlertmanagerClient
+from sglang_tuner.config import AlertmanagerSettings, BasicAuthSettings, TLSSettings
+from sglang_tuner.rules.base import Action, Confidence, Severity
+from sglang_tuner.state import Advice
+
+AM_BINARY = shutil.which("prometheus-alertmanager")
+needs_alertmanager = pytest.mark.skipif(
+    AM_BINARY is None, reason="prometheus-alertmanager not installed (apt-get install it)"
+)
+FAST = {"backoff_initial_seconds": 0.05, "backoff_max_seconds": 0.4}
+
+
+# --- local HTTP servers -------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """A 127.0.0.1 HTTP server that records every POST and answers from `statuses`."""
+
+    statuses: list[int] = field(default_factory=lambda: [200])
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL."""
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def bodies(self) -> list[Any]:
+        """JSON bodies received so far."""
+        return [r["body"] for r in list(self.requests)]
+
+
+@contextlib.contextmanager
+def serve(recorder: Recorder, tls: ssl.SSLContext | None = None) -> Iterator[Recorder]:
+    """Run `recorder` in a thread (over TLS if given) for the duration of the block."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen = {"path": self.path, "headers": dict(self.headers), "body": json.loads(body)}
+            recorder.requests.append(seen)
+            status = recorder.statuses[min(len(recorder.requests), len(recorder.statuses)) - 1]
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    recorder.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        recorder.server.socket = tls.wrap_socket(recorder.server.socket, server_side=True)
+    thread = threading.Thread(target=recorder.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield recorder
+    finally:
+        recorder.server.shutdown()
+        recorder.server.server_close()
+
+
+# --- a real Alertmanager ------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Alertmanager:
+    """One `prometheus-alertmanager` process on 127.0.0.1, restartable on the same port/storage."""
+
+    workdir: Path
+    webhook_url: str
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Launch and wait until `/-/ready` answers (the reference measured 74-179 ms)."""
+        config = self.workdir / "am.yml"
+        config.write_text(AM_CONFIG.format(webhook=self.webhook_url))
+        args = [
+            str(AM_BINARY),
+            f"--config.file={config}",
+            f"--storage.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",
+        ]
+        with (self.workdir / "am.log").open("ab") as log:  # the child keeps its own copy
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while not _ready(self.url):
+            assert self.process.poll() is None, (self.workdir / "am.log").read_text()
+            assert time.monotonic() < deadline, "Alertmanager not ready after 10 s"
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL: an Alertmanager that dies, not one that shuts down politely."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+    def stop(self) -> None:
+        """SIGTERM, escalating to SIGKILL after 5 s."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+AM_CONFIG = """
+route:
+  receiver: hook
+  group_by: [target]
+  group_wait: 300ms  # long enough that one POST's alerts land in one notification
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: hook
+    webhook_configs: [{{url: "{webhook}/alert", send_resolved: true}}]
+"""
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def webhook() -> Iterator[Recorder]:
+    """The Alertmanager's notification receiver."""
+    with serve(Recorder()) as recorder:
+        yield recorder
+
+
+@pytest.fixture
+def start_alertmanager(tmp_path: Path, webhook: Recorder) -> Iterator[Callable[[], Alertmanager]]:
+    """Factory of running Alertmanagers (all notify `webhook`); every one is stopped after."""
+    if AM_BINARY is None:
+        pytest.skip("prometheus-alertmanager not installed (apt-get install it)")
+    started: list[Alertmanager] = []
+
+    def start() -> Alertmanager:
+        workdir = tmp_path / f"am{len(started)}"
+        workdir.mkdir()
+        am = Alertmanager(workdir, webhook.url)
+        started.append(am)
+        am.start()
+        return am
+
+    yield start
+    for am in started:
+        am.stop()
+
+
+@pytest.fixture
+def alertmanager(start_alertmanager: Callable[[], Alertmanager]) -> Alertmanager:
+    """One running Alertmanager."""
+    return start_alertmanager()
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    """Poll `check` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def running(client: AlertmanagerClient) -> AsyncIterator[AlertmanagerClient]:
+    """`client.run()` as a background task, cancelled and closed afterwards."""
+    task = asyncio.create_task(client.run())
+    try:
+        yield client
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.aclose()
+
+
+async def am_alerts(url: str, target: str = "gpu-a") -> list[dict[str, Any]]:
+    """Active alerts of `target` in Alertmanager (`GET /api/v2/alerts`)."""
+    async with httpx.AsyncClient() as http:
+        params = {"filter": f'target="{target}"', "active": "true"}
+        response = await http.get(f"{url}/api/v2/alerts", params=params)
+    response.raise_for_status()
+    return list(response.json())
+
+
+def advice(rule: str, target: str = "gpu-a") -> Advice:
+    """A piece of advice for `rule` on `target`."""
+    return Advice(
+        target=target,
+        rule=rule,
+        severity=Severity.WARNING,
+        state="firing",
+        since=0.0,
+        summary=f"{rule} holds",
+        evidence="condition held in 83% of 60 samples over 5m",
+        action=Action("--schedule-conservativeness 1 -> 0.3", "--schedule-conservativeness"),
+        source="Hyperparameter Tuning",
+        confidence=Confidence.HIGH,
+        labels={"cluster": "eu-1"},
+    )
+
+
+def tick(tracker: AlertTracker, client: AlertmanagerClient, active: dict[Any, Advice]) -> None:
+    """What the loop does each evaluation: update, pick due alerts, submit, mark on delivery."""
+    now = time.time()
+    tracker.update(active, now)
+    due = tracker.alerts_to_send(now, resend_delay_seconds=60.0, interval_seconds=5.0)
+    client.submit(
+        to_alertmanager_json(due), now, lambda sent: tracker.mark_sent(payload_keys(sent), now)
+    )
+
+
+def firing_payload(rule: str = "queue_empty", target: str = "gpu-a") -> list[dict[str, Any]]:
+    """One firing alert's JSON, via the tracker."""
+    tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0, external_url="http://node:9877")
+    now = time.time()
+    tracker.update({(target, rule): advice(rule, target)}, now)
+    return to_alertmanager_json(tracker.alerts_to_send(now, 60.0, 5.0))
+
+
+# --- with a real Alertmanager -------------------------------------------------------------
+
+
+@needs_alertmanager
+async def test_alertmanager_client_alerts_arrive_grouped_and_resolve(
+    alertmanager: Alertmanager, webhook: Recorder
+) -> None:
+    tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0, external_url="http://node:9877")
+    rules = ["queue_empty", "retractions_frequent", "scheduler_too_conservative"]
+    active = {("gpu-a", rule): advice(rule) for rule in rules}
+    client = AlertmanagerClient(AlertmanagerSettings(urls=[alertmanager.url]), **FAST)
+    async with running(client):
+        tick(tracker, client, active)
+        assert await client.flush(10)
+
+        async def all_active() -> bool:
+            return len(await am_alerts(alertmanager.url)) == 3
+
+        await eventually(all_active)
+        got = {a["labels"]["rule"]: a for a in await am_alerts(alertmanager.url)}
+        first = got["scheduler_too_conservative"]
+        assert first["labels"] == {
+            "alertname": "SGLangSchedulerTooConservative",
+            "target": "gpu-a",
+            "rule": "scheduler_too_conservative",
+            "severity": "warning",
+            "cluster": "eu-1",
+        }
+        assert first["annotations"]["action"] == "--schedule-conservativeness 1 -> 0.3"
+        assert first["status"]["state"] == "active"
+        assert first["generatorURL"] == "http://node:9877/advice/gpu-a"
+        assert tracker.alerts_to_send(time.time(), 60.0, 5.0) == []  # delivery was marked
+
+        async def notified(status: str) -> bool:
+            return any(b["status"] == status for b in webhook.bodies())
+
+        await eventually(lambda: notified("firing"))
+        firing = [b for b in webhook.bodies() if b["status"] == "firing"]
+        assert len(firing) == 1 and len(firing[0]["alerts"]) == 3  # one group, one message
+
+        tick(tracker, client, {})  # every condition cleared: resolves are sent
+        assert await client.flush(10)
+
+        async def none_active() -> bool:
+            return await am_alerts(alertmanager.url) == []
+
+        await eventually(none_active)
+        await eventually(lambda: notified("resolved"))
+        resolved = next(b for b in webhook.bodies() if b["status"] == "resolved")
+        assert {a["labels"]["rule"] for a in resolved["alerts"]} == set(rules)
+    assert client.status().alerts_sent_total == {alertmanager.url: 6}
+
+
+@needs_alertmanager
+async def test_alertmanager_client_delivers_after_alertmanager_restarts(
+    alertmanager: Alertmanager,
+) -> None:
+    tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
+    client = AlertmanagerClient(AlertmanagerSettings(urls=[alertmanager.url]), **FAST)
+    async with running(client):
+        alertmanager.kill()
+        tick(tracker, client, {("gpu-a", "queue_empty"): advice("queue_empty")})
+
+        async def failing() -> bool:
+            return client.status().send_failures_total[alertmanager.url] >= 2
+
+        await eventually(failing)
+        assert client.status().queue_length == 1
+        assert client.status().last_error is not None
+        assert tracker.alerts()[0].last_sent_at is None  # not delivered: not marked sent
+
+        alertmanager.start()  # same port, same storage; no re-submission
+
+        async def arrived() -> bool:
+            return len(await am_alerts(alertmanager.url)) == 1
+
+        await eventually(arrived)
+        assert await client.flush(5)
+    status = client.status()
+    assert (status.queue_length, status.alerts_sent_total[alertmanager.url]) == (0, 1)
+    assert tracker.alerts()[0].last_sent_at is not None
+
+
+@needs_alertmanager
+async def test_alertmanager_client_counts_422_and_does_not_retry(
+    alertmanager: Alertmanager, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = AlertmanagerClient(AlertmanagerSettings(urls=[alertmanager.url]), **FAST)
+    async with running(client):
+        client.submit([{"annotations": {"summary": "no labels"}}], time.time())
+        assert await client.flush(5)  # a retried batch would stay queued
+        client.submit(firing_payload(), time.time())  # the queue moves on
+        assert await client.flush(5)
+    status = client.status()
+    assert status.sends_total[alertmanager.url] == 2
+    assert status.send_failures_total[alertmanager.url] == 1
+    assert status.alerts_sent_total[alertmanager.url] == 1
+    assert "422" in (status.last_error or "")
+    assert "labels in body is required" in caplog.text
+
+
+@needs_alertmanager
+async def test_alertmanager_client_posts_to_every_alertmanager(
+    start_alertmanager: Callable[[], Alertmanager],
+) -> None:
+    first, second = start_alertmanager(), start_alertmanager()
+    client = AlertmanagerClient(AlertmanagerSettings(urls=[first.url, second.url]), **FAST)
+    delivered: list[dict[str, Any]] = []
+    async with running(client):
+        client.submit(firing_payload(), time.time(), delivered.extend)
+        assert await client.flush(10)
+        for am in (first, second):
+            (alert,) = await am_alerts(am.url)
+            assert alert["labels"]["alertname"] == "SGLangQueueEmpty"
+    assert len(delivered) == 1  # reported once, at its first delivery
+    assert client.status().alerts_sent_total == {first.url: 1, second.url: 1}
+
+
+# --- with a local HTTP server -------------------------------------------------------------
+
+
+async def test_alertmanager_client_sends_basic_auth(tmp_path: Path) -> None:
+    password = tmp_path / "password"
+    password.write_text("s3cret\n")
+    with serve(Recorder()) as server:
+        auth = BasicAuthSettings(username="tuner", password_file=password)
+        settings = AlertmanagerSettings(urls=[server.url], basic_auth=auth)
+        async with running(AlertmanagerClient(settings, **FAST)) as client:
+            client.submit(firing_payload(), time.time())
+            assert await client.flush(5)
+    (request,) = server.requests
+    assert request["path"] == "/api/v2/alerts"
+    assert (
+        request["headers"]["Authorization"] == "Basic " + base64.b64encode(b"tuner:s3cret").decode()
+    )
+    assert request["headers"]["Content-Type"] == "application/json"
+
+
+async def test_alertmanager_client_sends_bearer_token_never_logs_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("tok-123\n")
+    with serve(Recorder(statuses=[401])) as server:
+        settings = AlertmanagerSettings(urls=[server.url], bearer_token_file=token)
+        async with running(AlertmanagerClient(settings, **FAST)) as client:
+            client.submit(firing_payload(), time.time())
+            assert await client.flush(5)
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer tok-123"
+    assert len(server.requests) == 1  # 401 is permanent for the batch
+    assert "401" in caplog.text and "tok-123" not in caplog.text
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own CA) and its key, made by openssl."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed: cannot make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.mark.parametrize(
+    ("use_ca", "skip_verify", "delivered"),
+    [(True, False, True), (False, False, False), (False, True, True)],
+    ids=["ca_file", "unknown_ca_fails", "insecure_skip_verify"],
+)
+async def test_alertmanager_client_tls_with_client_certificate(
+    self_signed: tuple[Path, Path], use_ca: bool, skip_verify: bool, delivered: bool
+) -> None:
+    cert, key = self_signed
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(cert))
+    server_tls.load_cert_chain(cert, key)
+    server_tls.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: our client certificate is checked
+    tls = TLSSettings(
+        ca_file=cert if use_ca else None,
+        cert_file=cert,
+        key_file=key,
+        insecure_skip_verify=skip_verify,
+    )
+    with serve(Recorder(), server_tls) as server:
+        https = server.url.replace("http://", "https://")
+        settings = AlertmanagerSettings(urls=[https], tls=tls)
+        async with running(AlertmanagerClient(settings, **FAST)) as client:
+            client.submit(firing_payload(), time.time())
+            if delivered:
+                assert await client.flush(5)
+            else:
+
+                async def failed() -> bool:
+                    return client.status().send_failures_total[https] > 0
+
+                await eventually(failed)
+    assert len(server.requests) == int(delivered)
+    if not delivered:
+        assert "CERTIFICATE_VERIFY_FAILED" in (client.status().last_error or "")
+
+
+async def test_alertmanager_client_retries_5xx_with_backoff_and_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="sglang_tuner.alertmanager")
+    with serve(Recorder(statuses=[503, 503, 503, 200])) as server:
+        async with running(
+            AlertmanagerClient(AlertmanagerSettings(urls=[server.url]), **FAST)
+        ) as client:
+            client.submit(firing_payload(), time.time())
+            assert await client.flush(5)
+    assert len(server.requests) == 4
+    status = client.status()
+    assert (status.send_failures_total[server.url], status.alerts_sent_total[server.url]) == (3, 1)
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "reachable again" in caplog.text
+
+
+async def test_alertmanager_client_queue_coalesces_and_drops_oldest() -> None:
+    settings = AlertmanagerSettings(urls=["http://127.0.0.1:9"], queue_capacity=2)
+    client = AlertmanagerClient(settings)  # not running: everything stays queued
+    client.submit(firing_payload("a"), 1.0)
+    client.submit(firing_payload("a"), 2.0)  # same labels: replaces, does not grow
+    client.submit(firing_payload("a"), 1.5)  # older than what is queued: ignored
+    assert (client.status().queue_length, client.status().dropped_total) == (1, 0)
+    client.submit(firing_payload("b") + firing_payload("c"), 3.0)
+    assert (client.status().queue_length, client.status().dropped_total) == (2, 1)
+    await client.aclose()
+
+
+async def test_alertmanager_client_status_hides_url_credentials() -> None:
+    client = AlertmanagerClient(AlertmanagerSettings(urls=["http://am:pw@127.0.0.1:9"]))
+    client.submit(firing_payload(), 1.0)
+    status = client.status()
+    assert list(status.sends_total) == ["http://127.0.0.1:9"]
+    assert status.queue_length == 1
+    await client.aclose()
