@@ -1,0 +1,92 @@
+"""The /advice report: advice, no-data reasons and errors picked from an evaluation.
+
+Shared by the API and the CLI (`check`, `demo`), so a terminal and `curl` show the same answer.
+"""
+
+from dataclasses import dataclass
+
+from .rules.base import Severity
+from .schemas import AdviceList, AdviceOut, NoDataOut, RuleErrorOut, rfc3339
+from .state import Evaluation, Health, TargetStatus
+
+_SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+@dataclass
+class AdviceFilter:
+    """Which advice to show: one severity and/or one alert state (None: all)."""
+
+    severity: Severity | None = None
+    state: str | None = None
+
+
+def select_advice(
+    ev: Evaluation, f: AdviceFilter, target: str | None, retry_seconds: float
+) -> AdviceList:
+    """The /advice answer: filtered advice (most severe first), no-data reasons and errors.
+
+    `target` None means every target; `retry_seconds` is the retry hint for a target that
+    could not be evaluated at all (down, or not scraped yet).
+    """
+    severity, state = f.severity, f.state
+    advice = [
+        a
+        for a in ev.advice
+        if target in (None, a.target)
+        and severity in (None, a.severity)
+        and state in (None, a.state)
+    ]
+    advice.sort(key=lambda a: (_SEVERITY_ORDER[a.severity], a.state != "firing", a.target, a.rule))
+    no_data: list[NoDataOut] = []
+    errors: list[RuleErrorOut] = []
+    for name in sorted(ev.targets.keys() | ev.results.keys()):
+        if target in (None, name):
+            _explain(ev, name, severity, retry_seconds, no_data, errors)
+    data = [AdviceOut.from_advice(a) for a in advice]
+    return AdviceList(
+        data=data,
+        count=len(data),
+        no_data=no_data,
+        errors=errors,
+        evaluated_at=rfc3339(ev.ts),
+        evaluated_at_ts=ev.ts,
+    )
+
+
+def _explain(
+    ev: Evaluation,
+    name: str,
+    severity: Severity | None,
+    retry: float,
+    no_data: list[NoDataOut],
+    errors: list[RuleErrorOut],
+) -> None:
+    """Append why `name` gives no advice: the whole target, or rule by rule."""
+    results = ev.results.get(name, ())
+    whole = _target_no_data(ev.targets.get(name), bool(results), retry)
+    if whole is not None:
+        no_data.append(whole)
+    for r in sorted(results, key=lambda r: r.rule):
+        if r.health == Health.OK or (severity is not None and r.severity != severity):
+            continue  # the common case, kept cheap: /advice must stay fast at 1,000 targets
+        reason = NoDataOut.from_result(r)
+        if reason is not None and whole is None:  # a down target's rules all say "down"
+            no_data.append(reason)
+        elif r.health == Health.ERR:
+            errors.append(RuleErrorOut(target=name, rule=r.rule, error=r.error or "error"))
+
+
+def _target_no_data(t: TargetStatus | None, has_results: bool, retry: float) -> NoDataOut | None:
+    """Why a whole target gives no (fresh) advice: down, never scraped, or not yet evaluated."""
+    if t is None:
+        return None
+    if t.up is False:
+        why = ": ".join(filter(None, [t.error_reason, t.error])) or "unknown error"
+        reason = f"last scrape failed ({why}); rules that need a live server are not judged"
+    elif t.up is None:
+        reason = "waiting for the first scrape"
+    elif not has_results:
+        reason = "not evaluated yet"
+    else:
+        return None
+    return NoDataOut(target=t.name, rule=None, reason=reason, retry_after_seconds=retry)

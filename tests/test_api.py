@@ -1,0 +1,451 @@
+"""The HTTP API over a hand-built evaluation: what a user of /advice, /targets, /rules sees."""
+
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from sglang_tuner.api import create_app
+from sglang_tuner.config import Settings
+from sglang_tuner.exporter import TunerCollector
+from sglang_tuner.rules.base import Action, Confidence, Finding, NoData, Pass, Rule, Severity
+from sglang_tuner.sources import ServerConfig
+from sglang_tuner.state import (
+    FIRING,
+    PENDING,
+    Advice,
+    Evaluation,
+    Health,
+    RuleResult,
+    TargetStatus,
+    TunerState,
+)
+
+API_DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
+SINCE = NOW - 300
+ACTION = Action(
+    "--schedule-conservativeness 1 -> 0.3", "--schedule-conservativeness", "1", "0.3", ""
+)
+
+
+def _rule(rule_id: str, severity: Severity, **kw: object) -> Rule:
+    return Rule(
+        id=rule_id,
+        severity=severity,
+        summary=f"{rule_id} summary.",
+        action=f"{rule_id} action.",
+        source="Hyperparameter Tuning / Achieve a high token usage",
+        suggest=lambda _inp: ACTION,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+RULES = (
+    _rule(
+        "queue_empty",
+        Severity.INFO,
+        signals=("num_queue_reqs",),
+        thresholds={"queue_min": 1.0},
+        profile_thresholds={"online": {"queue_min": 5.0}},
+        profiles=("offline", "online"),
+    ),
+    _rule("scheduler_too_conservative", Severity.WARNING, signals=("token_usage",)),
+    _rule("retractions_frequent", Severity.CRITICAL),
+    _rule("prefill_oom", Severity.CRITICAL),
+)
+
+
+def _advice(target: str, rule: str, severity: Severity, state: str) -> Advice:
+    return Advice(
+        target, rule, severity, state, SINCE, f"{rule} summary.",
+        "queue was 0 in 83% of 60 samples over 5m", ACTION, "Tuning guide", Confidence.HIGH, 0.83,
+    )  # fmt: skip
+
+
+def _targets() -> dict[str, TargetStatus]:
+    config = ServerConfig(version="0.5.9", schedule_conservativeness=1.0, tp_size=2)
+    return {
+        "gpu-a": TargetStatus(
+            "gpu-a", "http://10.0.0.1:30000", "offline", labels={"team": "ml"}, up=True,
+            last_scrape_ts=NOW - 2, last_success_ts=NOW - 2, scrape_duration_seconds=0.05,
+            sglang_version="0.5.9", config=config, samples_in_window=60, scrapes_total=120,
+            signals={"token_usage": 0.41},
+        ),
+        "gpu-b": TargetStatus(
+            "gpu-b", "http://10.0.0.2:30000", "online", up=True, last_scrape_ts=NOW - 1,
+            config_error="/server_info needs an API key", samples_in_window=3,
+        ),
+        "gpu-c": TargetStatus(
+            "gpu-c", "http://10.0.0.3:30000", "offline", up=False, last_scrape_ts=NOW - 1,
+            error_reason="conn_refused", error="connection refused", scrapes_total=4,
+            failures_by_reason={"conn_refused": 4},
+        ),
+    }  # fmt: skip
+
+
+def _results() -> dict[str, tuple[RuleResult, ...]]:
+    finding = Finding("held in 83%", ACTION, Confidence.HIGH, 0.83, 60)
+    no_data = NoData("window has 3 of the 6 samples needed", 15.0)
+    return {
+        "gpu-a": (
+            RuleResult("gpu-a", "scheduler_too_conservative", Severity.WARNING, Health.OK, finding,
+                       state=FIRING, active_at=SINCE, fired_at=SINCE + 120),
+            RuleResult("gpu-a", "queue_empty", Severity.INFO, Health.OK, finding, state=PENDING),
+            RuleResult("gpu-a", "retractions_frequent", Severity.CRITICAL, Health.ERR,
+                       error="ZeroDivisionError: float division by zero"),
+            RuleResult("gpu-a", "prefill_oom", Severity.CRITICAL, Health.OK, Pass(0.0, 60)),
+        ),
+        "gpu-c": (
+            RuleResult("gpu-c", "queue_empty", Severity.INFO, Health.NO_DATA,
+                       NoData("target is down (connection refused)", 5.0)),
+        ),
+        "gpu-b": (
+            RuleResult("gpu-b", "queue_empty", Severity.INFO, Health.NO_DATA, no_data),
+            RuleResult("gpu-b", "scheduler_too_conservative", Severity.WARNING, Health.NO_DATA,
+                       no_data),
+        ),
+    }  # fmt: skip
+
+
+def _evaluation() -> Evaluation:
+    return Evaluation(
+        ts=NOW,
+        targets=_targets(),
+        results=_results(),
+        advice=(
+            _advice("gpu-a", "queue_empty", Severity.INFO, PENDING),
+            _advice("gpu-a", "scheduler_too_conservative", Severity.WARNING, FIRING),
+        ),
+        evaluations_total=12,
+    )
+
+
+SETTINGS = Settings(
+    rules={
+        "queue_empty": {"enabled": False, "thresholds": {"queue_min": 2.0}},
+        "prefill_oom": {"hold_for_seconds": 0.0, "severity": "warning"},
+    }
+)
+
+
+def _app(state: TunerState, registry: CollectorRegistry | None = None) -> FastAPI:
+    reg = registry or CollectorRegistry()
+    return create_app(state, reg, rules=RULES, settings=SETTINGS, clock=lambda: NOW)
+
+
+@pytest.fixture
+def state() -> TunerState:
+    return TunerState(_evaluation())
+
+
+@pytest.fixture
+def client(state: TunerState) -> TestClient:
+    registry = CollectorRegistry()
+    registry.register(TunerCollector(state.latest, RULES))
+    return TestClient(_app(state, registry))
+
+
+def test_advice_lists_firing_first_with_action_and_since(client: TestClient) -> None:
+    body = client.get("/advice").json()
+    assert body["count"] == 2
+    first = body["data"][0]
+    assert (first["target"], first["rule"], first["state"]) == (
+        "gpu-a", "scheduler_too_conservative", "firing",
+    )  # fmt: skip
+    assert first["severity"] == "warning"
+    assert first["since"] == "2026-11-18T11:01:40Z" and first["since_ts"] == SINCE
+    assert first["action"] == {
+        "text": "--schedule-conservativeness 1 -> 0.3",
+        "flag": "--schedule-conservativeness",
+        "current": "1",
+        "suggested": "0.3",
+        "note": "",
+    }
+    assert first["confidence"] == "high" and first["condition_ratio"] == 0.83
+    assert first["links"]["advice"] == "/advice/gpu-a/scheduler_too_conservative"
+    assert body["evaluated_at"] == "2026-11-18T11:06:40Z"
+
+
+def test_advice_explains_no_data_errors_and_down_targets(client: TestClient) -> None:
+    body = client.get("/advice").json()
+    no_data = {(n["target"], n["rule"]): n for n in body["no_data"]}
+    assert no_data[("gpu-b", "queue_empty")]["reason"] == "window has 3 of the 6 samples needed"
+    assert no_data[("gpu-b", "queue_empty")]["retry_after_seconds"] == 15.0
+    assert "conn_refused: connection refused" in no_data[("gpu-c", None)]["reason"]
+    assert ("gpu-c", "queue_empty") not in no_data  # the target entry says it once
+    assert body["errors"] == [
+        {
+            "target": "gpu-a",
+            "rule": "retractions_frequent",
+            "error": "ZeroDivisionError: float division by zero",
+        }
+    ]
+
+
+def test_advice_filters_by_severity_state_and_target(client: TestClient) -> None:
+    warning = client.get("/advice", params={"severity": "warning"}).json()
+    assert [a["rule"] for a in warning["data"]] == ["scheduler_too_conservative"]
+    assert {n["rule"] for n in warning["no_data"]} == {"scheduler_too_conservative", None}
+    pending = client.get("/advice", params={"state": "pending"}).json()
+    assert [a["rule"] for a in pending["data"]] == ["queue_empty"]
+    only_b = client.get("/advice", params={"target": "gpu-b"}).json()
+    assert only_b["count"] == 0 and {n["target"] for n in only_b["no_data"]} == {"gpu-b"}
+
+
+def test_advice_bad_filter_value_422_with_readable_message(client: TestClient) -> None:
+    response = client.get("/advice", params={"severity": "urgent"})
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert detail.startswith("query parameter 'severity': Input should be 'info'")
+    assert "Traceback" not in response.text
+
+
+def test_advice_unknown_target_filter_404(client: TestClient) -> None:
+    response = client.get("/advice", params={"target": "nope"})
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Unknown target 'nope'"}
+
+
+def test_advice_text_format_shows_blocks_and_no_data(client: TestClient) -> None:
+    response = client.get("/advice", params={"format": "text"})
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert text.startswith("sglang-tuner advice, evaluated 2026-11-18T11:06:40Z")
+    assert "  action:   --schedule-conservativeness 1 -> 0.3" in text
+    assert "  WARNING firing since 2026-11-18T11:01:40Z, high confidence" in text
+    assert "window has 3 of the 6 samples needed (retry in 15s)" in text
+    assert "ZeroDivisionError" in text
+    assert text.index("scheduler_too_conservative") < text.index("no data (why")
+
+
+@pytest.mark.parametrize(
+    ("accept", "is_text"),
+    [
+        ("text/plain", True),
+        ("text/plain, application/json;q=0.5", True),
+        ("application/json, text/plain;q=0.9", False),
+        ("*/*", False),
+        ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", False),
+    ],
+)
+def test_advice_accept_header_chooses_text_or_json(
+    client: TestClient, accept: str, is_text: bool
+) -> None:
+    response = client.get("/advice", headers={"Accept": accept})
+    assert response.headers["content-type"].startswith("text/plain") is is_text
+
+
+def test_advice_format_json_overrides_accept(client: TestClient) -> None:
+    response = client.get("/advice?format=json", headers={"Accept": "text/plain"})
+    assert response.json()["count"] == 2
+
+
+def test_advice_target_returns_only_that_target(client: TestClient) -> None:
+    body = client.get("/advice/gpu-a", params={"state": "firing"}).json()
+    assert [(a["target"], a["rule"]) for a in body["data"]] == [
+        ("gpu-a", "scheduler_too_conservative")
+    ]
+    assert all(e["target"] == "gpu-a" for e in body["errors"])
+    text = client.get("/advice/gpu-b", headers={"Accept": "text/plain"}).text
+    assert "No advice is pending or firing." in text and "gpu-b" in text
+
+
+def test_advice_target_unknown_404(client: TestClient) -> None:
+    response = client.get("/advice/nope")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Unknown target 'nope'"}
+
+
+def test_advice_rule_firing_carries_advice(client: TestClient) -> None:
+    body = client.get("/advice/gpu-a/scheduler_too_conservative").json()
+    assert body["health"] == "ok" and body["state"] == "firing"
+    assert body["advice"]["action"]["suggested"] == "0.3"
+    assert body["condition_ratio"] == 0.83 and body["no_data"] is None
+
+
+def test_advice_rule_no_data_carries_reason(client: TestClient) -> None:
+    body = client.get("/advice/gpu-b/queue_empty").json()
+    assert body["health"] == "no_data" and body["state"] == "inactive"
+    assert body["no_data"]["reason"] == "window has 3 of the 6 samples needed"
+    assert body["advice"] is None
+
+
+def test_advice_rule_not_evaluated_says_so(client: TestClient) -> None:
+    body = client.get("/advice/gpu-b/prefill_oom").json()
+    assert body["health"] is None and "not evaluated" in body["note"]
+
+
+def test_advice_rule_unknown_404(client: TestClient) -> None:
+    response = client.get("/advice/gpu-a/no_such_rule")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Unknown rule 'no_such_rule'"}
+
+
+def test_targets_show_status_server_args_and_counts(client: TestClient) -> None:
+    body = client.get("/targets").json()
+    assert body["count"] == 3
+    a = next(t for t in body["data"] if t["name"] == "gpu-a")
+    assert a["up"] is True and a["last_scrape_age_seconds"] == 2.0
+    assert a["last_scrape"] == "2026-11-18T11:06:38Z"
+    assert a["server_args"]["schedule_conservativeness"] == 1.0
+    assert a["server_args"]["tp_size"] == 2 and a["server_args"]["quantization"] is None
+    assert (a["advice_firing"], a["advice_pending"], a["health_score"]) == (1, 1, 80.0)
+    assert a["labels"] == {"team": "ml"} and a["sglang_version"] == "0.5.9"
+
+
+def test_targets_down_target_shows_reason(client: TestClient) -> None:
+    c = client.get("/targets/gpu-c").json()
+    assert (c["up"], c["error_reason"], c["error"]) == (False, "conn_refused", "connection refused")
+    assert c["scrape_failures"] == {"conn_refused": 4} and c["health_score"] == 0.0
+    b = client.get("/targets/gpu-b").json()
+    assert b["server_args"] is None and b["config_error"] == "/server_info needs an API key"
+
+
+def test_targets_unknown_404(client: TestClient) -> None:
+    response = client.get("/targets/nope")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Unknown target 'nope'"}
+
+
+def test_rules_list_thresholds_and_overrides(client: TestClient) -> None:
+    body = client.get("/rules").json()
+    assert body["count"] == len(RULES)
+    queue = next(r for r in body["data"] if r["id"] == "queue_empty")
+    assert queue["enabled"] is False
+    assert queue["thresholds"] == {"queue_min": 1.0}
+    assert queue["profile_thresholds"] == {"online": {"queue_min": 5.0}}
+    assert queue["effective"]["thresholds"] == {
+        "offline": {"queue_min": 2.0},
+        "online": {"queue_min": 2.0},
+    }
+    assert queue["signals"] == ["num_queue_reqs"]
+
+
+def test_rule_effective_settings_merge_defaults_and_overrides(client: TestClient) -> None:
+    body = client.get("/rules/prefill_oom").json()
+    assert body["enabled"] is True and body["severity"] == "critical"
+    assert body["overrides"] == {"hold_for_seconds": 0.0, "severity": "warning"}
+    effective = body["effective"]
+    assert effective["severity"] == "warning" and effective["hold_for_seconds"] == 0.0
+    assert effective["window_seconds"] == 300.0 and effective["frequently_ratio"] == 0.5
+
+
+def test_rule_unknown_404(client: TestClient) -> None:
+    response = client.get("/rules/nope")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Unknown rule 'nope'"}
+
+
+def test_healthz_ok_before_any_evaluation() -> None:
+    response = TestClient(_app(TunerState())).get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_readyz_503_until_every_target_scraped_then_200() -> None:
+    state = TunerState(Evaluation(targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline")}))
+    client = TestClient(_app(state))
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["detail"] == "waiting for the first scrape of 1 target(s)"
+    state.publish(_evaluation())
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+
+def test_advice_before_first_evaluation_explains_wait() -> None:
+    state = TunerState(Evaluation(targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline")}))
+    body = TestClient(_app(state)).get("/advice").json()
+    assert body["count"] == 0 and body["evaluated_at"] is None
+    assert body["no_data"][0]["reason"] == "waiting for the first scrape"
+    assert body["no_data"][0]["retry_after_seconds"] == SETTINGS.scrape_interval_seconds
+
+
+def test_metrics_endpoint_serves_0_0_4_text_with_our_names(client: TestClient) -> None:
+    response = client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    samples = [s for f in text_string_to_metric_families(response.text) for s in f.samples]
+    assert samples and all(s.name.startswith("sglang_tuner_") for s in samples)
+    assert not any(":" in s.name for s in samples)
+    up = {s.labels["target"]: s.value for s in samples if s.name == "sglang_tuner_target_up"}
+    assert up == {"gpu-a": 1.0, "gpu-b": 1.0, "gpu-c": 0.0}
+
+
+def test_landing_page_links_endpoints(client: TestClient) -> None:
+    response = client.get("/")
+    assert response.headers["content-type"].startswith("text/html")
+    for path in ("/advice", "/targets", "/rules", "/metrics", "/docs"):
+        assert f'href="{path}"' in response.text
+
+
+def test_openapi_documents_every_endpoint(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/advice", "/advice/{target}", "/advice/{target}/{rule}", "/targets", "/rules"):
+        assert path in paths and paths[path]["get"]["description"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_unexpected_error_500_without_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    class BrokenState(TunerState):
+        def latest(self) -> Evaluation:
+            raise RuntimeError("secret internals")
+
+    client = TestClient(_app(BrokenState()), raise_server_exceptions=False)
+    with caplog.at_level(logging.ERROR, logger="sglang_tuner.api"):
+        response = client.get("/advice")
+    assert response.status_code == 500
+    assert response.json() == {"detail": "internal error"}
+    assert "secret internals" not in response.text
+    assert "RuntimeError: secret internals" in caplog.text
+
+
+def test_api_doc_curl_examples_all_answer(client: TestClient) -> None:
+    urls = re.findall(r"curl [^\n]*?'?http://localhost:9877(/[^\s']*)", API_DOC.read_text())
+    assert len(urls) >= 10
+    for url in urls:
+        assert client.get(url).status_code == 200, url
+
+
+@pytest.fixture
+def live_url(state: TunerState) -> Iterator[str]:
+    """The app under a real uvicorn on a free 127.0.0.1 port, stopped after the test."""
+    registry = CollectorRegistry()
+    registry.register(TunerCollector(state.latest, RULES))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(_app(state, registry), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+@pytest.mark.integration
+def test_api_serves_advice_and_metrics_under_uvicorn(live_url: str) -> None:
+    with httpx.Client(base_url=live_url, timeout=5) as http:
+        advice = http.get("/advice").json()
+        text = http.get("/advice", headers={"Accept": "text/plain"}).text
+        metrics = http.get("/metrics")
+        missing = http.get("/advice/nope")
+    assert advice["count"] == 2
+    assert "action:   --schedule-conservativeness 1 -> 0.3" in text
+    assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert "sglang_tuner_advice_active{" in metrics.text
+    assert missing.status_code == 404 and missing.json() == {"detail": "Unknown target 'nope'"}

@@ -1,0 +1,333 @@
+"""TunerCollector: every family from the latest evaluation, fresh on each collect."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from sglang_tuner import __version__
+from sglang_tuner.exporter import (
+    SPECS,
+    TunerCollector,
+    health_score,
+    render_metrics,
+    with_advice_state,
+)
+from sglang_tuner.rules.base import Action, Confidence, Finding, NoData, Pass, Rule, Severity
+from sglang_tuner.sources import SCRAPE_FAILURE_REASONS
+from sglang_tuner.state import (
+    FIRING,
+    INACTIVE,
+    PENDING,
+    Advice,
+    AlertmanagerStatus,
+    Evaluation,
+    Health,
+    RuleResult,
+    TargetStatus,
+    TunerState,
+)
+
+NOW = 1_795_000_000.0
+AM = "http://am:9093"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+
+
+def _rule(rule_id: str, severity: Severity) -> Rule:
+    return Rule(
+        id=rule_id,
+        severity=severity,
+        summary=f"{rule_id} summary.",
+        action="Change a flag.",
+        source="Hyperparameter Tuning",
+        suggest=lambda _inp: Action("--flag 1 -> 2"),
+    )
+
+
+RULES = (
+    _rule("queue_empty", Severity.INFO),
+    _rule("scheduler_too_conservative", Severity.WARNING),
+    _rule("retractions_frequent", Severity.CRITICAL),
+)
+
+
+def _result(target: str, rule: str, severity: Severity, **kw: object) -> RuleResult:
+    return RuleResult(target=target, rule=rule, severity=severity, **kw)  # type: ignore[arg-type]
+
+
+def _evaluation(with_down_target: bool = True) -> Evaluation:
+    finding = Finding("held in 83% of 60 samples", Action("x"), Confidence.HIGH, 0.83, 60)
+    targets = {
+        "gpu-a": TargetStatus(
+            "gpu-a",
+            "http://a:30000",
+            "offline",
+            up=True,
+            scrape_duration_seconds=0.04,
+            last_success_ts=NOW - 5,
+            sglang_version="0.5.9",
+            samples_in_window=60,
+            scrapes_total=100,
+            failures_by_reason={"timeout": 2},
+            signals={"token_usage": 0.41, "num_queue_reqs": 7.0, "ttft_p99_seconds": math.nan},
+        ),
+        "gpu-c": TargetStatus(
+            "gpu-c",
+            "http://c:30000",
+            "online",
+            up=False,
+            error_reason="conn_refused",
+            scrapes_total=3,
+            failures_by_reason={"conn_refused": 3},
+        ),
+    }
+    results = {
+        "gpu-a": (
+            _result("gpu-a", "queue_empty", Severity.INFO, health=Health.OK, outcome=Pass(0.1, 60)),
+            _result(
+                "gpu-a",
+                "scheduler_too_conservative",
+                Severity.WARNING,
+                health=Health.OK,
+                outcome=finding,
+                state=FIRING,
+            ),
+            _result(
+                "gpu-a",
+                "retractions_frequent",
+                Severity.CRITICAL,
+                health=Health.NO_DATA,
+                outcome=NoData("window has 3 of the 6 samples needed", 15.0),
+            ),
+        ),
+    }
+    if not with_down_target:
+        targets.pop("gpu-c")
+    return Evaluation(
+        ts=NOW,
+        targets=targets,
+        results=results,
+        rule_evaluation_failures={"retractions_frequent": 4},
+        alertmanager=AlertmanagerStatus(
+            sends_total={AM: 5}, send_failures_total={AM: 1}, alerts_sent_total={AM: 4}
+        ),
+        evaluations_total=42,
+    )
+
+
+@pytest.fixture
+def state() -> TunerState:
+    return TunerState(_evaluation())
+
+
+@pytest.fixture
+def registry(state: TunerState) -> CollectorRegistry:
+    reg = CollectorRegistry()
+    reg.register(TunerCollector(state.latest, RULES))
+    return reg
+
+
+def _value(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return reg.get_sample_value(name, labels)
+
+
+def test_collector_target_up_reflects_last_scrape(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_target_up", target="gpu-a") == 1.0
+    assert _value(registry, "sglang_tuner_target_up", target="gpu-c") == 0.0
+    assert _value(registry, "sglang_tuner_targets") == 2.0
+
+
+def test_collector_scrape_failures_preinitialised_for_every_reason(
+    registry: CollectorRegistry,
+) -> None:
+    for target in ("gpu-a", "gpu-c"):
+        for reason in SCRAPE_FAILURE_REASONS:
+            value = _value(
+                registry, "sglang_tuner_scrape_failures_total", target=target, reason=reason
+            )
+            assert value is not None
+    assert (
+        _value(registry, "sglang_tuner_scrape_failures_total", target="gpu-a", reason="timeout")
+        == 2
+    )
+    assert (
+        _value(registry, "sglang_tuner_scrape_failures_total", target="gpu-a", reason="parse") == 0
+    )
+
+
+def test_collector_scrape_self_metrics_carry_values(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_scrapes_total", target="gpu-a") == 100
+    assert _value(registry, "sglang_tuner_scrape_duration_seconds", target="gpu-a") == 0.04
+    assert _value(registry, "sglang_tuner_scrape_duration_seconds", target="gpu-c") is None
+    assert (
+        _value(registry, "sglang_tuner_last_success_timestamp_seconds", target="gpu-a") == NOW - 5
+    )
+    assert _value(registry, "sglang_tuner_last_success_timestamp_seconds", target="gpu-c") == 0
+    assert _value(registry, "sglang_tuner_window_samples", target="gpu-a") == 60
+
+
+def test_collector_removed_target_leaves_no_series(
+    state: TunerState, registry: CollectorRegistry
+) -> None:
+    assert _value(registry, "sglang_tuner_target_up", target="gpu-c") == 0.0
+    state.publish(_evaluation(with_down_target=False))
+    body, _ = render_metrics(registry)
+    assert 'target="gpu-c"' not in body.decode()
+    assert _value(registry, "sglang_tuner_targets") == 1.0
+
+
+def test_collector_advice_active_one_only_while_firing(registry: CollectorRegistry) -> None:
+    labels = {"target": "gpu-a", "rule": "scheduler_too_conservative", "severity": "warning"}
+    assert _value(registry, "sglang_tuner_advice_active", **labels) == 1.0
+    assert _value(registry, "sglang_tuner_advice_pending", **labels) == 0.0
+    quiet = {"target": "gpu-a", "rule": "queue_empty", "severity": "info"}
+    assert _value(registry, "sglang_tuner_advice_active", **quiet) == 0.0
+
+
+def test_collector_advice_series_exist_for_every_rule_and_target(
+    registry: CollectorRegistry,
+) -> None:
+    for rule in RULES:
+        labels = {"target": "gpu-c", "rule": rule.id, "severity": rule.severity.value}
+        assert _value(registry, "sglang_tuner_advice_active", **labels) == 0.0
+        assert _value(registry, "sglang_tuner_advice_pending", **labels) == 0.0
+
+
+def test_collector_advice_pending_follows_published_advice(state: TunerState) -> None:
+    advice = Advice(
+        "gpu-a", "queue_empty", Severity.INFO, PENDING, NOW, "s", "e", Action("a"), "src",
+        Confidence.LOW,
+    )  # fmt: skip
+    ev = _evaluation()
+    state.publish(Evaluation(ts=ev.ts, targets=ev.targets, results=ev.results, advice=(advice,)))
+    reg = CollectorRegistry()
+    reg.register(TunerCollector(state.latest, RULES))
+    labels = {"target": "gpu-a", "rule": "queue_empty", "severity": "info"}
+    assert _value(reg, "sglang_tuner_advice_pending", **labels) == 1.0
+    assert _value(reg, "sglang_tuner_advice_active", **labels) == 0.0
+
+
+def test_collector_rule_health_is_one_hot(registry: CollectorRegistry) -> None:
+    got = {
+        h.value: _value(
+            registry, "sglang_tuner_rule_health", target="gpu-a", rule="retractions_frequent",
+            health=h.value,
+        )
+        for h in Health
+    }  # fmt: skip
+    assert got == {"ok": 0.0, "err": 0.0, "no_data": 1.0}
+
+
+def test_collector_condition_ratio_only_when_evaluated(registry: CollectorRegistry) -> None:
+    name = "sglang_tuner_rule_condition_ratio"
+    assert _value(registry, name, target="gpu-a", rule="scheduler_too_conservative") == 0.83
+    assert _value(registry, name, target="gpu-a", rule="queue_empty") == 0.1
+    assert _value(registry, name, target="gpu-a", rule="retractions_frequent") is None
+
+
+def test_collector_health_score_penalises_firing_and_down(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_health_score", target="gpu-a") == 80.0
+    assert _value(registry, "sglang_tuner_health_score", target="gpu-c") == 0.0
+
+
+def test_collector_signal_skips_values_not_exposed(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_signal", target="gpu-a", signal="token_usage") == 0.41
+    assert _value(registry, "sglang_tuner_signal", target="gpu-a", signal="num_queue_reqs") == 7
+    assert (
+        _value(registry, "sglang_tuner_signal", target="gpu-a", signal="ttft_p99_seconds") is None
+    )
+
+
+def test_collector_info_families_carry_version_and_profile(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_build_info", version=__version__) == 1.0
+    info = "sglang_tuner_target_info"
+    assert _value(registry, info, target="gpu-a", sglang_version="0.5.9", profile="offline") == 1
+    assert _value(registry, info, target="gpu-c", sglang_version="unknown", profile="online") == 1
+
+
+def test_collector_daemon_counters_from_evaluation(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_evaluations_total") == 42
+    assert _value(registry, "sglang_tuner_last_evaluation_timestamp_seconds") == NOW
+    failures = "sglang_tuner_rule_evaluation_failures_total"
+    assert _value(registry, failures, rule="retractions_frequent") == 4
+    assert _value(registry, failures, rule="queue_empty") == 0
+
+
+def test_collector_alertmanager_counters_per_url(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_alertmanager_sends_total", alertmanager=AM) == 5
+    assert _value(registry, "sglang_tuner_alertmanager_send_failures_total", alertmanager=AM) == 1
+    assert _value(registry, "sglang_tuner_alertmanager_alerts_sent_total", alertmanager=AM) == 4
+    assert _value(registry, "sglang_tuner_alertmanager_queue_length") == 0
+    assert _value(registry, "sglang_tuner_alertmanager_dropped_total") == 0
+
+
+def test_collector_empty_evaluation_exports_daemon_metrics_only() -> None:
+    reg = CollectorRegistry()
+    reg.register(TunerCollector(Evaluation, RULES))
+    assert _value(reg, "sglang_tuner_targets") == 0.0
+    assert _value(reg, "sglang_tuner_last_evaluation_timestamp_seconds") is None
+    assert 'target="' not in render_metrics(reg)[0].decode()
+
+
+def test_collector_registration_does_not_collect() -> None:
+    def broken() -> Evaluation:
+        raise AssertionError("collect() must not run at registration")
+
+    CollectorRegistry().register(TunerCollector(broken, RULES))
+
+
+def test_render_metrics_is_prometheus_0_0_4_with_our_prefix(registry: CollectorRegistry) -> None:
+    body, content_type = render_metrics(registry)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    families = list(text_string_to_metric_families(body.decode()))
+    assert families
+    for family in families:
+        assert family.documentation, family.name
+        for sample in family.samples:
+            assert sample.name.startswith("sglang_tuner_") and ":" not in sample.name
+
+
+def test_docs_metrics_lists_exactly_the_exported_names(registry: CollectorRegistry) -> None:
+    body, _ = render_metrics(registry)
+    exported = {s.name for f in text_string_to_metric_families(body.decode()) for s in f.samples}
+    documented = set(re.findall(r"`(sglang_tuner_[a-z_]+)", DOCS.read_text()))
+    assert exported == documented
+    assert len(SPECS) == len(documented)
+
+
+@pytest.mark.parametrize(
+    ("up", "firing", "expected"),
+    [
+        (True, [], 100.0),
+        (True, [Severity.INFO], 95.0),
+        (True, [Severity.WARNING, Severity.CRITICAL], 40.0),
+        (True, [Severity.CRITICAL] * 3, 0.0),
+        (False, [], 0.0),
+        (None, [], 0.0),
+    ],
+)
+def test_health_score_penalises_firing_advice(
+    up: bool | None, firing: list[Severity], expected: float
+) -> None:
+    target = TargetStatus("t", "http://t", "offline", up=up)
+    results = [
+        _result("t", f"r{i}", s, health=Health.OK, state=FIRING) for i, s in enumerate(firing)
+    ]
+    assert health_score(target, results) == expected
+
+
+def test_health_score_ignores_pending_advice() -> None:
+    target = TargetStatus("t", "http://t", "offline", up=True)
+    results = [_result("t", "r", Severity.CRITICAL, health=Health.OK, state=PENDING)]
+    assert health_score(target, results) == 100.0
+
+
+def test_with_advice_state_takes_the_published_state() -> None:
+    result = _result("t", "r", Severity.INFO, health=Health.OK, state=INACTIVE)
+    advice = Advice(
+        "t", "r", Severity.INFO, FIRING, NOW, "s", "e", Action("a"), "src", Confidence.HIGH
+    )
+    assert with_advice_state([result], [advice])[0].state == FIRING
+    assert with_advice_state([result], [])[0] is result
