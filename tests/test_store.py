@@ -21,7 +21,9 @@ def test_store_restores_window_samples_after_restart(tmp_path):
     for k in range(15):
         poller.window.append(Snapshot("gpu-a", 100.0 + k, {"num_queue_reqs": float(k)}))
     publisher = Publisher(settings, ALL_RULES, TunerState())
-    publisher.history.append((110.0, "gpu-a", "queue_empty", "firing", "client: submit faster", "ev"))
+    publisher.history.append(
+        (110.0, "gpu-a", "queue_empty", "firing", "client: submit faster", "ev")
+    )
     store = Store(db)
     store.save({"gpu-a": poller}, publisher, now=115.0)
     store.close()

@@ -1,14 +1,47 @@
 """The tuning-rule catalogue. Rules are listed here explicitly, never discovered."""
 
 from .base import Rule
+from .cuda_graph import CUDA_GRAPH_NOT_COVERING, TORCH_COMPILE_SMALL_BATCH
+from .diagnosis import LOW_THROUGHPUT
+from .latency import BATCH_TOO_LARGE_FOR_LATENCY, LONG_PROMPTS_DOMINATE_TTFT, QUEUE_WAIT_DOMINATES
+from .memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from .observability import METRICS_DISABLED, METRICS_ONLY_FIRST_RANK, STALE_METRICS
+from .oom import DECODE_OOM, PREFILL_OOM
+from .parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
 from .queue import QUEUE_EMPTY, QUEUE_TOO_LONG
 from .scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
+from .scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
 
 ALL_RULES: tuple[Rule, ...] = (
     QUEUE_EMPTY,
     QUEUE_TOO_LONG,
     SCHEDULER_TOO_CONSERVATIVE,
     RETRACTIONS_FREQUENT,
+    # Memory and KV cache
+    MEM_FRACTION_TOO_LOW,
+    MEM_FRACTION_TOO_HIGH,
+    PREFILL_OOM,
+    DECODE_OOM,
+    KV_CACHE_PRESSURE,
+    # Batching and CUDA graphs
+    CUDA_GRAPH_NOT_COVERING,
+    TORCH_COMPILE_SMALL_BATCH,
+    # Scheduling policy
+    LPM_WITHOUT_PREFIX_REUSE,
+    FCFS_WITH_PREFIX_REUSE,
+    # Parallelism and hardware
+    PREFER_DATA_PARALLEL,
+    ATTENTION_BACKEND_FOR_GPU,
+    # Latency (online)
+    BATCH_TOO_LARGE_FOR_LATENCY,
+    QUEUE_WAIT_DOMINATES,
+    LONG_PROMPTS_DOMINATE_TTFT,
+    # Observability
+    METRICS_DISABLED,
+    METRICS_ONLY_FIRST_RANK,
+    STALE_METRICS,
+    # Diagnosis
+    LOW_THROUGHPUT,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in ALL_RULES}

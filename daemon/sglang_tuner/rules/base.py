@@ -148,7 +148,8 @@ def _evaluate_frequently(rule: Rule, inp: RuleInput) -> Outcome:
                 f"signal {signal} is not exposed by this server", 5 * inp.interval_seconds
             )
     when = rule.when or (lambda _r, _t: False)
-    gate = (lambda r: rule.gate(r, th)) if rule.gate else None
+    rule_gate = rule.gate
+    gate = (lambda r: rule_gate(r, th)) if rule_gate else None
     ratio, considered = view.fraction(lambda r: when(r, th), rule.signals, gate)
     if considered == 0:
         return NoData(rule.gate_reason, inp.view.window_seconds / 2)

@@ -1,0 +1,217 @@
+"""Guide sections "Tune CUDA Graph Coverage" and "Additional Optimizations / Torch Compile"."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..signals import (
+    CUDA_GRAPH_FALSE_RATIO,
+    CUDA_GRAPH_PASS_RATIO,
+    NUM_RUNNING_REQS,
+    NUM_RUNNING_REQS_MAX_RANK,
+)
+from ..window import Row
+from .base import (
+    Action,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    confidence_for,
+    flag_action,
+    format_duration,
+    not_enough_samples,
+    version_at_least,
+)
+from .hardware import model_params_billion
+from .oom import per_rank_batch
+
+GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
+COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
+MEM_FLAG = "--mem-fraction-static"
+_NO_GRAPH_DATA = (
+    "CUDA-graph coverage is unknown: needs cuda_graph_passes_total (SGLang >= 0.5.7), "
+    "the log's Decode batch lines (set log_file), or cuda_graph_max_bs in /server_info"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The first CUDA-graph coverage check that held frequently."""
+
+    what: str
+    ratio: float
+    samples: int
+
+
+def graph_flag(version: str | None) -> str:
+    """`--cuda-graph-max-bs` was renamed `--cuda-graph-max-bs-decode` in SGLang 0.5.14."""
+    renamed = version_at_least(version, (0, 5, 14))
+    return "--cuda-graph-max-bs-decode" if renamed else "--cuda-graph-max-bs"
+
+
+def batch_signal(inp: RuleInput) -> str:
+    """Per-rank running batch: the busiest rank's series, else the total (one rank)."""
+    return (
+        NUM_RUNNING_REQS_MAX_RANK
+        if inp.view.present(NUM_RUNNING_REQS_MAX_RANK)
+        else NUM_RUNNING_REQS
+    )
+
+
+def _checks(inp: RuleInput) -> list[tuple[str, str, Callable[[Row], bool]]]:
+    """(description, signal, per-sample predicate) of each coverage check with its data."""
+    low = inp.thresholds["graph_pass_ratio_min"]
+    checks: list[tuple[str, str, Callable[[Row], bool]]] = [
+        ("decode passes ran without a CUDA graph", CUDA_GRAPH_PASS_RATIO,
+         lambda r: r[CUDA_GRAPH_PASS_RATIO] < low),
+        ("Decode batch log lines said 'cuda graph: False'", CUDA_GRAPH_FALSE_RATIO,
+         lambda r: r[CUDA_GRAPH_FALSE_RATIO] > 1 - low),
+    ]  # fmt: skip
+    max_bs = inp.config.cuda_graph_max_bs if inp.config else None
+    if max_bs:
+        batch = batch_signal(inp)
+        what = f"running batch per rank above the CUDA-graph max bs {max_bs}"
+        checks.insert(0, (what, batch, lambda r: r[batch] > max_bs))
+    return checks
+
+
+def _busy_gate(signal: str) -> Callable[[Row], bool] | None:
+    """Batch-size checks count busy samples only; the pass ratios exist only when decoding."""
+    if signal in (CUDA_GRAPH_PASS_RATIO, CUDA_GRAPH_FALSE_RATIO):
+        return None
+    return lambda r: r[signal] > 0
+
+
+def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
+    """The first check that held frequently, None if none did, NoData if none had data."""
+    judged = False
+    for what, signal, predicate in _checks(inp):
+        ratio, considered = inp.view.fraction(predicate, (signal,), _busy_gate(signal))
+        judged = judged or considered > 0
+        if considered and ratio >= inp.frequently_ratio:
+            return Coverage(what, ratio, considered)
+    return None if judged else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
+
+
+def _raise_graph_bs(inp: RuleInput) -> Action:
+    """Next of the guide's 512 / 768 above the p90 batch; pay for it with mem-fraction - 0.02."""
+    config = inp.config
+    if config is not None and config.disable_cuda_graph:
+        return Action("re-enable CUDA graphs: drop --disable-cuda-graph from the launch command")
+    flag = graph_flag(config.version if config else None)
+    current = config.cuda_graph_max_bs if config else None
+    p90 = per_rank_batch(inp.view, 0.9) or 0.0
+    steps = (int(inp.thresholds["graph_bs_step_1"]), int(inp.thresholds["graph_bs_max"]))
+    higher = [s for s in steps if s > (current or 0)]
+    if not higher:
+        return Action(f"{flag} is already {current}: lower --max-running-requests to {current}")
+    suggested = next((s for s in higher if s >= p90), higher[-1])
+    action = flag_action(flag, current, suggested, inp)
+    mfs = config.mem_fraction_static if config else None
+    pay = inp.thresholds["mem_fraction_cost"]
+    lower = f"{mfs:g} -> {round(mfs - pay, 2):g}" if mfs else f"by about {pay:g}"
+    note = f"CUDA graphs take more memory: also lower {MEM_FLAG} {lower}"
+    note = f"{action.note}; {note}" if action.note else note
+    return Action(action.text, flag, action.current, action.suggested, note)
+
+
+def _check_coverage(inp: RuleInput) -> Outcome:
+    """Frequently: per-rank batch > max bs (busy samples), or graph-less decode passes."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    gap = coverage_gap(inp)
+    if isinstance(gap, NoData) or gap is None:
+        return gap or Pass()
+    p90 = per_rank_batch(inp.view, 0.9)
+    evidence = (
+        f"{gap.what} in {gap.ratio:.0%} of {gap.samples} samples over "
+        f"{format_duration(inp.view.window_seconds)}; running batch per rank p90 "
+        f"{'n/a' if p90 is None else f'{p90:.0f}'}"
+    )
+    return Finding(evidence, _raise_graph_bs(inp), confidence_for(inp), gap.ratio, gap.samples)
+
+
+CUDA_GRAPH_NOT_COVERING = Rule(
+    id="cuda_graph_not_covering",
+    severity=Severity.WARNING,
+    summary="Decode batches frequently run without a CUDA graph (batch above --cuda-graph-max-bs).",
+    action="Raise --cuda-graph-max-bs (512 / 768) and lower --mem-fraction-static a little.",
+    source=GRAPH_SOURCE,
+    signals=(NUM_RUNNING_REQS_MAX_RANK, CUDA_GRAPH_PASS_RATIO, CUDA_GRAPH_FALSE_RATIO),
+    thresholds={
+        "graph_pass_ratio_min": 0.5,  # a sample counts when most decode passes ran graph-less
+        "graph_bs_step_1": 512.0,
+        "graph_bs_max": 768.0,
+        "mem_fraction_cost": 0.02,
+    },
+    check=_check_coverage,
+    suggest=_raise_graph_bs,
+)
+
+
+def _enable_compile(_inp: RuleInput) -> Action:
+    cache = "export TORCHINDUCTOR_CACHE_DIR=/var/cache/sglang/torchinductor"
+    return Action(
+        f"add --enable-torch-compile, and {cache} so the compile cache survives /tmp cleanup",
+        "--enable-torch-compile",
+        "false",
+        "true",
+        "the first start compiles (slow); share the cache directory between machines",
+    )
+
+
+def _check_compile(inp: RuleInput) -> Outcome:
+    """torch.compile off, a small model (heuristic: the model path names <= 8B parameters,
+    e.g. 'Llama-3.1-8B'), and the per-rank batch <= 32 in most busy samples."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    config, th = inp.config, inp.thresholds
+    if config is None or config.enable_torch_compile is None:
+        why = inp.config_error or "/server_info did not report enable_torch_compile"
+        return NoData(why, inp.view.window_seconds)
+    if config.enable_torch_compile:
+        return Pass(detail="torch.compile is on")
+    params = model_params_billion(config.model_path)
+    if params is None:
+        return NoData(
+            f"model size unknown: no '<N>B' in the model path {config.model_path!r}",
+            inp.view.window_seconds,
+        )
+    if params > th["small_model_max_billion_params"]:
+        return Pass(detail=f"{params:g}B parameters is not a small model")
+    batch = batch_signal(inp)
+    limit = th["small_batch_max"]
+    ratio, considered = inp.view.fraction(
+        lambda r: r[batch] <= limit, (batch,), lambda r: r[batch] > 0
+    )
+    if considered == 0:
+        return NoData("the server was idle in every sample", inp.view.window_seconds / 2)
+    if ratio < inp.frequently_ratio:
+        return Pass(ratio, considered)
+    evidence = (
+        f"{params:g}B-parameter model; running batch per rank <= {limit:g} in {ratio:.0%} of "
+        f"{considered} busy samples; torch.compile off"
+    )
+    return Finding(evidence, _enable_compile(inp), confidence_for(inp), ratio, considered)
+
+
+TORCH_COMPILE_SMALL_BATCH = Rule(
+    id="torch_compile_small_batch",
+    severity=Severity.INFO,
+    summary="A small model runs small batches without torch.compile, which speeds up just that.",
+    action="Add --enable-torch-compile with a persistent TORCHINDUCTOR_CACHE_DIR.",
+    source=COMPILE_SOURCE,
+    signals=(NUM_RUNNING_REQS_MAX_RANK, NUM_RUNNING_REQS),
+    thresholds={
+        # Heuristic: "small model" = the model path names <= 8B parameters ("Llama-3.1-8B").
+        "small_model_max_billion_params": 8.0,
+        "small_batch_max": 32.0,  # SGLang's --torch-compile-max-bs default
+    },
+    check=_check_compile,
+    suggest=_enable_compile,
+)

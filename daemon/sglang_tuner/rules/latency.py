@@ -1,0 +1,184 @@
+"""Guide section "Troubleshooting / High Latency" (online serving): batch, queue, prefill."""
+
+import math
+
+from ..signals import (
+    E2E_P50_SECONDS,
+    ITL_P50_SECONDS,
+    NUM_RUNNING_REQS_MAX_RANK,
+    PROMPT_TOKENS_MEAN,
+    QUEUE_TIME_P50_SECONDS,
+    TTFT_P50_SECONDS,
+)
+from ..window import Row
+from .base import (
+    Action,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    confidence_for,
+    flag_action,
+    frequently_evidence,
+    not_enough_samples,
+)
+from .cuda_graph import batch_signal
+from .oom import default_chunked_prefill, per_rank_batch
+
+SOURCE = "Troubleshooting / High Latency"
+ONLINE = ("online",)
+# The guide gives no latency numbers: the targets marked "ours" are our defaults, overridable
+# per rule (rules.<id>.thresholds).
+SMALLEST_DEFAULT_CHUNK = 2048  # SGLang's default --chunked-prefill-size on small GPUs
+
+
+def _lower_max_running(inp: RuleInput) -> Action:
+    """A quarter below the batch that ran slow, never under the 'large batch' floor."""
+    current = inp.config.max_running_requests if inp.config else None
+    batch = per_rank_batch(inp.view, 0.5) or 0.0
+    base = min(batch, current) if current else batch
+    floor = inp.thresholds["large_batch_min"]
+    suggested = max(floor, math.floor(base * (1 - inp.thresholds["max_running_step_ratio"])))
+    return flag_action("--max-running-requests", current, suggested, inp)
+
+
+def _check_batch(inp: RuleInput) -> Outcome:
+    """Slow tokens (ITL p50 above target) while the per-rank batch is large."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    if inp.view.present(ITL_P50_SECONDS) == 0:
+        return NoData("no inter-token latency: no tokens were streamed", inp.view.window_seconds)
+    th, batch = inp.thresholds, batch_signal(inp)
+    signals = (ITL_P50_SECONDS, batch)
+    ratio, considered = inp.view.fraction(
+        lambda r: (
+            r[ITL_P50_SECONDS] > th["itl_p50_max_seconds"] and r[batch] >= th["large_batch_min"]
+        ),
+        signals,
+        lambda r: r[batch] > 0,
+    )
+    if considered == 0:
+        return NoData("the server was idle in every sample", inp.view.window_seconds / 2)
+    if ratio < inp.frequently_ratio:
+        return Pass(ratio, considered)
+    evidence = frequently_evidence(ratio, considered, inp, signals)
+    return Finding(evidence, _lower_max_running(inp), confidence_for(inp), ratio, considered)
+
+
+BATCH_TOO_LARGE_FOR_LATENCY = Rule(
+    id="batch_too_large_for_latency",
+    severity=Severity.WARNING,
+    summary="Tokens stream slowly because the running batch is large.",
+    action="Lower --max-running-requests: trade throughput for lower latency.",
+    source=SOURCE + " / Check Batch Size",
+    signals=(ITL_P50_SECONDS, NUM_RUNNING_REQS_MAX_RANK),
+    thresholds={
+        "itl_p50_max_seconds": 0.03,  # ours: ~33 tokens/s per stream
+        "large_batch_min": 64.0,  # ours
+        "max_running_step_ratio": 0.25,
+    },
+    profiles=ONLINE,
+    check=_check_batch,
+    suggest=_lower_max_running,
+)
+
+
+def _slow_clients(inp: RuleInput) -> Action:
+    share = inp.thresholds["queue_share_of_e2e"]
+    return Action(
+        "client: reduce the request submission rate, or add replicas behind the SGLang Model "
+        f"Gateway, until requests spend under {share:.0%} of their latency queued"
+    )
+
+
+QUEUE_WAIT_DOMINATES = Rule(
+    id="queue_wait_dominates",
+    severity=Severity.WARNING,
+    summary="Requests spend most of their end-to-end latency waiting in the queue.",
+    action="Reduce the request submission rate or add replicas (the queue is the latency).",
+    source=SOURCE + " / Check Queue Size",
+    signals=(QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS),
+    thresholds={"queue_share_of_e2e": 0.5},  # ours ("requests are waiting too long")
+    profiles=ONLINE,
+    when=lambda r, t: r[QUEUE_TIME_P50_SECONDS] >= t["queue_share_of_e2e"] * r[E2E_P50_SECONDS],
+    gate=lambda r, _t: r[E2E_P50_SECONDS] > 0,
+    gate_reason="the server finished no request in every sample",
+    suggest=_slow_clients,
+)
+
+
+def _chunk_size(inp: RuleInput) -> tuple[int | None, int]:
+    """(configured chunk, chunk to reason with): the default by GPU, else the smallest one."""
+    current = inp.config.chunked_prefill_size if inp.config else None
+    assumed = default_chunked_prefill(inp) or SMALLEST_DEFAULT_CHUNK
+    return current, current if current is not None else assumed
+
+
+def _raise_chunked_prefill(inp: RuleInput) -> Action:
+    """Double the chunk, up to SGLang's largest default; past it, piecewise CUDA graph."""
+    current, base = _chunk_size(inp)
+    cap = int(inp.thresholds["chunked_prefill_max"])
+    if base < 0 or base >= cap:
+        return Action(
+            "enable piecewise CUDA graph for prefill (--enable-piecewise-cuda-graph)",
+            "--enable-piecewise-cuda-graph",
+        )
+    action = flag_action("--chunked-prefill-size", current, min(cap, 2 * base), inp, base)
+    extra = "then try --enable-piecewise-cuda-graph"
+    note = f"{action.note}; {extra}" if action.note else extra
+    return Action(action.text, action.flag, action.current, action.suggested, note)
+
+
+def _check_prefill(inp: RuleInput) -> Outcome:
+    """TTFT above target, mostly prefill (not queue), with prompts longer than one chunk."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    for signal in (TTFT_P50_SECONDS, PROMPT_TOKENS_MEAN):
+        if inp.view.present(signal) == 0:
+            return NoData(
+                f"{signal} is not exposed (no finished requests?)", inp.view.window_seconds
+            )
+    th, chunk = inp.thresholds, _chunk_size(inp)[1]
+    has_queue = inp.view.present(QUEUE_TIME_P50_SECONDS) > 0
+    signals = (TTFT_P50_SECONDS, PROMPT_TOKENS_MEAN) + (
+        (QUEUE_TIME_P50_SECONDS,) if has_queue else ()
+    )
+
+    def prefill_bound(r: Row) -> bool:
+        ttft = r[TTFT_P50_SECONDS]
+        prefill = ttft - (r[QUEUE_TIME_P50_SECONDS] if has_queue else 0.0)
+        return (
+            ttft > th["ttft_p50_max_seconds"]
+            and prefill >= th["prefill_share_of_ttft"] * ttft
+            and (chunk < 0 or r[PROMPT_TOKENS_MEAN] > chunk)
+        )
+
+    ratio, considered = inp.view.fraction(prefill_bound, signals)
+    if considered == 0 or ratio < inp.frequently_ratio:
+        return Pass(ratio, considered)
+    evidence = frequently_evidence(ratio, considered, inp, signals)
+    return Finding(evidence, _raise_chunked_prefill(inp), confidence_for(inp), ratio, considered)
+
+
+LONG_PROMPTS_DOMINATE_TTFT = Rule(
+    id="long_prompts_dominate_ttft",
+    severity=Severity.WARNING,
+    summary="Time to first token is slow because long prompts are prefilled in many small chunks.",
+    action="Raise --chunked-prefill-size, then enable piecewise CUDA graph.",
+    source=SOURCE + " / Check Prefill Time",
+    signals=(TTFT_P50_SECONDS, PROMPT_TOKENS_MEAN, QUEUE_TIME_P50_SECONDS),
+    thresholds={
+        "ttft_p50_max_seconds": 1.0,  # ours
+        "prefill_share_of_ttft": 0.5,  # ours: most of the TTFT is prefill, not queueing
+        "chunked_prefill_max": 16384.0,  # SGLang's largest default (GPUs >= 160 GB)
+    },
+    profile_thresholds={"long_context": {"ttft_p50_max_seconds": 5.0}},  # ours
+    profiles=("online", "long_context"),
+    check=_check_prefill,
+    suggest=_raise_chunked_prefill,
+)

@@ -1,0 +1,246 @@
+"""Guide sections "Tune Memory Allocation" and "Avoid Out-of-Memory Errors"."""
+
+import math
+
+from ..signals import (
+    DECODE_OOM_EVENTS,
+    NUM_QUEUE_REQS,
+    PREFILL_OOM_EVENTS,
+    RESTARTS,
+    RETRACTIONS_PER_MINUTE,
+    STARTUP_AVAILABLE_GPU_MEM_GB,
+    TOKEN_USAGE,
+)
+from .base import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    choice_action,
+    confidence_for,
+    flag_action,
+    format_duration,
+    format_value,
+    not_enough_samples,
+)
+from .hardware import gpu_memory_gb
+from .scheduling import DEFAULT_CONSERVATIVENESS
+
+MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
+OOM_SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
+MEM_FLAG = "--mem-fraction-static"
+AVAILABLE_TARGET_GB = 6.5  # the middle of the guide's 5-8 GB "good" band
+# With the GPU unknown, size the step for the largest GPU we know: the smallest, safest step.
+LARGEST_GPU_GB = 288.0
+_NO_STARTUP_MEM = (
+    "startup available_gpu_mem is unknown: needs SGLang >= 0.5.11 metrics, "
+    ">= 0.5.17 /server_info, or the target's log_file"
+)
+
+
+def startup_available_gb(inp: RuleInput) -> float | None:
+    """The guide's `available_gpu_mem`: metrics/log signal first, then /server_info."""
+    value = inp.view.last(STARTUP_AVAILABLE_GPU_MEM_GB)
+    if value is None and inp.config is not None:
+        value = inp.config.startup_available_gpu_mem_gb
+    return value
+
+
+def _mem_fraction(inp: RuleInput) -> float | None:
+    return inp.config.mem_fraction_static if inp.config else None
+
+
+def _floor2(value: float) -> float:
+    return math.floor(value * 100 + 1e-9) / 100
+
+
+def _raise_mem_fraction(inp: RuleInput) -> Action:
+    """current + (free - target) / GPU memory: hand the surplus to the KV pool, capped."""
+    th, free = inp.thresholds, startup_available_gb(inp) or 0.0
+    total = gpu_memory_gb(inp.config)
+    delta = _floor2((free - th["available_gpu_mem_target_gb"]) / (total or LARGEST_GPU_GB))
+    delta = max(0.01, delta)  # the guide's own step is 0.01
+    gpu_note = (
+        ""
+        if total
+        else f"GPU memory unknown (set gpu_model or dcgm_url): sized for {LARGEST_GPU_GB:g} GB"
+    )
+    current = _mem_fraction(inp)
+    if current is None:
+        why = inp.config_error or "/server_info did not report it"
+        note = f"current value unknown ({why})" + (f"; {gpu_note}" if gpu_note else "")
+        return Action(f"{MEM_FLAG}: raise by {delta:g}", MEM_FLAG, None, f"+{delta:g}", note)
+    suggested = min(th["mem_fraction_max"], round(current + delta, 2))
+    if suggested <= current:
+        return Action(f"{MEM_FLAG} is already {current:g}, the most this advice goes to")
+    action = flag_action(MEM_FLAG, current, suggested, inp)
+    return Action(action.text, MEM_FLAG, action.current, action.suggested, gpu_note)
+
+
+def _lower_mem_fraction(inp: RuleInput) -> Action:
+    """Back into the 5-8 GB band when the shortfall is known, else the guide's 0.8 / 0.7."""
+    th, free, total = inp.thresholds, startup_available_gb(inp), gpu_memory_gb(inp.config)
+    current = _mem_fraction(inp)
+    if current is None or free is None or total is None:
+        return _mem_fraction_ladder(inp)
+    if free >= th["available_gpu_mem_too_low_gb"]:
+        return _mem_fraction_ladder(inp)
+    shortfall = math.ceil((th["available_gpu_mem_target_gb"] - free) / total * 100 - 1e-9) / 100
+    suggested = max(th["mem_fraction_floor"], _floor2(current - shortfall))
+    if suggested >= current:
+        return _mem_fraction_ladder(inp)
+    return flag_action(MEM_FLAG, current, suggested, inp)
+
+
+def _mem_fraction_ladder(inp: RuleInput) -> Action:
+    """One step down the guide's ladder (0.8, then 0.7); past 0.7 other knobs take over."""
+    current = _mem_fraction(inp)
+    steps = sorted((inp.thresholds["mem_fraction_step_1"], inp.thresholds["mem_fraction_floor"]))
+    if current is None:
+        return flag_action(MEM_FLAG, None, steps[-1], inp)
+    below = [s for s in steps if s < current - 1e-9]
+    if not below:
+        return Action(
+            f"{MEM_FLAG} is already {current:g}: lower --chunked-prefill-size, "
+            "--cuda-graph-max-bs or --max-running-requests instead"
+        )
+    return flag_action(MEM_FLAG, current, below[-1], inp)
+
+
+def _check_mem_too_low(inp: RuleInput) -> Outcome:
+    """Startup fact: available_gpu_mem at or above 10 GB (no window needed)."""
+    free = startup_available_gb(inp)
+    if free is None:
+        return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
+    if free < inp.thresholds["available_gpu_mem_too_high_gb"]:
+        return Pass(detail=f"available_gpu_mem {free:.2f} GB")
+    evidence = f"startup available_gpu_mem {free:.2f} GB, above the guide's 5-8 GB band"
+    return Finding(evidence, _raise_mem_fraction(inp), Confidence.HIGH)
+
+
+def _check_mem_too_high(inp: RuleInput) -> Outcome:
+    """A restart with OOM log lines in the window, or startup available_gpu_mem under 5 GB."""
+    th, free = inp.thresholds, startup_available_gb(inp)
+    restarts = inp.view.total(RESTARTS) or 0.0
+    ooms = (inp.view.total(PREFILL_OOM_EVENTS) or 0.0) + (inp.view.total(DECODE_OOM_EVENTS) or 0.0)
+    if restarts >= th["oom_restarts"] and ooms > 0:
+        evidence = f"{restarts:.0f} restart(s) with {ooms:.0f} OOM error(s) in the window"
+        return Finding(evidence, _lower_mem_fraction(inp), Confidence.HIGH)
+    if free is None:
+        return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
+    if free >= th["available_gpu_mem_too_low_gb"]:
+        return Pass(detail=f"available_gpu_mem {free:.2f} GB")
+    evidence = f"startup available_gpu_mem {free:.2f} GB, under the guide's 5 GB: OOM risk"
+    return Finding(evidence, _lower_mem_fraction(inp), Confidence.HIGH)
+
+
+MEM_FRACTION_TOO_LOW = Rule(
+    id="mem_fraction_too_low",
+    severity=Severity.INFO,
+    summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
+    action="Raise --mem-fraction-static by the surplus over ~6.5 GB, as a share of GPU memory.",
+    source=MEMORY_SOURCE,
+    signals=(STARTUP_AVAILABLE_GPU_MEM_GB,),
+    thresholds={
+        "available_gpu_mem_too_high_gb": 10.0,
+        "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
+        "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
+    },
+    check=_check_mem_too_low,
+    suggest=_raise_mem_fraction,
+)
+
+MEM_FRACTION_TOO_HIGH = Rule(
+    id="mem_fraction_too_high",
+    severity=Severity.WARNING,
+    summary="Under 5 GB free after startup, or the server restarted after OOM errors.",
+    action="Lower --mem-fraction-static back into the 5-8 GB band (after OOMs: 0.8, then 0.7).",
+    source=MEMORY_SOURCE + "; " + OOM_SOURCE + " (General OOM)",
+    signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS),
+    thresholds={
+        "available_gpu_mem_too_low_gb": 5.0,
+        "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
+        "oom_restarts": 1.0,
+        "mem_fraction_step_1": 0.8,
+        "mem_fraction_floor": 0.7,
+    },
+    check=_check_mem_too_high,
+    suggest=_lower_mem_fraction,
+)
+
+
+EFFICIENCY_SOURCE = "Troubleshooting / Memory Issues / Increase Memory Efficiency"
+
+
+def _use_fp8(inp: RuleInput) -> Action:
+    """FP8 KV cache first (halves KV bytes), then FP8 weights; one knob at a time."""
+    config = inp.config
+    kv_dtype = config.kv_cache_dtype if config else None
+    if not (kv_dtype or "").startswith("fp8"):
+        return choice_action("--kv-cache-dtype", kv_dtype, "fp8_e4m3", inp, "auto")
+    quant = config.quantization if config else None
+    if "fp8" not in (quant or ""):
+        return choice_action("--quantization", quant or "none", "fp8", inp)
+    return Action("KV cache and weights are already FP8: add GPUs or lower --max-running-requests")
+
+
+def _pressure(inp: RuleInput) -> tuple[str, float, int] | None:
+    """(what, ratio, samples) when retractions persist or usage is pinned with a queue."""
+    th, view = inp.thresholds, inp.view
+    rates = view.values(RETRACTIONS_PER_MINUTE)
+    if rates and sum(rates) / len(rates) > th["retractions_per_minute"]:
+        per_minute = sum(rates) / len(rates)
+        return f"{per_minute:.1f} retractions/min", 1.0, len(rates)
+    ratio, considered = view.fraction(
+        lambda r: r[TOKEN_USAGE] >= th["pinned_token_usage"] and r[NUM_QUEUE_REQS] > 0,
+        (TOKEN_USAGE, NUM_QUEUE_REQS),
+    )
+    if considered and ratio >= inp.frequently_ratio:
+        usage = format_value(view.quantile(TOKEN_USAGE, 0.5))
+        return f"token usage pinned (p50 {usage}) with requests waiting", ratio, considered
+    return None
+
+
+def _check_kv_pressure(inp: RuleInput) -> Outcome:
+    """Retractions above ~1/min on average, or usage >= 0.99 with a queue frequently; only
+    once --schedule-conservativeness is already >= 1.3 (else retractions_frequent comes first).
+    """
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    if inp.view.present(TOKEN_USAGE) == 0 and inp.view.present(RETRACTIONS_PER_MINUTE) == 0:
+        return NoData("neither token usage nor retractions are exposed", inp.view.window_seconds)
+    found = _pressure(inp)
+    if found is None:
+        return Pass()
+    current = inp.config.schedule_conservativeness if inp.config else None
+    conservativeness = DEFAULT_CONSERVATIVENESS if current is None else current
+    if conservativeness < inp.thresholds["conservativeness_high"]:
+        # retractions_frequent's advice (raise --schedule-conservativeness) comes first.
+        return Pass(detail=f"--schedule-conservativeness {conservativeness:g} can still rise")
+    what, ratio, samples = found
+    span = format_duration(inp.view.window_seconds)
+    evidence = f"{what} over {span} with --schedule-conservativeness already {conservativeness:g}"
+    return Finding(evidence, _use_fp8(inp), confidence_for(inp), ratio, samples)
+
+
+KV_CACHE_PRESSURE = Rule(
+    id="kv_cache_pressure",
+    severity=Severity.WARNING,
+    summary="The KV cache stays full although the scheduler is already conservative.",
+    action="Shrink the KV cache: --kv-cache-dtype fp8_e4m3, then --quantization fp8.",
+    source=EFFICIENCY_SOURCE,
+    signals=(RETRACTIONS_PER_MINUTE, TOKEN_USAGE, NUM_QUEUE_REQS),
+    thresholds={
+        "retractions_per_minute": 1.0,  # the guide's "~1 retraction per minute is fine"
+        "pinned_token_usage": 0.99,
+        "conservativeness_high": 1.3,  # the guide's "raise it to about 1.3" already applied
+    },
+    check=_check_kv_pressure,
+    suggest=_use_fp8,
+)

@@ -1,0 +1,134 @@
+"""Guide section "Avoid Out-of-Memory Errors": OOM during prefill and during decoding."""
+
+import math
+from collections.abc import Callable
+
+from ..signals import (
+    DECODE_OOM_EVENTS,
+    NUM_DP_RANKS,
+    NUM_RUNNING_REQS,
+    NUM_RUNNING_REQS_MAX_RANK,
+    PREFILL_OOM_EVENTS,
+)
+from ..window import WindowView
+from .base import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    flag_action,
+)
+from .hardware import gpu_memory_gb
+
+SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
+MEM_FLAG = "--mem-fraction-static"
+_NO_OOM_LINES = (
+    "OOM errors are read from the SGLang log only: set the target's log_file "
+    "('Prefill out of memory' / 'Decode out of memory' lines)"
+)
+
+
+def per_rank_batch(view: WindowView, q: float) -> float | None:
+    """Running batch of the busiest DP rank (the unit --max-running-requests applies to)."""
+    value = view.quantile(NUM_RUNNING_REQS_MAX_RANK, q)
+    if value is not None:
+        return value
+    total, ranks = view.quantile(NUM_RUNNING_REQS, q), view.last(NUM_DP_RANKS) or 1.0
+    return None if total is None else total / max(1.0, ranks)
+
+
+def default_chunked_prefill(inp: RuleInput) -> int | None:
+    """SGLang's default by GPU memory (< 35 GB 2048, < 60 GB 4096, < 160 GB 8192, else 16384)."""
+    memory = gpu_memory_gb(inp.config)
+    if memory is None:
+        return None
+    for below_gb, size in ((35, 2048), (60, 4096), (160, 8192)):
+        if memory < below_gb:
+            return size
+    return 16384
+
+
+def _lower_chunked_prefill(inp: RuleInput) -> Action:
+    """Current -> 4096 -> 2048 (the guide's two values); -1 (chunking off) counts as unbounded."""
+    th = inp.thresholds
+    current = inp.config.chunked_prefill_size if inp.config else None
+    default = default_chunked_prefill(inp)
+    base = current if current is not None else default
+    first, floor = int(th["chunked_prefill_step_1"]), int(th["chunked_prefill_floor"])
+    if base is not None and 0 < base <= floor:
+        return Action(f"--chunked-prefill-size is already {base}: lower {MEM_FLAG} (0.8 / 0.7)")
+    target = first if base is None or base < 0 or base > first else floor
+    return flag_action("--chunked-prefill-size", current, target, inp, default)
+
+
+def _lower_max_running(inp: RuleInput) -> Action:
+    """Below the batch that ran out of memory: the p90 per-rank batch minus one step."""
+    current = inp.config.max_running_requests if inp.config else None
+    batch = per_rank_batch(inp.view, 0.9)
+    step = inp.thresholds["max_running_step_ratio"]
+    base = batch if batch is not None else current
+    if base is None:
+        why = inp.config_error or "/server_info did not report it and no running batch was seen"
+        return Action("--max-running-requests: lower it", "--max-running-requests", note=why)
+    if current is not None:
+        base = min(base, current)
+    suggested = max(1, math.floor(base * (1 - step)))
+    return flag_action("--max-running-requests", current, suggested, inp)
+
+
+def _check_events(
+    inp: RuleInput, signal: str, phase: str, suggest: Callable[[RuleInput], Action]
+) -> Outcome:
+    """Fires on any OOM line of the phase in the window; one crash is enough evidence."""
+    present = inp.view.present(signal)
+    if present == 0:
+        return NoData(_NO_OOM_LINES, inp.view.window_seconds)
+    events = inp.view.total(signal) or 0.0
+    if events < inp.thresholds["oom_events"]:
+        return Pass(0.0, present)
+    evidence = f"{events:.0f} '{phase} out of memory' error(s) in the log over the window"
+    return Finding(evidence, suggest(inp), Confidence.HIGH, 1.0, present)
+
+
+def _check_prefill_oom(inp: RuleInput) -> Outcome:
+    """Any 'Prefill out of memory' log line in the window."""
+    return _check_events(inp, PREFILL_OOM_EVENTS, "Prefill", _lower_chunked_prefill)
+
+
+def _check_decode_oom(inp: RuleInput) -> Outcome:
+    """Any 'Decode out of memory' log line in the window."""
+    return _check_events(inp, DECODE_OOM_EVENTS, "Decode", _lower_max_running)
+
+
+PREFILL_OOM = Rule(
+    id="prefill_oom",
+    severity=Severity.CRITICAL,
+    summary="The server ran out of memory during prefill.",
+    action="Lower --chunked-prefill-size to 4096, then 2048 (slower prefill for long prompts).",
+    source=SOURCE + " (OOM During Prefill)",
+    signals=(PREFILL_OOM_EVENTS,),
+    thresholds={
+        "oom_events": 1.0,
+        "chunked_prefill_step_1": 4096.0,
+        "chunked_prefill_floor": 2048.0,
+    },
+    check=_check_prefill_oom,
+    suggest=_lower_chunked_prefill,
+)
+
+DECODE_OOM = Rule(
+    id="decode_oom",
+    severity=Severity.CRITICAL,
+    summary="The server ran out of memory during decoding.",
+    action="Lower --max-running-requests below the batch that ran out (limits concurrency).",
+    source=SOURCE + " (OOM During Decoding)",
+    signals=(DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
+    thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
+    check=_check_decode_oom,
+    suggest=_lower_max_running,
+)

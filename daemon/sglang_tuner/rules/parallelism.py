@@ -1,0 +1,138 @@
+"""Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
+
+from .base import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    choice_action,
+)
+from .hardware import gpu_facts, gpu_memory_gb, is_mla_model, weight_gb
+
+PARALLEL_SOURCE = "Hyperparameter Tuning / Optimize Parallelism Strategy"
+BACKEND_SOURCE = "Optimizing for Different Workloads / Online Serving / Use Fast Attention Backend"
+_NO_GPU = "GPU model unknown: set the target's gpu_model or dcgm_url"
+
+
+def _config_missing(inp: RuleInput) -> NoData:
+    return NoData(f"server config unknown ({inp.config_error})", inp.view.window_seconds)
+
+
+def _to_data_parallel(inp: RuleInput) -> Action:
+    tp = inp.config.tp_size if inp.config and inp.config.tp_size else 2
+    return Action(
+        f"run {tp} replicas with --tp-size 1 behind the SGLang Model Gateway (router) "
+        f"instead of one server with --tp-size {tp}",
+        "--tp-size",
+        str(tp),
+        "1",
+        "data parallelism through the gateway, not --dp-size; benchmark before switching",
+    )
+
+
+def _check_data_parallel(inp: RuleInput) -> Outcome:
+    """tp > 1 (no DP attention, no pp) while the weights take <= half of one GPU. Heuristic:
+    weights = /server_info memory_usage.weight x tp, else the '<N>B' in the model path x 2 bytes
+    (1 for fp8, 0.5 for 4-bit); GPU memory from gpu_model."""
+    config = inp.config
+    if config is None:
+        return _config_missing(inp)
+    tp = config.tp_size or 1
+    if tp <= 1 or config.enable_dp_attention or (config.pp_size or 1) > 1:
+        return Pass(detail=f"tp {tp}: nothing to trade for data parallelism")
+    gpu_gb = gpu_memory_gb(config)
+    if gpu_gb is None:
+        return NoData(_NO_GPU, inp.view.window_seconds)
+    weights = weight_gb(config)
+    if weights is None:
+        return NoData(
+            f"model size unknown: no '<N>B' in {config.model_path!r} and no "
+            "internal_states memory_usage.weight in /server_info",
+            inp.view.window_seconds,
+        )
+    share = weights / gpu_gb
+    if share > inp.thresholds["max_weight_share_of_gpu"]:
+        return Pass(detail=f"weights {weights:.0f} GB take {share:.0%} of one {gpu_gb:g} GB GPU")
+    evidence = (
+        f"--tp-size {tp}, but the weights (~{weights:.0f} GB) take {share:.0%} of one "
+        f"{gpu_gb:g} GB GPU, leaving room for the KV cache on a single GPU"
+    )
+    return Finding(evidence, _to_data_parallel(inp), Confidence.MEDIUM)
+
+
+PREFER_DATA_PARALLEL = Rule(
+    id="prefer_data_parallel",
+    severity=Severity.INFO,
+    summary="Tensor parallelism is used for a model that fits one GPU: data parallelism is faster.",
+    action="Serve tp-size-1 replicas behind the SGLang Model Gateway instead of --tp-size > 1.",
+    source=PARALLEL_SOURCE,
+    thresholds={
+        # Heuristic: weights (from /server_info, else '<N>B' x dtype bytes) under half a GPU
+        # leave at least as much for the KV cache and activations.
+        "max_weight_share_of_gpu": 0.5,
+    },
+    profiles=("offline", "long_context", "multi_turn"),  # the guide argues for throughput
+    check=_check_data_parallel,
+    suggest=_to_data_parallel,
+)
+
+# Fastest backends per GPU generation, first one suggested (Blackwell: MLA models differ).
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "hopper": ("fa3",),
+    "blackwell": ("trtllm_mha", "trtllm_mla"),
+    "ampere": ("flashinfer",),
+    "ada": ("flashinfer",),
+}
+
+
+def _recommended(inp: RuleInput) -> tuple[str, tuple[str, ...], str] | None:
+    """(backend to suggest, acceptable backends, generation) for the target's GPU."""
+    facts = gpu_facts(inp.config.gpu_model if inp.config else None)
+    if facts is None:
+        return None
+    good = BACKENDS[facts.generation]
+    mla = inp.config is not None and is_mla_model(inp.config.model_path)
+    pick = "trtllm_mla" if facts.generation == "blackwell" and mla else good[0]
+    return pick, good, facts.generation
+
+
+def _suggest_backend(inp: RuleInput) -> Action:
+    pick = _recommended(inp)
+    current = inp.config.attention_backend if inp.config else None
+    return choice_action("--attention-backend", current, pick[0] if pick else "?", inp)
+
+
+def _check_backend(inp: RuleInput) -> Outcome:
+    """Config fact: the resolved attention backend is not one the guide names for the GPU."""
+    config = inp.config
+    if config is None:
+        return _config_missing(inp)
+    pick = _recommended(inp)
+    if pick is None:
+        return NoData(_NO_GPU + " (a known model)", inp.view.window_seconds)
+    current = config.attention_backend
+    if current is None:
+        return Pass(detail="attention backend auto-selected by SGLang")
+    if current in pick[1]:
+        return Pass(detail=f"{current} is a fast backend for {config.gpu_model}")
+    evidence = (
+        f"--attention-backend {current} on {config.gpu_model} "
+        f"({pick[2]}): the guide's choice is {pick[0]}"
+    )
+    return Finding(evidence, _suggest_backend(inp), Confidence.HIGH)
+
+
+ATTENTION_BACKEND_FOR_GPU = Rule(
+    id="attention_backend_for_gpu",
+    severity=Severity.INFO,
+    summary="The attention backend is not the fastest one for this GPU generation.",
+    action="Hopper: fa3; Blackwell: trtllm_mha / trtllm_mla; Ampere/Ada: flashinfer.",
+    source=BACKEND_SOURCE,
+    check=_check_backend,
+    suggest=_suggest_backend,
+)

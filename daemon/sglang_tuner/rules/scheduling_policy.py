@@ -1,0 +1,168 @@
+"""Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse."""
+
+from ..signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
+from .base import (
+    Action,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Rule,
+    RuleInput,
+    Severity,
+    choice_action,
+    confidence_for,
+    format_value,
+    frequently_evidence,
+    not_enough_samples,
+    version_at_least,
+)
+
+SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
+FLAG = "--schedule-policy"
+SIGNALS = (PREFIX_CACHE_HIT_RATIO, NUM_QUEUE_REQS)
+
+
+def current_policy(inp: RuleInput) -> tuple[str | None, str]:
+    """(policy, default): fcfs is SGLang's default since 0.4.4, lpm before."""
+    config = inp.config
+    old = version_at_least(config.version if config else None, (0, 4, 4)) is False
+    return (config.schedule_policy if config else None), ("lpm" if old else "fcfs")
+
+
+def _not_judgeable(inp: RuleInput, policy: str) -> Outcome | None:
+    """NoData/Pass when the window is short, the policy is another one, or hits are unknown."""
+    short = not_enough_samples(inp)
+    if short is not None:
+        return short
+    if inp.config is None:
+        why = f"the schedule policy is unknown ({inp.config_error})"
+        return NoData(why, inp.view.window_seconds)
+    current, default = current_policy(inp)
+    if (current or default) != policy:
+        return Pass(detail=f"schedule policy is {current or default}")
+    if inp.view.present(PREFIX_CACHE_HIT_RATIO) == 0:
+        return NoData(
+            "prefix-cache hit ratio unknown: needs cached_tokens_total (SGLang >= 0.4.3.post4) "
+            "and prompts being served",
+            inp.view.window_seconds,
+        )
+    return None
+
+
+def _to_fcfs(inp: RuleInput) -> Action:
+    current, default = current_policy(inp)
+    return choice_action(FLAG, current, "fcfs", inp, default)
+
+
+def _to_lpm(inp: RuleInput) -> Action:
+    current, default = current_policy(inp)
+    action = choice_action(FLAG, current, "lpm", inp, default)
+    limit = inp.thresholds["lpm_fallback_queue"]
+    caveat = (
+        f"lpm falls back to fcfs while more than {limit:g} requests wait, adds scheduling "
+        "overhead, and can starve cache-cold requests (watch the TTFT tail)"
+    )
+    note = f"{action.note}; {caveat}" if action.note else caveat
+    return Action(action.text, action.flag, action.current, action.suggested, note)
+
+
+def _check_lpm(inp: RuleInput) -> Outcome:
+    """Policy lpm; frequently: prefix hit ratio < low and #queue-req >= the long-queue mark."""
+    early = _not_judgeable(inp, "lpm")
+    if early is not None:
+        return early
+    th = inp.thresholds
+    ratio, considered = inp.view.fraction(
+        lambda r: (
+            r[PREFIX_CACHE_HIT_RATIO] < th["prefix_hit_ratio_low"]
+            and r[NUM_QUEUE_REQS] >= th["queue_reqs_long"]
+        ),
+        SIGNALS,
+    )
+    if considered == 0 or ratio < inp.frequently_ratio:
+        return Pass(ratio, considered)
+    evidence = frequently_evidence(ratio, considered, inp, SIGNALS)
+    return Finding(evidence, _to_fcfs(inp), confidence_for(inp), ratio, considered)
+
+
+def _reuse(inp: RuleInput) -> str | None:
+    """Evidence of shared prefixes: many hits, or some hits while the KV pool is full."""
+    th, view = inp.thresholds, inp.view
+    hits = view.mean(PREFIX_CACHE_HIT_RATIO) or 0.0
+    if hits >= th["prefix_hit_ratio_high"]:
+        return f"prefix-cache hit ratio mean {hits:.2f}"
+    usage = view.quantile(TOKEN_USAGE, 0.5)
+    # token_usage excludes evictable radix-cache tokens: a full pool leaves the cache no room,
+    # so shared prefixes are evicted before they are reused (the hits stay low).
+    pinned = usage is not None and usage >= th["pinned_token_usage"]
+    if pinned and hits >= th["prefix_hit_ratio_thrash"]:
+        return (
+            f"prefix-cache hit ratio mean {hits:.2f} with token usage p50 {format_value(usage)}: "
+            "shared prefixes are evicted before reuse"
+        )
+    return None
+
+
+def _check_fcfs(inp: RuleInput) -> Outcome:
+    """Policy fcfs, radix cache on; prefix reuse over the window (hit ratio mean >= high, or
+    >= the thrash mark with token usage p50 >= 0.95); frequently: 0 < #queue-req <= 128.
+    """
+    if inp.config is not None and inp.config.disable_radix_cache:
+        return Pass(detail="the radix cache is disabled: lpm would fall back to fcfs")
+    early = _not_judgeable(inp, "fcfs")
+    if early is not None:
+        return early
+    reuse = _reuse(inp)
+    if reuse is None:
+        return Pass(detail="no sign of shared prefixes")
+    limit = inp.thresholds["lpm_fallback_queue"]
+    # lpm only reorders a waiting queue, and above the fallback size it is fcfs anyway.
+    ratio, considered = inp.view.fraction(
+        lambda r: 0 < r[NUM_QUEUE_REQS] <= limit, (NUM_QUEUE_REQS,)
+    )
+    if considered == 0 or ratio < inp.frequently_ratio:
+        return Pass(ratio, considered)
+    evidence = f"{reuse}; 1-{limit:g} requests waiting in {ratio:.0%} of {considered} samples"
+    return Finding(evidence, _to_lpm(inp), confidence_for(inp), ratio, considered)
+
+
+LPM_WITHOUT_PREFIX_REUSE = Rule(
+    id="lpm_without_prefix_reuse",
+    severity=Severity.INFO,
+    summary="lpm pays its scheduling overhead on a long queue with almost no prefix-cache hits.",
+    action="Switch to --schedule-policy fcfs (no shared prefixes to exploit).",
+    source=SOURCE,
+    signals=SIGNALS,
+    thresholds={"prefix_hit_ratio_low": 0.1, "queue_reqs_long": 100.0},
+    # The older guide's healthy queue started at 50 (now 100).
+    legacy_thresholds={"queue_reqs_long": 50.0},
+    # Prefix reuse is the point of these workloads: only call it absent when it really is.
+    profile_thresholds={
+        "long_context": {"prefix_hit_ratio_low": 0.05},
+        "multi_turn": {"prefix_hit_ratio_low": 0.05},
+    },
+    check=_check_lpm,
+    suggest=_to_fcfs,
+)
+
+FCFS_WITH_PREFIX_REUSE = Rule(
+    id="fcfs_with_prefix_reuse",
+    severity=Severity.INFO,
+    summary="Many prompts share prefixes but fcfs ignores them when picking from the queue.",
+    action="Try --schedule-policy lpm (longest prefix match) for more cache hits.",
+    source=SOURCE,
+    signals=(*SIGNALS, TOKEN_USAGE),
+    thresholds={
+        "prefix_hit_ratio_high": 0.5,
+        "prefix_hit_ratio_thrash": 0.03,  # ours: above the noise of prompts sharing nothing
+        "pinned_token_usage": 0.95,
+        "lpm_fallback_queue": 128.0,
+    },
+    profile_thresholds={
+        "long_context": {"prefix_hit_ratio_high": 0.3},
+        "multi_turn": {"prefix_hit_ratio_high": 0.3},
+    },
+    check=_check_fcfs,
+    suggest=_to_lpm,
+)

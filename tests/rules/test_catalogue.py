@@ -1,0 +1,146 @@
+"""The catalogue as a whole: ids, texts, signals, settings keys, thresholds, robustness."""
+
+import re
+from pathlib import Path
+
+import pytest
+from helpers import evaluate, window_from
+from sglang_tuner.config import check_rule_ids, load_settings
+from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
+from sglang_tuner.rules.base import PROFILES, Finding, NoData, Pass
+from sglang_tuner.rules.catalogue_doc import DOC_PATH, render_markdown
+from sglang_tuner.signals import ALL_SIGNALS
+from sglang_tuner.sources import ServerConfig
+
+IDS = [rule.id for rule in ALL_RULES]
+
+
+def test_catalogue_ids_unique_and_snake_case():
+    assert len(IDS) == len(set(IDS)) == len(RULES_BY_ID)
+    for rule_id in IDS:
+        assert re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", rule_id), rule_id
+
+
+def test_catalogue_keeps_the_first_four_first():
+    assert IDS[:4] == [
+        "queue_empty",
+        "queue_too_long",
+        "scheduler_too_conservative",
+        "retractions_frequent",
+    ]
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_rule_texts_present(rule):
+    assert rule.summary.strip() and rule.action.strip() and rule.source.strip()
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_signals_are_canonical(rule):
+    assert set(rule.signals) <= set(ALL_SIGNALS)
+    assert set(rule.evidence_signals) <= set(ALL_SIGNALS)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_profiles_and_thresholds_consistent(rule):
+    assert rule.profiles and set(rule.profiles) <= set(PROFILES)
+    assert set(rule.profile_thresholds) <= set(PROFILES)
+    for values in rule.profile_thresholds.values():
+        assert set(values) <= set(rule.thresholds)
+    assert set(rule.legacy_thresholds) <= set(rule.thresholds)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_rule_says_how_it_decides(rule):
+    assert rule.when is not None or (rule.check is not None and rule.check.__doc__)
+
+
+def test_catalogue_ids_accepted_as_settings_override_keys():
+    settings = load_settings(None, {"rules": {rule_id: {"enabled": True} for rule_id in IDS}})
+    assert set(settings.rules) == set(IDS)
+    assert check_rule_ids(settings, set(RULES_BY_ID)) == []
+
+
+def test_catalogue_threshold_overrides_merge():
+    rule = RULES_BY_ID["queue_too_long"]
+    assert rule.thresholds_for("offline", {"healthy_queue_max": 500})["healthy_queue_max"] == 500
+
+
+EMPTY_INPUTS = [
+    {"view": window_from()},
+    {"view": window_from(num_running_reqs="0x10")},
+    {"view": window_from(num_running_reqs="_x10")},
+]
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("config", [None, ServerConfig()], ids=["no_config", "empty_config"])
+@pytest.mark.parametrize("case", EMPTY_INPUTS, ids=["empty", "idle", "missing"])
+def test_catalogue_rule_never_guesses_from_nothing(rule, config, case):
+    out = evaluate(
+        rule, case["view"], config=config, config_error="http_401" if config is None else None
+    )
+    assert isinstance(out, NoData | Pass)
+    if isinstance(out, NoData):
+        assert out.reason and out.retry_after_seconds > 0
+
+
+HEALTHY = window_from(
+    num_running_reqs="200x60",
+    num_running_reqs_max_rank="200x60",
+    num_queue_reqs="300x60",
+    token_usage="0.93x60",
+    gen_throughput="4500x60",
+    generation_tokens_rate="4500x60",
+    num_used_tokens=" ".join(str(300000 + k) for k in range(60)),
+    num_dp_ranks="1x60",
+    retractions_per_minute="0.2x60",
+    prefix_cache_hit_ratio="0.3x60",
+    cuda_graph_pass_ratio="1x60",
+    itl_p50_seconds="0.02x60",
+    ttft_p50_seconds="0.3x60",
+    e2e_p50_seconds="8x60",
+    queue_time_p50_seconds="0.5x60",
+    prompt_tokens_mean="900x60",
+    startup_available_gpu_mem_gb="6.5x60",
+    restarts="0x60",
+    prefill_oom_events="0x60",
+    decode_oom_events="0x60",
+)
+HEALTHY_CONFIG = ServerConfig(
+    version="0.5.9",
+    model_path="meta-llama/Llama-3.3-70B-Instruct",
+    gpu_model="NVIDIA H100 80GB HBM3",
+    schedule_conservativeness=1.0,
+    mem_fraction_static=0.85,
+    chunked_prefill_size=8192,
+    max_running_requests=256,
+    cuda_graph_max_bs=256,
+    tp_size=4,
+    dp_size=1,
+    schedule_policy="fcfs",
+    attention_backend="fa3",
+    kv_cache_dtype="auto",
+    enable_torch_compile=False,
+)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("profile", PROFILES)
+def test_catalogue_silent_on_a_healthy_server(rule, profile):
+    out = evaluate(rule, HEALTHY, config=HEALTHY_CONFIG, profile=profile)
+    assert not isinstance(out, Finding), out
+
+
+def test_catalogue_doc_is_current():
+    assert Path(DOC_PATH).read_text() == render_markdown(ALL_RULES), (
+        "docs/rules.md is stale: run `python -m sglang_tuner.rules.catalogue_doc`"
+    )
+
+
+def test_catalogue_doc_lists_every_rule_with_its_source():
+    text = render_markdown(ALL_RULES)
+    for rule in ALL_RULES:
+        assert f"## `{rule.id}`" in text
+        assert f"- **Guide section:** {rule.source}" in text
+    assert "`healthy_queue_max`: 2000 (legacy guide 1000)" in text

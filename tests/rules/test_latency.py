@@ -1,0 +1,150 @@
+"""Online-profile latency rules: batch_too_large_for_latency, queue_wait_dominates,
+long_prompts_dominate_ttft."""
+
+from helpers import evaluate, window_from
+from sglang_tuner.rules.base import Finding, NoData, Pass
+from sglang_tuner.rules.latency import (
+    BATCH_TOO_LARGE_FOR_LATENCY,
+    LONG_PROMPTS_DOMINATE_TTFT,
+    QUEUE_WAIT_DOMINATES,
+)
+from sglang_tuner.sources import ServerConfig
+
+SLOW_BIG = window_from(itl_p50_seconds="0.08x20", num_running_reqs_max_rank="200x20")
+
+
+def test_latency_rules_are_for_online_serving():
+    assert BATCH_TOO_LARGE_FOR_LATENCY.profiles == ("online",)
+    assert QUEUE_WAIT_DOMINATES.profiles == ("online",)
+    assert LONG_PROMPTS_DOMINATE_TTFT.profiles == ("online", "long_context")
+
+
+def test_batch_too_large_for_latency_fires_on_slow_tokens_and_large_batch():
+    config = ServerConfig(max_running_requests=256)
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, config=config, profile="online")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--max-running-requests 256 -> 150"
+    assert "itl_p50_seconds p50 0.08" in out.evidence
+
+
+def test_batch_too_large_for_latency_unknown_value_noted():
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, config=None, config_error="http_401")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--max-running-requests ? -> 150"
+    assert out.action.note == "current value unknown (http_401)"
+
+
+def test_batch_too_large_for_latency_never_below_large_batch_floor():
+    view = window_from(itl_p50_seconds="0.08x20", num_running_reqs="70x20")
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=ServerConfig(max_running_requests=80))
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 80 -> 64"
+
+
+def test_batch_too_large_for_latency_silent_when_tokens_fast_or_batch_small():
+    fast = window_from(itl_p50_seconds="0.03x20", num_running_reqs_max_rank="200x20")
+    small = window_from(itl_p50_seconds="0.08x20", num_running_reqs_max_rank="16x20")
+    assert isinstance(evaluate(BATCH_TOO_LARGE_FOR_LATENCY, fast), Pass)
+    assert isinstance(evaluate(BATCH_TOO_LARGE_FOR_LATENCY, small), Pass)
+
+
+def test_batch_too_large_for_latency_threshold_override():
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY,
+        window_from(itl_p50_seconds="0.03x20", num_running_reqs_max_rank="200x20"),
+        thresholds={
+            "itl_p50_max_seconds": 0.02,
+            "large_batch_min": 64,
+            "max_running_step_ratio": 0.25,
+        },
+    )
+    assert isinstance(out, Finding)
+
+
+def test_batch_too_large_for_latency_no_data():
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, window_from(num_running_reqs="200x20"))
+    assert isinstance(out, NoData) and "inter-token latency" in out.reason
+    idle = window_from(itl_p50_seconds="0.08x20", num_running_reqs="0x20")
+    assert isinstance(evaluate(BATCH_TOO_LARGE_FOR_LATENCY, idle), NoData)
+
+
+def test_queue_wait_dominates_fires_when_queue_is_most_of_e2e():
+    view = window_from(queue_time_p50_seconds="3x20", e2e_p50_seconds="4x20")
+    out = evaluate(QUEUE_WAIT_DOMINATES, view, profile="online")
+    assert isinstance(out, Finding)
+    assert out.action.text == (
+        "client: reduce the request submission rate, or add replicas behind the SGLang Model "
+        "Gateway, until requests spend under 50% of their latency queued"
+    )
+    assert "queue_time_p50_seconds p50 3.00" in out.evidence
+
+
+def test_queue_wait_dominates_silent_when_queue_short():
+    view = window_from(queue_time_p50_seconds="0.5x20", e2e_p50_seconds="4x20")
+    assert isinstance(evaluate(QUEUE_WAIT_DOMINATES, view), Pass)
+
+
+def test_queue_wait_dominates_no_data_without_finished_requests_or_signal():
+    view = window_from(queue_time_p50_seconds="0x20", e2e_p50_seconds="0x20")
+    out = evaluate(QUEUE_WAIT_DOMINATES, view)
+    assert isinstance(out, NoData) and "finished no request" in out.reason
+    out = evaluate(QUEUE_WAIT_DOMINATES, window_from(e2e_p50_seconds="4x20"))
+    assert isinstance(out, NoData) and "queue_time_p50_seconds" in out.reason
+
+
+LONG_PROMPTS = window_from(
+    ttft_p50_seconds="2.5x20", prompt_tokens_mean="12000x20", queue_time_p50_seconds="0.2x20"
+)
+
+
+def test_long_prompts_dominate_ttft_fires_and_doubles_the_chunk():
+    config = ServerConfig(chunked_prefill_size=8192)
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=config, profile="online")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--chunked-prefill-size 8192 -> 16384"
+    assert out.action.note == "then try --enable-piecewise-cuda-graph"
+
+
+def test_long_prompts_dominate_ttft_at_max_chunk_suggests_piecewise_graph():
+    view = window_from(ttft_p50_seconds="2.5x20", prompt_tokens_mean="30000x20")
+    out = evaluate(
+        LONG_PROMPTS_DOMINATE_TTFT, view, config=ServerConfig(chunked_prefill_size=16384)
+    )
+    assert isinstance(out, Finding)
+    assert out.action.flag == "--enable-piecewise-cuda-graph"
+
+
+def test_long_prompts_dominate_ttft_unknown_chunk_assumes_smallest_default():
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=None, config_error="timeout")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--chunked-prefill-size 2048 -> 4096"
+    assert out.action.note == (
+        "current value unknown (timeout); assumed SGLang's default 2048; "
+        "then try --enable-piecewise-cuda-graph"
+    )
+
+
+def test_long_prompts_dominate_ttft_silent_when_queue_dominates():
+    view = window_from(
+        ttft_p50_seconds="2.5x20", prompt_tokens_mean="12000x20", queue_time_p50_seconds="2x20"
+    )
+    assert isinstance(evaluate(LONG_PROMPTS_DOMINATE_TTFT, view), Pass)
+
+
+def test_long_prompts_dominate_ttft_silent_for_short_prompts():
+    view = window_from(ttft_p50_seconds="2.5x20", prompt_tokens_mean="1000x20")
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, view, config=ServerConfig(chunked_prefill_size=8192))
+    assert isinstance(out, Pass)
+
+
+def test_long_prompts_dominate_ttft_long_context_tolerates_slower_ttft():
+    config = ServerConfig(chunked_prefill_size=8192)
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=config, profile="long_context")
+    assert isinstance(out, Pass)
+    slower = window_from(ttft_p50_seconds="6x20", prompt_tokens_mean="12000x20")
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, slower, config=config, profile="long_context")
+    assert isinstance(out, Finding)
+
+
+def test_long_prompts_dominate_ttft_no_data_without_ttft():
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, window_from(prompt_tokens_mean="12000x20"))
+    assert isinstance(out, NoData) and "ttft_p50_seconds" in out.reason

@@ -1,0 +1,208 @@
+"""mem_fraction_too_low, mem_fraction_too_high and kv_cache_pressure."""
+
+from helpers import evaluate, window_from
+from sglang_tuner.rules.base import Finding, NoData, Pass
+from sglang_tuner.rules.memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.sources import ServerConfig
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _startup(free_gb: float, n: int = 10):
+    return window_from(startup_available_gpu_mem_gb=f"{free_gb}x{n}", num_running_reqs=f"10x{n}")
+
+
+def test_mem_fraction_too_low_fires_with_surplus_sized_step():
+    config = ServerConfig(mem_fraction_static=0.8, gpu_model=H100)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=config)
+    assert isinstance(out, Finding)
+    # (15 - 6.5) / 80 = 0.106 -> +0.10
+    assert out.action.text == "--mem-fraction-static 0.8 -> 0.9"
+    assert out.action.note == ""
+    assert "15.00 GB" in out.evidence
+
+
+def test_mem_fraction_too_low_caps_the_suggestion():
+    config = ServerConfig(mem_fraction_static=0.88, gpu_model=H100)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(20.0), config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.88 -> 0.95"
+
+
+def test_mem_fraction_too_low_unknown_gpu_takes_the_smallest_step():
+    out = evaluate(
+        MEM_FRACTION_TOO_LOW, _startup(12.0), config=ServerConfig(mem_fraction_static=0.8)
+    )
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.8 -> 0.81"
+    assert "GPU memory unknown (set gpu_model or dcgm_url)" in out.action.note
+
+
+def test_mem_fraction_too_low_unknown_current_value_noted():
+    config = ServerConfig(gpu_model=H100)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static: raise by 0.1"
+    assert out.action.note == "current value unknown (/server_info did not report it)"
+
+
+def test_mem_fraction_too_low_reads_server_info_when_metrics_lack_it():
+    config = ServerConfig(
+        mem_fraction_static=0.8, gpu_model=H100, startup_available_gpu_mem_gb=15.0
+    )
+    out = evaluate(MEM_FRACTION_TOO_LOW, window_from(num_running_reqs="1x10"), config=config)
+    assert isinstance(out, Finding)
+
+
+def test_mem_fraction_too_low_silent_in_good_band():
+    assert isinstance(evaluate(MEM_FRACTION_TOO_LOW, _startup(6.0)), Pass)
+    assert isinstance(evaluate(MEM_FRACTION_TOO_LOW, _startup(9.0)), Pass)
+
+
+def test_mem_fraction_too_low_no_data_names_sources():
+    out = evaluate(MEM_FRACTION_TOO_LOW, window_from(num_running_reqs="1x10"))
+    assert isinstance(out, NoData)
+    assert "SGLang >= 0.5.11" in out.reason and "log_file" in out.reason
+
+
+def test_mem_fraction_too_high_fires_under_5_gb():
+    config = ServerConfig(mem_fraction_static=0.9)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.9 -> 0.8"
+    assert "3.50 GB" in out.evidence
+
+
+def test_mem_fraction_too_high_second_step_is_0_7():
+    out = evaluate(
+        MEM_FRACTION_TOO_HIGH, _startup(3.5), config=ServerConfig(mem_fraction_static=0.8)
+    )
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.8 -> 0.7"
+
+
+def test_mem_fraction_too_high_past_0_7_points_at_other_knobs():
+    out = evaluate(
+        MEM_FRACTION_TOO_HIGH, _startup(3.5), config=ServerConfig(mem_fraction_static=0.7)
+    )
+    assert isinstance(out, Finding)
+    assert out.action.flag is None
+    assert out.action.text.startswith(
+        "--mem-fraction-static is already 0.7: lower --chunked-prefill"
+    )
+
+
+def test_mem_fraction_too_high_fires_on_oom_restart():
+    view = window_from(restarts="0x10 1 0x9", decode_oom_events="0x9 1 0x10")
+    out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(mem_fraction_static=0.88))
+    assert isinstance(out, Finding)
+    assert out.evidence == "1 restart(s) with 1 OOM error(s) in the window"
+    assert out.action.text == "--mem-fraction-static 0.88 -> 0.8"
+
+
+def test_mem_fraction_too_high_restart_without_oom_is_not_enough():
+    view = window_from(
+        restarts="0x10 1 0x9", decode_oom_events="0x20", startup_available_gpu_mem_gb="6x20"
+    )
+    assert isinstance(evaluate(MEM_FRACTION_TOO_HIGH, view), Pass)
+
+
+def test_mem_fraction_too_high_unknown_current_value_noted():
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=None, config_error="http_401")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static ? -> 0.8"
+    assert out.action.note == "current value unknown (http_401)"
+
+
+def test_mem_fraction_too_high_silent_in_good_band():
+    assert isinstance(evaluate(MEM_FRACTION_TOO_HIGH, _startup(6.5)), Pass)
+
+
+def test_mem_fraction_too_high_no_data_without_startup_memory():
+    out = evaluate(MEM_FRACTION_TOO_HIGH, window_from(num_running_reqs="1x10"))
+    assert isinstance(out, NoData) and "available_gpu_mem" in out.reason
+
+
+PINNED = window_from(token_usage="0.99x20", num_queue_reqs="50x20", retractions_per_minute="0x20")
+CONSERVATIVE = ServerConfig(schedule_conservativeness=1.3, kv_cache_dtype="auto")
+
+
+def test_kv_cache_pressure_fires_when_pinned_and_conservative():
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=CONSERVATIVE)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--kv-cache-dtype auto -> fp8_e4m3"
+    assert "--schedule-conservativeness already 1.3" in out.evidence
+
+
+def test_kv_cache_pressure_fires_on_persistent_retractions():
+    view = window_from(token_usage="0.9x20", num_queue_reqs="0x20", retractions_per_minute="4x20")
+    out = evaluate(KV_CACHE_PRESSURE, view, config=CONSERVATIVE)
+    assert isinstance(out, Finding) and out.evidence.startswith("4.0 retractions/min")
+
+
+def test_kv_cache_pressure_after_fp8_kv_suggests_fp8_weights():
+    config = ServerConfig(schedule_conservativeness=1.5, kv_cache_dtype="fp8_e4m3")
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--quantization none -> fp8"
+
+
+def test_kv_cache_pressure_when_all_fp8_suggests_more_gpus():
+    config = ServerConfig(
+        schedule_conservativeness=1.5, kv_cache_dtype="fp8_e5m2", quantization="fp8"
+    )
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    assert isinstance(out, Finding) and out.action.flag is None
+
+
+def test_kv_cache_pressure_leaves_conservativeness_advice_first():
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=ServerConfig(schedule_conservativeness=1.0))
+    assert isinstance(out, Pass) and "can still rise" in out.detail
+
+
+def test_kv_cache_pressure_unknown_config_assumes_default_conservativeness():
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=None, config_error="http_401")
+    assert isinstance(out, Pass)
+
+
+def test_kv_cache_pressure_unknown_dtype_noted():
+    config = ServerConfig(schedule_conservativeness=1.3)
+    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--kv-cache-dtype auto -> fp8_e4m3"
+    assert "current value unknown" in out.action.note
+
+
+def test_kv_cache_pressure_silent_on_healthy_usage():
+    view = window_from(
+        token_usage="0.92x20", num_queue_reqs="50x20", retractions_per_minute="0.5x20"
+    )
+    assert isinstance(evaluate(KV_CACHE_PRESSURE, view, config=CONSERVATIVE), Pass)
+
+
+def test_kv_cache_pressure_no_data():
+    assert isinstance(evaluate(KV_CACHE_PRESSURE, window_from(num_queue_reqs="1x20")), NoData)
+    assert isinstance(evaluate(KV_CACHE_PRESSURE, window_from(token_usage="1x3")), NoData)
+
+
+def test_mem_fraction_too_high_computes_the_way_back_into_the_band():
+    config = ServerConfig(mem_fraction_static=0.93, gpu_model=H100)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.1), config=config)
+    assert isinstance(out, Finding)
+    # (6.5 - 3.1) / 80 = 0.0425 -> -0.05
+    assert out.action.text == "--mem-fraction-static 0.93 -> 0.88"
+
+
+def test_mem_fraction_too_high_computed_value_never_below_0_7():
+    config = ServerConfig(mem_fraction_static=0.72, gpu_model="NVIDIA L4")
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(0.5), config=config)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.72 -> 0.7"
+
+
+def test_mem_fraction_too_high_after_oom_restarts_uses_the_ladder():
+    view = window_from(
+        restarts="0x10 1 0x9", prefill_oom_events="0x9 1 0x10", startup_available_gpu_mem_gb="7x20"
+    )
+    config = ServerConfig(mem_fraction_static=0.88, gpu_model=H100)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.88 -> 0.8"

@@ -1,0 +1,108 @@
+"""prefer_data_parallel and attention_backend_for_gpu."""
+
+from helpers import evaluate, window_from
+from sglang_tuner.rules.base import Finding, NoData, Pass
+from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
+from sglang_tuner.sources import ServerConfig
+
+VIEW = window_from(num_running_reqs="10x10")
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_prefer_data_parallel_fires_when_model_fits_one_gpu():
+    config = ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct", tp_size=2, gpu_model=H100)
+    out = evaluate(PREFER_DATA_PARALLEL, VIEW, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == (
+        "run 2 replicas with --tp-size 1 behind the SGLang Model Gateway (router) "
+        "instead of one server with --tp-size 2"
+    )
+    assert (out.action.flag, out.action.current, out.action.suggested) == ("--tp-size", "2", "1")
+    assert "(~16 GB) take 20% of one 80 GB GPU" in out.evidence
+
+
+def test_prefer_data_parallel_uses_reported_weight_memory():
+    raw = {"internal_states": [{"memory_usage": {"weight": 4.0}}]}
+    config = ServerConfig(model_path="/models/x", tp_size=4, gpu_model=H100, raw=raw)
+    assert isinstance(evaluate(PREFER_DATA_PARALLEL, VIEW, config=config), Finding)
+
+
+def test_prefer_data_parallel_silent_when_model_needs_tp():
+    config = ServerConfig(model_path="meta-llama/Llama-3.3-70B-Instruct", tp_size=4, gpu_model=H100)
+    assert isinstance(evaluate(PREFER_DATA_PARALLEL, VIEW, config=config), Pass)
+
+
+def test_prefer_data_parallel_silent_on_tp1_and_dp_attention():
+    base = {"model_path": "org/M-8B", "gpu_model": H100}
+    assert isinstance(
+        evaluate(PREFER_DATA_PARALLEL, VIEW, config=ServerConfig(tp_size=1, **base)), Pass
+    )
+    config = ServerConfig(tp_size=8, enable_dp_attention=True, **base)
+    assert isinstance(evaluate(PREFER_DATA_PARALLEL, VIEW, config=config), Pass)
+
+
+def test_prefer_data_parallel_no_data_without_gpu_or_model_size():
+    out = evaluate(
+        PREFER_DATA_PARALLEL, VIEW, config=ServerConfig(model_path="org/M-8B", tp_size=2)
+    )
+    assert isinstance(out, NoData) and "gpu_model or dcgm_url" in out.reason
+    out = evaluate(
+        PREFER_DATA_PARALLEL, VIEW, config=ServerConfig(model_path="/m", tp_size=2, gpu_model=H100)
+    )
+    assert isinstance(out, NoData) and "model size unknown" in out.reason
+    out = evaluate(PREFER_DATA_PARALLEL, VIEW, config=None, config_error="http_401")
+    assert isinstance(out, NoData) and "http_401" in out.reason
+
+
+def test_prefer_data_parallel_is_a_throughput_rule():
+    assert "online" not in PREFER_DATA_PARALLEL.profiles
+
+
+def _backend(gpu: str, backend: str | None, model: str = "meta-llama/Llama-3.1-8B-Instruct"):
+    config = ServerConfig(gpu_model=gpu, attention_backend=backend, model_path=model)
+    return evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=config)
+
+
+def test_attention_backend_for_gpu_hopper_wants_fa3():
+    out = _backend(H100, "flashinfer")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--attention-backend flashinfer -> fa3"
+    assert "on NVIDIA H100 80GB HBM3 (hopper): the guide's choice is fa3" in out.evidence
+
+
+def test_attention_backend_for_gpu_blackwell_mha_and_mla():
+    out = _backend("NVIDIA B200", "triton")
+    assert (
+        isinstance(out, Finding) and out.action.text == "--attention-backend triton -> trtllm_mha"
+    )
+    out = _backend("NVIDIA B200", "flashinfer", "deepseek-ai/DeepSeek-V3")
+    assert (
+        isinstance(out, Finding)
+        and out.action.text == "--attention-backend flashinfer -> trtllm_mla"
+    )
+
+
+def test_attention_backend_for_gpu_ampere_and_ada_want_flashinfer():
+    out = _backend("NVIDIA A100-SXM4-80GB", "triton")
+    assert (
+        isinstance(out, Finding) and out.action.text == "--attention-backend triton -> flashinfer"
+    )
+    assert isinstance(_backend("NVIDIA L40S", "fa3"), Finding)
+
+
+def test_attention_backend_for_gpu_silent_on_the_right_backend():
+    assert isinstance(_backend(H100, "fa3"), Pass)
+    assert isinstance(_backend("NVIDIA B200", "trtllm_mha"), Pass)
+    assert isinstance(_backend("NVIDIA L4", "flashinfer"), Pass)
+
+
+def test_attention_backend_for_gpu_auto_selected_is_left_alone():
+    out = _backend(H100, None)
+    assert isinstance(out, Pass) and "auto-selected" in out.detail
+
+
+def test_attention_backend_for_gpu_no_data_without_gpu_model():
+    out = evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=ServerConfig(attention_backend="triton"))
+    assert isinstance(out, NoData) and "gpu_model" in out.reason
+    out = evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=None, config_error="timeout")
+    assert isinstance(out, NoData)
