@@ -173,3 +173,17 @@ def test_scan_lines_decode_variants(line: str, graph_off: int) -> None:
         graph_off,
         0,
     )
+
+
+def test_scan_lines_raw_torch_oom_takes_the_phase_of_the_last_batch():
+    prefill = (
+        "[2026-11-22 10:00:00 TP0] Prefill batch, #new-seq: 4, #new-token: 20480, #cached-token: 0, "
+        "token usage: 0.50, #running-req: 10, #queue-req: 5, "
+    )
+    decode = (
+        "[2026-11-22 10:00:01 TP0] Decode batch, #running-req: 10, #token: 5000, "
+        "token usage: 0.50, cuda graph: True, gen throughput (token/s): 100.00, #queue-req: 5"
+    )
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    counts = scan_lines([prefill, oom, decode, oom])
+    assert (counts.prefill_oom, counts.decode_oom) == (1, 1)

@@ -6,7 +6,7 @@ Parsing (`scan_lines`) is pure and separate from the file handling (`LogFollower
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,6 +19,9 @@ _RETRACT_RE = re.compile(
     r"|Testing retraction\.) #retracted_reqs: (\d+)"
 )
 _DECODE_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,] ")
+_PREFILL_RE = re.compile(r"Prefill batch(?: \[\d+\])?[.,] ")
+# A raw PyTorch OOM names no phase: it belongs to the batch the scheduler logged last.
+_TORCH_OOM_RE = re.compile(r"torch\.(?:cuda\.)?OutOfMemoryError: CUDA out of memory")
 _GRAPH_RE = re.compile(r"\b(?:cuda|cpu|npu|musa) graph: (True|False)")
 _PREFILL_OOM_RE = re.compile(r"Prefill out of memory\. Try to lower")
 _DECODE_OOM_RE = re.compile(
@@ -41,6 +44,8 @@ class LogCounts:
     decode_without_graph: int = 0
     max_total_num_tokens: int | None = None  # from the last startup summary seen
     available_gpu_mem_gb: float | None = None
+    # "prefill" or "decode": the phase a raw PyTorch OOM belongs to (parser state, not an event)
+    last_batch: str | None = field(default=None, compare=False)
 
 
 def scan_lines(lines: Iterable[str], counts: LogCounts | None = None) -> LogCounts:
@@ -55,7 +60,14 @@ def _scan_line(line: str, c: LogCounts) -> LogCounts:
     """One line's contribution."""
     if match := _RETRACT_RE.search(line):
         return replace(c, retracted_reqs=c.retracted_reqs + int(match.group(1)))
+    if _PREFILL_RE.search(line):
+        return replace(c, last_batch="prefill")
+    if _TORCH_OOM_RE.search(line):
+        if c.last_batch == "prefill":
+            return replace(c, prefill_oom=c.prefill_oom + 1)
+        return replace(c, decode_oom=c.decode_oom + 1)
     if _DECODE_RE.search(line):
+        c = replace(c, last_batch="decode")
         graph = _GRAPH_RE.search(line)
         if graph is None:  # <= v0.4.6.post3 prints no graph flag
             return c
@@ -134,6 +146,7 @@ class LogFollower:
         self._startup = LogCounts(
             max_total_num_tokens=counts.max_total_num_tokens,
             available_gpu_mem_gb=counts.available_gpu_mem_gb,
+            last_batch=counts.last_batch,
         )
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
