@@ -177,7 +177,8 @@ def test_scan_lines_decode_variants(line: str, graph_off: int) -> None:
 
 def test_scan_lines_raw_torch_oom_takes_the_phase_of_the_last_batch():
     prefill = (
-        "[2026-11-22 10:00:00 TP0] Prefill batch, #new-seq: 4, #new-token: 20480, #cached-token: 0, "
+        "[2026-11-22 10:00:00 TP0] Prefill batch, #new-seq: 4, #new-token: 20480, "
+        "#cached-token: 0, "
         "token usage: 0.50, #running-req: 10, #queue-req: 5, "
     )
     decode = (
