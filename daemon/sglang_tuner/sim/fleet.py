@@ -1,0 +1,171 @@
+"""SimFleet: many simulated servers in one event loop, in the caller's loop or on a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+from .catalogue import VERSIONS
+from .http import SimServer
+from .logs import LogWriter
+from .model import ServerModel
+from .scenarios import SCENARIOS
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One simulated server to run: scenario, SGLang version, port (0 = any free one)."""
+
+    scenario: str
+    version: str = "0.5.23"
+    port: int = 0
+    api_key: str | None = None
+    log_file: str | None = None
+    name: str | None = None
+
+
+def check_spec(spec: ServerSpec) -> None:
+    """Raise ValueError naming the bad scenario or version."""
+    if spec.scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {spec.scenario!r}; try --list")
+    if spec.version not in VERSIONS:
+        raise ValueError(f"unknown version {spec.version!r}; choose from {', '.join(VERSIONS)}")
+
+
+def tune_gc() -> None:
+    """For a process that serves many servers: stop full GC passes from stalling every scrape.
+
+    A thousand servers hold about a million live request objects; CPython's automatic full
+    collections then pause the event loop for ~200 ms. Young generations still collect cycles.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 1_000)
+
+
+class SimFleet:
+    """Runs simulated servers; simulated time = wall time since start x speed."""
+
+    def __init__(
+        self, specs: list[ServerSpec], host: str = "127.0.0.1", speed: float = 1.0, seed: int = 0
+    ) -> None:
+        for spec in specs:
+            check_spec(spec)
+        self.specs, self.host, self.speed, self.seed = list(specs), host, speed, seed
+        self.servers: list[SimServer] = []
+        self.logs: list[LogWriter] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+
+    @property
+    def urls(self) -> list[str]:
+        """Base URLs of the servers, in spec order."""
+        return [f"http://{self.host}:{server.port}" for server in self.servers]
+
+    def sim_time(self) -> float:
+        """Current simulated time in seconds."""
+        return (time.monotonic() - self._started) * self.speed
+
+    async def start(self) -> None:
+        """Create the models and bind every port, in the running event loop."""
+        self._loop = asyncio.get_running_loop()
+        self._started = time.monotonic()
+        epoch = time.time()
+        for index, spec in enumerate(self.specs):
+            config = SCENARIOS[spec.scenario].for_version(spec.version)
+            log = (
+                LogWriter(
+                    spec.log_file, spec.version, epoch, config.knobs.tp_size, config.knobs.dp_size
+                )
+                if spec.log_file
+                else None
+            )
+            if log:
+                self.logs.append(log)
+            model = ServerModel(config, seed=self.seed * 100003 + index, log=log)
+            server = SimServer(model, self.sim_time, spec.api_key, spec.scenario, self._switch)
+            await server.start(self.host, spec.port)
+            self.servers.append(server)
+
+    async def stop(self) -> None:
+        """Close every port and log file."""
+        for server in self.servers:
+            await server.stop()
+        for log in self.logs:
+            log.close()
+
+    def _switch(self, server: SimServer, scenario: str) -> str | None:
+        if scenario not in SCENARIOS:
+            return f"unknown scenario {scenario!r}"
+        server.model.advance_to(self.sim_time())
+        config = SCENARIOS[scenario].for_version(server.model.config.version)
+        server.model.configure(config, server.model.now)
+        server.scenario = scenario
+        return None
+
+    def _index(self, index_or_url: int | str) -> int:
+        if isinstance(index_or_url, int):
+            return index_or_url
+        return self.urls.index(index_or_url.rstrip("/"))
+
+    def set_scenario(self, index_or_url: int | str, scenario: str) -> None:
+        """Switch one server to another scenario (a restart with new flags), e.g. to heal it."""
+        server = self.servers[self._index(index_or_url)]
+        if self._thread is None or self._loop is None:
+            error = self._switch(server, scenario)
+        else:
+            future = asyncio.run_coroutine_threadsafe(
+                self._async_switch(server, scenario), self._loop
+            )
+            error = future.result(timeout=10)
+        if error:
+            raise ValueError(error)
+
+    async def _async_switch(self, server: SimServer, scenario: str) -> str | None:
+        return self._switch(server, scenario)
+
+    def __enter__(self) -> SimFleet:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        self._thread = threading.Thread(
+            target=self._run, args=(ready, errors), daemon=True, name="sglang-sim"
+        )
+        self._thread.start()
+        ready.wait()
+        if errors:
+            raise errors[0]
+        return self
+
+    def _run(self, ready: threading.Event, errors: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._stop_event = asyncio.Event()
+
+        async def main() -> None:
+            try:
+                await self.start()
+            except BaseException as exc:  # surfaced to the caller of __enter__
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            await self._stop_event.wait()
+            await self.stop()
+
+        loop.run_until_complete(main())
+        loop.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stop_event.set)
+            self._thread.join(timeout=10)
+            self._thread = None

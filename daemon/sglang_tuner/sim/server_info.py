@@ -1,0 +1,128 @@
+"""`/server_info` and `/model_info` bodies with each SGLang version's field names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import ServerModel
+
+CUDA_GRAPH_CONFIG_SINCE = (0, 5, 14)
+FAKE_API_KEY = "sk-sim-not-a-real-key"
+
+
+# ServerArgs fields the simulator never varies, with the values SGLang resolves them to.
+FIXED_ARGS: dict[str, Any] = {
+    "host": "127.0.0.1", "dtype": "auto", "kv_cache_dtype": "auto", "quantization": None,
+    "context_length": None, "max_queued_requests": None, "max_total_tokens": None, "pp_size": 1,
+    "ep_size": 1, "enable_dp_attention": False, "page_size": 1, "stream_interval": 1,
+    "disable_radix_cache": False, "enable_mixed_chunk": False, "enable_torch_compile": False,
+    "torch_compile_max_bs": 32, "disable_cuda_graph": False, "cuda_graph_bs": None,
+    "speculative_algorithm": None, "enable_hierarchical_cache": False, "log_level": "info",
+}  # fmt: skip
+
+
+def server_args(model: ServerModel, port: int, api_key: str | None) -> dict[str, Any]:
+    """The ServerArgs fields a tuning rule reads, as the server reports them."""
+    cfg, v = model.config, model.version
+    knobs, path = cfg.knobs, cfg.llm.path
+    args: dict[str, Any] = {
+        "model_path": path, "tokenizer_path": path, "served_model_name": path, "port": port,
+        "mem_fraction_static": knobs.mem_fraction_static,
+        "max_running_requests": knobs.max_running_requests,
+        "chunked_prefill_size": knobs.chunked_prefill_size,
+        "max_prefill_tokens": knobs.max_prefill_tokens,
+        "schedule_policy": knobs.schedule_policy,
+        "schedule_conservativeness": knobs.schedule_conservativeness,
+        "tp_size": knobs.tp_size, "dp_size": knobs.dp_size,
+        "attention_backend": "fa3" if v >= (0, 5, 6) else None,  # resolved in ServerArgs from 0.5.6
+        "enable_metrics": knobs.enable_metrics, "decode_log_interval": knobs.decode_log_interval,
+        "random_seed": model.seed, "api_key": api_key or FAKE_API_KEY, **FIXED_ARGS,
+    }  # fmt: skip
+    if v >= (0, 5, 9):
+        args["ssl_keyfile_password"] = "sim-keyfile-password"
+    if v >= (0, 5, 17):
+        args["admin_api_key"] = "sk-sim-admin-not-real"
+    _graph_fields(args, model)
+    return args
+
+
+def _graph_fields(args: dict[str, Any], model: ServerModel) -> None:
+    max_bs = model.config.knobs.cuda_graph_max_bs
+    if model.version < CUDA_GRAPH_CONFIG_SINCE:
+        args["cuda_graph_max_bs"] = max_bs
+        return
+    sizes = [1, 2, 4, 8, *range(16, max_bs + 1, 16)]
+    args["cuda_graph_max_bs_decode"] = None
+    args["cuda_graph_max_bs_prefill"] = None
+    args["cuda_graph_config"] = {
+        "decode": {"backend": "full", "max_bs": max_bs, "bs": [b for b in sizes if b <= max_bs]},
+        "prefill": {"backend": "piecewise", "max_bs": 8192, "bs": None},
+    }
+
+
+def _memory_usage(model: ServerModel) -> dict[str, Any]:
+    plan, v = model.plan, model.version
+    usage: dict[str, Any] = {
+        "weight": round(plan.weight_gb, 2),
+        "kvcache": round(plan.kv_cache_gb, 2),
+        "token_capacity": plan.max_total_num_tokens,
+    }
+    if v < (0, 5, 0):
+        usage["cuda_graph"] = round(plan.graph_gb, 2)
+    elif v < (0, 5, 17):
+        usage["graph"] = round(plan.graph_gb, 2)
+    else:
+        usage["startup_available"] = round(plan.available_gb, 2)
+        usage["token_capacity_swa"] = 0
+        usage["graph"] = {"decode": round(plan.graph_gb, 2)}
+    return usage
+
+
+def server_info(model: ServerModel, port: int, api_key: str | None) -> dict[str, Any]:
+    """The /server_info (and /get_server_info) body."""
+    args = server_args(model, port, api_key)
+    states = []
+    for rank in model.ranks:
+        state = dict(
+            args,
+            attention_backend="fa3",
+            last_gen_throughput=rank.gauges.get("gen_throughput", 0.0),
+            memory_usage=_memory_usage(model),
+        )
+        if model.version >= (0, 5, 9):
+            state["effective_max_running_requests_per_dp"] = model.plan.max_running_requests
+        states.append(state)
+    body = dict(args)
+    body.update(
+        status="ready",
+        max_total_num_tokens=model.plan.max_total_num_tokens,
+        max_req_input_len=model.config.llm.context_len - 1,
+        internal_states=states,
+        version=model.config.version,
+    )
+    return body
+
+
+def model_info(model: ServerModel) -> dict[str, Any]:
+    """The /model_info (and /get_model_info) body."""
+    llm, v = model.config.llm, model.version
+    body: dict[str, Any] = {
+        "model_path": llm.path,
+        "tokenizer_path": llm.path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+    }
+    if v >= (0, 5, 0):
+        body.update(
+            weight_version="default", has_image_understanding=False, has_audio_understanding=False
+        )
+    if v >= (0, 5, 17):
+        body.update(model_type="llama", architectures=[llm.architecture])
+    return body
+
+
+def info_paths(version: tuple[int, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(server-info paths, model-info paths) this version serves; `/server_info` came in 0.5."""
+    if version < (0, 5, 0):
+        return ("/get_server_info",), ("/get_model_info",)
+    return ("/server_info", "/get_server_info"), ("/model_info", "/get_model_info")
