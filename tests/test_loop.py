@@ -7,6 +7,7 @@ from tests.conftest import free_port
 SHORT = {
     "scrape_interval_seconds": 1.0,
     "scrape_timeout_seconds": 0.8,
+    "evaluation_interval_seconds": 1.0,
     "window_seconds": 20.0,
     "min_samples": 3,
     "hold_for_seconds": 0.0,

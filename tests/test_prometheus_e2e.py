@@ -131,6 +131,7 @@ def _daemon_config(tmp: Path, sim_port: int, port: int, am_port: int) -> Path:
         "targets": targets,
         "scrape_interval_seconds": 0.5,
         "scrape_timeout_seconds": 0.4,
+        "evaluation_interval_seconds": 0.5,
         "window_seconds": 20,
         "min_samples": 3,
         "hold_for_seconds": 0,

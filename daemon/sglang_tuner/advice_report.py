@@ -5,9 +5,10 @@ Shared by the API and the CLI (`check`, `demo`), so a terminal and `curl` show t
 
 from dataclasses import dataclass
 
+from .rules import ALL_RULES
 from .rules.base import Severity
 from .schemas import AdviceList, AdviceOut, NoDataOut, RuleErrorOut, rfc3339
-from .state import Evaluation, Health, TargetStatus
+from .state import Advice, Evaluation, Health, TargetStatus
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -18,6 +19,16 @@ class AdviceFilter:
 
     severity: Severity | None = None
     state: str | None = None
+
+
+# Within a severity, the guide's own order (the catalogue's): the first check an expert makes.
+_RULE_ORDER = {rule.id: i for i, rule in enumerate(ALL_RULES)}
+
+
+def advice_rank(a: Advice) -> tuple[int, bool, str, int, str]:
+    """Most severe first, firing before pending, then per target in the guide's order."""
+    order = _RULE_ORDER.get(a.rule, len(_RULE_ORDER))
+    return (_SEVERITY_ORDER[a.severity], a.state != "firing", a.target, order, a.rule)
 
 
 def select_advice(
@@ -36,7 +47,7 @@ def select_advice(
         and severity in (None, a.severity)
         and state in (None, a.state)
     ]
-    advice.sort(key=lambda a: (_SEVERITY_ORDER[a.severity], a.state != "firing", a.target, a.rule))
+    advice.sort(key=advice_rank)
     no_data: list[NoDataOut] = []
     errors: list[RuleErrorOut] = []
     for name in sorted(ev.targets.keys() | ev.results.keys()):

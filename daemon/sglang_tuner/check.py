@@ -26,6 +26,7 @@ def check_settings(args: argparse.Namespace) -> Settings:
             "targets": targets,
             "scrape_interval_seconds": interval,
             "scrape_timeout_seconds": min(3.0, interval * 0.8),
+            "evaluation_interval_seconds": interval,
             "window_seconds": max(args.duration, interval * 3),
             "min_samples": max(3, min(12, int(args.duration / interval / 2))),
             "hold_for_seconds": 0.0,
@@ -54,7 +55,7 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
                 sys.stderr.write(_progress(elapsed, duration, tuner.state.latest()))
                 sys.stderr.flush()
             await asyncio.sleep(min(0.5, duration - elapsed))
-        tuner.evaluate()
+        tuner.evaluate(refresh=True)
     finally:
         await tuner.stop()
     if show_progress:

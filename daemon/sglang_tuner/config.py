@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     scrape_timeout_seconds: float = Field(3.0, gt=0, description="Give up on a scrape after this")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest /metrics body read")
     server_info_interval_seconds: float = Field(300.0, gt=0, description="Re-read /server_info")
+    evaluation_interval_seconds: float = Field(
+        15.0, gt=0, description="Judge each target's rules this often (right after a scrape)"
+    )
     window_seconds: float = Field(300.0, gt=0, description="Default rule window")
     frequently_ratio: float = Field(0.5, gt=0, le=1, description='"Frequently" = share of samples')
     min_samples: int = Field(6, ge=1, description="Samples a window needs before rules judge it")

@@ -39,6 +39,7 @@ def demo_settings(urls: list[str], port: int, database: Path) -> Settings:
             "targets": targets,
             "scrape_interval_seconds": 2.0,
             "scrape_timeout_seconds": 1.5,
+            "evaluation_interval_seconds": 2.0,
             "window_seconds": 60.0,
             "min_samples": 6,
             "hold_for_seconds": 10.0,

@@ -62,7 +62,8 @@ class Tuner:
 
     async def start(self) -> None:
         """Open the HTTP client, load targets, restore state and start the periodic jobs."""
-        limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+        # One keep-alive connection per target: the pool must never make one scrape wait on another.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         self._client = httpx.AsyncClient(limits=limits, follow_redirects=False)
         self._scheduler = AsyncIOScheduler()
         self._apply_targets(self._all_targets())
@@ -136,6 +137,7 @@ class Tuner:
             return
         s = self.settings
         await poller.scrape(self._client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
+        self.publisher.judge_if_due(poller, self.clock())
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` where it is due: at start, after restarts, and periodically."""
@@ -151,9 +153,9 @@ class Tuner:
         poller.server_info_ts = now
         await poller.refresh_server_info(self._client, timeout)
 
-    def evaluate(self) -> None:
-        """Judge every target and publish the new evaluation."""
-        self.publisher.evaluate(self.pollers, self.clock())
+    def evaluate(self, refresh: bool = False) -> None:
+        """Publish a new evaluation (`refresh`: judge every target first, not only when due)."""
+        self.publisher.evaluate(self.pollers, self.clock(), refresh)
 
     def refresh_targets(self) -> None:
         """Re-read file_sd files and apply changes."""

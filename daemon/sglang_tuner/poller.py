@@ -6,7 +6,8 @@ from collections import Counter
 
 import httpx
 
-from .signals import GPU_FB_FREE_GB, RESTARTS
+from .evaluate import RuleEvaluation
+from .signals import DECODE_OOM_EVENTS, GPU_FB_FREE_GB, PREFILL_OOM_EVENTS, RESTARTS
 from .sources import ScrapeResult, ServerConfig, Snapshot
 from .sources.dcgm import fetch_dcgm
 from .sources.logs import LogFollower
@@ -52,6 +53,10 @@ class TargetPoller:
         self.failures: Counter[str] = Counter()
         self.needs_server_info = True
         self.server_info_ts = 0.0  # when /server_info was last asked for
+        self.evaluations: list[RuleEvaluation] = []  # the latest judgement of every rule
+        self.evaluated_at: float | None = None
+        self.evaluated_up: bool | None = None
+        self.samples_in_window = 0
 
     async def scrape(self, client: httpx.AsyncClient, now: float, timeout: float, cap: int) -> None:
         """One scrape; failures are recorded, never raised."""
@@ -64,6 +69,7 @@ class TargetPoller:
         self.last = result
         if result.snapshot is None:
             self.failures[result.error_reason or "unknown"] += 1
+            self._keep_log_events(now)
             return
         self.last_success_ts = now
         values = dict(result.snapshot.values)
@@ -74,6 +80,14 @@ class TargetPoller:
         if values.get(RESTARTS, 0) > 0:
             self.needs_server_info = True
         self.window.append(Snapshot(self.spec.name, now, values))
+
+    def _keep_log_events(self, now: float) -> None:
+        """While down, OOM lines still count: a crash loop is exactly when they matter."""
+        if self.log is None:
+            return
+        events = self.log.poll(now)
+        if events.get(PREFILL_OOM_EVENTS, 0) > 0 or events.get(DECODE_OOM_EVENTS, 0) > 0:
+            self.window.append(Snapshot(self.spec.name, now, events))
 
     async def refresh_server_info(self, client: httpx.AsyncClient, timeout: float) -> None:
         """Re-read `/server_info` (and DCGM); a restart with other flags starts a fresh window."""
@@ -108,7 +122,13 @@ class TargetPoller:
         elif not result.is_up and (before is None or before.error_reason != result.error_reason):
             logger.warning("target %s is down: %s", self.spec.name, result.error)
 
-    def status(self, window_seconds: float, now: float) -> TargetStatus:
+    def is_due(self, now: float, interval_seconds: float) -> bool:
+        """Judge again: never judged, the interval has passed, or the target went up or down."""
+        if self.evaluated_at is None or now - self.evaluated_at >= interval_seconds:
+            return True
+        return self.last is not None and self.last.is_up != self.evaluated_up
+
+    def status(self) -> TargetStatus:
         """The target's status for the published evaluation."""
         last = self.last
         signals = {}
@@ -128,7 +148,7 @@ class TargetPoller:
             sglang_version=self.config.version if self.config else None,
             config=self.config,
             config_error=self.config_error,
-            samples_in_window=self.window.view(now, window_seconds).count,
+            samples_in_window=self.samples_in_window,
             scrapes_total=self.scrapes_total,
             failures_by_reason=dict(self.failures),
             signals=signals,

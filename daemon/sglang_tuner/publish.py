@@ -72,16 +72,32 @@ class Publisher:
                 await self._task
         await self.alertmanager.aclose()
 
-    def evaluate(self, pollers: Mapping[str, "TargetPoller"], now: float) -> Evaluation:
-        """Judge every target, advance alert states, notify, and publish."""
-        window = self.settings.window_seconds
-        statuses = {name: p.status(window, now) for name, p in pollers.items()}
-        evaluations = {
-            name: evaluate_target(
-                statuses[name], p.window, self.rules, self.settings, now, p.spec.legacy_guide
-            )
-            for name, p in pollers.items()
-        }
+    def judge(self, poller: "TargetPoller", now: float) -> None:
+        """Run every rule for one target and keep the result on its poller."""
+        poller.samples_in_window = poller.window.view(now, self.settings.window_seconds).count
+        status = poller.status()
+        poller.evaluations = evaluate_target(
+            status, poller.window, self.rules, self.settings, now, poller.spec.legacy_guide
+        )
+        poller.evaluated_at, poller.evaluated_up = now, status.up
+        for ev in poller.evaluations:
+            if ev.error is not None:
+                self.rule_failures[ev.rule.id] += 1
+
+    def judge_if_due(self, poller: "TargetPoller", now: float) -> None:
+        """Judge after a scrape when due: evaluation cost spreads with the scrape offsets."""
+        if poller.is_due(now, self.settings.evaluation_interval_seconds):
+            self.judge(poller, now)
+
+    def evaluate(
+        self, pollers: Mapping[str, "TargetPoller"], now: float, refresh: bool = False
+    ) -> Evaluation:
+        """Advance alert states from every target's latest judgement, notify, and publish."""
+        for poller in pollers.values():
+            if refresh or poller.evaluated_at is None:
+                self.judge(poller, now)
+        statuses = {name: p.status() for name, p in pollers.items()}
+        evaluations = {name: p.evaluations for name, p in pollers.items()}
         active = self._active_advice(statuses, evaluations, now)
         self.tracker.update(active, now)
         results = {n: tuple(self._result(n, ev) for ev in evs) for n, evs in evaluations.items()}
@@ -109,8 +125,6 @@ class Publisher:
         active = {}
         for name, evals in evaluations.items():
             for ev in evals:
-                if ev.error is not None:
-                    self.rule_failures[ev.rule.id] += 1
                 if ev.finding is not None:
                     key = (name, ev.rule.id)
                     active[key] = self._advice[key] = _advice(ev, ev.finding, statuses[name], now)

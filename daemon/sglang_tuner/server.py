@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import resource
 import signal
 from collections.abc import Callable
 from contextlib import suppress
@@ -39,8 +40,16 @@ def build(settings: Settings, *, with_store: bool = True) -> tuple[Tuner, uvicor
     return tuner, uvicorn.Server(config)
 
 
+def raise_open_files_limit() -> None:
+    """One socket per target: lift the soft file-descriptor limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 async def serve(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
     """Run until SIGINT/SIGTERM; SIGHUP re-reads the config and keeps the old one if invalid."""
+    raise_open_files_limit()
     tuner, server = build(settings)
     await tuner.start()
     if reload is not None:

@@ -7,7 +7,8 @@ window's samples (only samples where every signal the condition reads was presen
 import math
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .sources import Snapshot
 
@@ -78,6 +79,8 @@ class WindowView:
     ts: Sequence[float]
     columns: Mapping[str, Sequence[float]]
     window_seconds: float
+    # Rules share one view; several read the same rows and values, so compute them once.
+    _memo: dict[object, list[Any]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def count(self) -> int:
@@ -90,23 +93,34 @@ class WindowView:
         return self.ts[-1] - self.ts[0] if self.ts else 0.0
 
     def values(self, signal: str) -> list[float]:
-        """The signal's present values, oldest first."""
-        return [v for v in self.columns.get(signal, ()) if not math.isnan(v)]
+        """The signal's present values, oldest first (callers must not modify the list)."""
+        found = self._memo.get(signal)
+        if found is None:
+            found = self._memo[signal] = [v for v in self.columns.get(signal, ()) if v == v]
+        return found
 
     def present(self, signal: str) -> int:
         """How many samples carry the signal."""
         return len(self.values(signal))
 
     def rows(self, signals: Iterable[str]) -> list[dict[str, float]]:
-        """Samples where every one of `signals` is present, as dicts."""
+        """Samples where every one of `signals` is present, as dicts (shared: read only)."""
         names = tuple(signals)
-        cols = [self.columns.get(n, ()) for n in names]
-        out = []
-        for k in range(self.count):
-            row = {n: c[k] for n, c in zip(names, cols, strict=True) if k < len(c)}
-            if len(row) == len(names) and not any(math.isnan(v) for v in row.values()):
-                out.append(row)
-        return out
+        found = self._memo.get(names)
+        if found is None:
+            found = self._memo[names] = self._rows(names)
+        return found
+
+    def _rows(self, names: tuple[str, ...]) -> list[dict[str, float]]:
+        cols = [self.columns.get(n) for n in names]
+        if any(c is None for c in cols):
+            return []
+        # `v == v` is False only for NaN (a missing value): cheaper than math.isnan per value.
+        return [
+            dict(zip(names, vals, strict=True))
+            for vals in zip(*cols, strict=True)  # type: ignore[arg-type]
+            if all(v == v for v in vals)  # noqa: PLR0124
+        ]
 
     def fraction(
         self,

@@ -117,6 +117,8 @@ class Rule:
     check: Callable[[RuleInput], Outcome] | None = None
     evidence_signals: tuple[str, ...] = ()
     needs_up: bool = True  # False: also judged while scrapes fail (e.g. metrics_disabled)
+    # A window-level veto for "frequently" rules: a reason not to advise despite the condition.
+    unless: Callable[[RuleInput], str | None] | None = None
 
     def thresholds_for(
         self, profile: str, overrides: Mapping[str, float] | None = None, legacy: bool = False
@@ -155,6 +157,9 @@ def _evaluate_frequently(rule: Rule, inp: RuleInput) -> Outcome:
         return NoData(rule.gate_reason, inp.view.window_seconds / 2)
     if not is_frequent(ratio, inp.frequently_ratio):
         return Pass(ratio, considered)
+    veto = rule.unless(inp) if rule.unless else None
+    if veto is not None:
+        return Pass(ratio, considered, veto)
     evidence = frequently_evidence(ratio, considered, inp, rule.evidence_signals or rule.signals)
     return Finding(evidence, rule.suggest(inp), confidence_for(inp), ratio, considered)
 

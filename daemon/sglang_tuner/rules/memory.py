@@ -153,6 +153,7 @@ MEM_FRACTION_TOO_LOW = Rule(
     },
     check=_check_mem_too_low,
     suggest=_raise_mem_fraction,
+    needs_up=False,  # judged from the window's events and startup facts, also while down
 )
 
 MEM_FRACTION_TOO_HIGH = Rule(
@@ -171,6 +172,7 @@ MEM_FRACTION_TOO_HIGH = Rule(
     },
     check=_check_mem_too_high,
     suggest=_lower_mem_fraction,
+    needs_up=False,  # judged from the window's events and startup facts, also while down
 )
 
 

@@ -119,6 +119,7 @@ PREFILL_OOM = Rule(
     },
     check=_check_prefill_oom,
     suggest=_lower_chunked_prefill,
+    needs_up=False,  # judged from the window's events and startup facts, also while down
 )
 
 DECODE_OOM = Rule(
@@ -131,4 +132,5 @@ DECODE_OOM = Rule(
     thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
     check=_check_decode_oom,
     suggest=_lower_max_running,
+    needs_up=False,  # judged from the window's events and startup facts, also while down
 )

@@ -67,7 +67,8 @@ def _check_data_parallel(inp: RuleInput) -> Outcome:
 
 PREFER_DATA_PARALLEL = Rule(
     id="prefer_data_parallel",
-    severity=Severity.INFO,
+    # Warning, not info: tp>1 for a model that fits one GPU idles most of the GPUs' throughput.
+    severity=Severity.WARNING,
     summary="Tensor parallelism is used for a model that fits one GPU: data parallelism is faster.",
     action="Serve tp-size-1 replicas behind the SGLang Model Gateway instead of --tp-size > 1.",
     source=PARALLEL_SOURCE,

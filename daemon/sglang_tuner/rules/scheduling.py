@@ -60,6 +60,15 @@ def _raise_conservativeness(inp: RuleInput) -> Action:
     )
 
 
+def _retracting(inp: RuleInput) -> str | None:
+    """Retractions mean the pool overflows: lowering conservativeness would make it worse."""
+    rates = inp.view.values(RETRACTIONS_PER_MINUTE)
+    limit = inp.thresholds["retractions_per_minute"]
+    if rates and sum(rates) / len(rates) > limit:
+        return f"retractions average above {limit:g}/min: the pool is full, not under-used"
+    return None
+
+
 SCHEDULER_TOO_CONSERVATIVE = Rule(
     id="scheduler_too_conservative",
     severity=Severity.WARNING,
@@ -67,8 +76,14 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
     action="Lower --schedule-conservativeness (the guide suggests about 0.3).",
     source=SOURCE,
     signals=(TOKEN_USAGE, NUM_QUEUE_REQS),
-    thresholds={"token_usage_target": 0.9, "conservativeness_floor": 0.3, "step": 0.3},
+    thresholds={
+        "token_usage_target": 0.9,
+        "conservativeness_floor": 0.3,
+        "step": 0.3,
+        "retractions_per_minute": 1.0,
+    },
     when=lambda r, t: r[TOKEN_USAGE] < t["token_usage_target"] and r[NUM_QUEUE_REQS] > 0,
+    unless=_retracting,
     suggest=_lower_conservativeness,
     evidence_signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS),
 )

@@ -116,7 +116,8 @@ _ALL = (
         "tp_where_dp_fits",
         "An 8B model on --tp-size 4: it fits on one GPU, so 4 data-parallel "
         "replicas would serve more; KV pool far larger than the load needs.",
-        knobs=replace(GOOD, tp_size=4),
+        # SGLang resolves --cuda-graph-max-bs to 512 on an 80 GB GPU with tp >= 4.
+        knobs=replace(GOOD, tp_size=4, cuda_graph_max_bs=512),
         load=replace(BUSY, clients=240),
     ),
     _s(

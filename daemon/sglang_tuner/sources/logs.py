@@ -63,7 +63,8 @@ def _scan_line(line: str, c: LogCounts) -> LogCounts:
     if _PREFILL_RE.search(line):
         return replace(c, last_batch="prefill")
     if _TORCH_OOM_RE.search(line):
-        if c.last_batch == "prefill":
+        # No batch since startup: the first forward of a process is a prefill.
+        if c.last_batch in ("prefill", None):
             return replace(c, prefill_oom=c.prefill_oom + 1)
         return replace(c, decode_oom=c.decode_oom + 1)
     if _DECODE_RE.search(line):
@@ -83,6 +84,7 @@ def _scan_line(line: str, c: LogCounts) -> LogCounts:
         available = _AVAILABLE_RE.search(line)  # absent before v0.4.7
         return replace(
             c,
+            last_batch=None,  # a new process
             max_total_num_tokens=int(match.group(1)),
             available_gpu_mem_gb=float(available.group(1)) if available else None,
         )
