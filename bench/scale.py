@@ -2,7 +2,8 @@
 
 Measured in one run, against baselines from the same run:
 - CPU: the daemon (`sglang-tuner run`, a real process) vs a bare fetcher that only GETs every
-  target's /metrics on the same schedule (httpx, no parsing, no windows, no rules);
+  target's /metrics on the same schedule (httpx, one pool per target like the daemon; no
+  parsing, no windows, no rules);
 - missed scrapes: scrapes the daemon made vs the schedule;
 - memory: daemon RSS with N targets minus RSS with none, per target;
 - API latency while scraping: GET /advice p50/p99 vs GET /healthz (same server, same moment).
@@ -42,12 +43,12 @@ async def one(client, url, until, counts):
             counts[1] += 1
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 async def main():
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(limits=limits, timeout=3) as client:
-        counts, until = [0, 0], time.monotonic() + seconds
-        cpu0 = time.process_time()
-        await asyncio.gather(*(one(client, u, until, counts) for u in urls))
-        print(json.dumps({"cpu": time.process_time() - cpu0, "ok": counts[0], "failed": counts[1]}))
+    ctx = httpx.create_ssl_context()
+    clients = [httpx.AsyncClient(timeout=3, verify=ctx) for _ in urls]  # one pool per target
+    counts, until = [0, 0], time.monotonic() + seconds
+    cpu0 = time.process_time()
+    await asyncio.gather(*(one(c, u, until, counts) for c, u in zip(clients, urls)))
+    print(json.dumps({"cpu": time.process_time() - cpu0, "ok": counts[0], "failed": counts[1]}))
 resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
 asyncio.run(main())
 """
@@ -151,9 +152,11 @@ def measure_daemon(base: str, pid: int, seconds: float) -> dict[str, object]:
     return {"cpu_share": cpu, "advice_ms": advice, "healthz_ms": health}
 
 
-def scrape_counts(base: str) -> list[int]:
+def scrape_counts(base: str) -> tuple[list[int], float]:
+    """Every target's scrape count, and the moment it was taken (the request's midpoint)."""
+    started = time.monotonic()
     rows = httpx.get(base + "/targets", timeout=30).json()["data"]
-    return [row["scrapes_total"] for row in rows]
+    return [row["scrapes_total"] for row in rows], (started + time.monotonic()) / 2
 
 
 def run(targets: int, seconds: float, interval: float) -> dict[str, object]:
@@ -177,11 +180,10 @@ def run(targets: int, seconds: float, interval: float) -> dict[str, object]:
                 f"daemon up; warming up {2 * interval:g}s, measuring {seconds:g}s ...", flush=True
             )
             time.sleep(2 * interval)
-            before = scrape_counts(base)
-            started = time.monotonic()
+            before, t0 = scrape_counts(base)
             result = measure_daemon(base, daemon.pid, seconds)
-            after = scrape_counts(base)
-            elapsed = time.monotonic() - started
+            after, t1 = scrape_counts(base)
+            elapsed = t1 - t0
             rss_full = rss_kib(daemon.pid)
             daemon.terminate()
             daemon.wait(20)

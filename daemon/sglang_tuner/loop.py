@@ -5,6 +5,7 @@ Only this module (and the CLI) reads the clock; everything it calls takes `now`.
 
 import asyncio
 import logging
+import ssl
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -52,7 +53,8 @@ class Tuner:
         self.publisher = Publisher(settings, self.rules, self.state)
         self._file_sd = FileSD(settings.file_sd)
         self._scheduler: AsyncIOScheduler | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     def window_capacity(self) -> int:
         """Ring size covering the longest window any enabled rule uses."""
@@ -62,9 +64,7 @@ class Tuner:
 
     async def start(self) -> None:
         """Open the HTTP client, load targets, restore state and start the periodic jobs."""
-        # One keep-alive connection per target: the pool must never make one scrape wait on another.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        self._client = httpx.AsyncClient(limits=limits, follow_redirects=False)
+        self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
         self._scheduler = AsyncIOScheduler()
         self._apply_targets(self._all_targets())
         if self.store is not None:
@@ -87,8 +87,8 @@ class Tuner:
         await self.publisher.stop()
         if self.store is not None:
             self.persist()
-        if self._client is not None:
-            await self._client.aclose()
+        await asyncio.gather(*(p.client.aclose() for p in self.pollers.values() if p.client))
+        await asyncio.gather(*self._closing)
 
     def _every(
         self,
@@ -120,11 +120,22 @@ class Tuner:
         for name, spec in wanted.items():
             if name in self.pollers:
                 continue
-            self.pollers[name] = TargetPoller(spec, capacity)
+            self.pollers[name] = poller = TargetPoller(spec, capacity)
+            poller.client = self._make_client()
             self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
 
+    def _make_client(self) -> httpx.AsyncClient:
+        # One small pool per target: httpcore scans all of a pool's connections on every
+        # request, so one shared pool for 1,000 targets costs O(targets) per scrape.
+        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
+        return httpx.AsyncClient(limits=limits, verify=self._ssl or True, follow_redirects=False)
+
     def _remove_target(self, name: str) -> None:
-        self.pollers.pop(name, None)
+        poller = self.pollers.pop(name, None)
+        if poller is not None and poller.client is not None:
+            task = asyncio.get_running_loop().create_task(poller.client.aclose())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
         self.publisher.forget_target(name, self.clock())
         if self._scheduler is not None and self._scheduler.get_job(f"scrape:{name}"):
             self._scheduler.remove_job(f"scrape:{name}")
@@ -133,25 +144,24 @@ class Tuner:
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
         poller = self.pollers.get(name)
-        if poller is None or self._client is None:
+        if poller is None or poller.client is None:
             return
         s = self.settings
-        await poller.scrape(self._client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
+        await poller.scrape(poller.client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
         self.publisher.judge_if_due(poller, self.clock())
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` where it is due: at start, after restarts, and periodically."""
-        if self._client is None:
-            return
         now, period = self.clock(), self.settings.server_info_interval_seconds
         due = [p for p in self.pollers.values() if p.needs_server_info or _stale(p, now, period)]
         timeout = self.settings.scrape_timeout_seconds
         await asyncio.gather(*(self._info(p, now, timeout) for p in due))
 
     async def _info(self, poller: TargetPoller, now: float, timeout: float) -> None:
-        assert self._client is not None
+        if poller.client is None:
+            return
         poller.server_info_ts = now
-        await poller.refresh_server_info(self._client, timeout)
+        await poller.refresh_server_info(poller.client, timeout)
 
     def evaluate(self, refresh: bool = False) -> None:
         """Publish a new evaluation (`refresh`: judge every target first, not only when due)."""

@@ -43,6 +43,7 @@ class TargetPoller:
         self.spec = spec
         self.window = Window(window_capacity)
         self.mapper = SignalMapper()
+        self.client: httpx.AsyncClient | None = None  # the target's own connection pool
         self.log = LogFollower(spec.log_file) if spec.log_file else None
         self.config: ServerConfig | None = None
         self.config_error: str | None = None

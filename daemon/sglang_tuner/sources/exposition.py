@@ -10,6 +10,7 @@ slower and is used only as a test oracle.
 import functools
 import os
 import re
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -121,11 +122,16 @@ def parse_labels(raw: str) -> dict[str, str]:
 
 
 class LabelCache:
-    """Memoised `parse_labels`: a target's label strings repeat on every scrape."""
+    """Memoised `parse_labels`: a target's label strings repeat on every scrape.
 
-    def __init__(self, max_entries: int = 20_000) -> None:
+    With `keep`, only those label names are stored (values interned): the cache lives as long
+    as its target, so what it holds is paid once per target.
+    """
+
+    def __init__(self, max_entries: int = 20_000, keep: frozenset[str] | None = None) -> None:
         self._cache: dict[str, dict[str, str]] = {}
         self._max_entries = max_entries
+        self._keep = keep
 
     def __call__(self, raw: str) -> dict[str, str]:
         """Labels of `raw`, parsed once; the returned dict must not be mutated."""
@@ -133,7 +139,10 @@ class LabelCache:
         if labels is None:
             if len(self._cache) >= self._max_entries:
                 self._cache.clear()
-            labels = self._cache[raw] = parse_labels(raw)
+            labels = parse_labels(raw)
+            if self._keep is not None:
+                labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
+            self._cache[raw] = labels
         return labels
 
 

@@ -11,6 +11,8 @@ hybrid models), from v0.5.11 the max over full/SWA/Mamba pools; both exclude evi
 tokens. `cache_hit_rate`, `is_cuda_graph` and `utilization` are never read (§6.3: broken).
 """
 
+import math
+import re
 from collections.abc import Callable, Iterable
 
 from sglang_tuner import signals as s
@@ -77,6 +79,8 @@ SGLANG_METRIC_NAMES: frozenset[str] = frozenset(
 
 # A scheduler's series set is one DP rank; these ranks repeat it (identical or mirrored values).
 _RANK_LABELS = ("dp_rank", "tp_rank", "pp_rank", "moe_ep_rank")
+_LE_RE = re.compile(r'(?:^|,)\s*le="([^"]*)"')
+_USED_LABELS = frozenset((*_RANK_LABELS, "le", "priority", "mode"))  # all the mapper reads
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {
     "sum": sum,
@@ -117,7 +121,7 @@ class SignalMapper:
     """Per-target state: parses a page, maps it to signals, and turns counters into rates."""
 
     def __init__(self) -> None:
-        self._labels = LabelCache()
+        self._labels = LabelCache(keep=_USED_LABELS)
         self._prev_ts: float | None = None
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, dict[float, float]] = {}
@@ -200,7 +204,10 @@ class SignalMapper:
         """le -> cumulative count, summed over every non-`le` label."""
         counts: dict[float, float] = {}
         for raw, value in samples.get(family + "_bucket", ()):
-            le = float(self._labels(raw).get("le", "nan"))
+            # Bucket label sets are most of a page's distinct ones; caching them costs ~50 KiB
+            # per target, and only `le` is needed.
+            match = _LE_RE.search(raw)
+            le = float(match.group(1)) if match else math.nan
             counts[le] = counts.get(le, 0.0) + value
         return counts
 

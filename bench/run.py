@@ -1,0 +1,26 @@
+"""`make bench`: every benchmark in turn; each prints its own table with its same-run baseline."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RUNS = (
+    ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
+    ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
+    ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40"]),
+)
+
+
+def main() -> int:
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "daemon")}
+    failed = 0
+    for title, args in RUNS:
+        print(f"\n=== {title}: python bench/{' '.join(args)}", flush=True)
+        failed += subprocess.call([sys.executable, str(BENCH / args[0]), *args[1:]], env=env) != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
