@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -449,3 +450,14 @@ def test_api_serves_advice_and_metrics_under_uvicorn(live_url: str) -> None:
     assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert "sglang_tuner_advice_active{" in metrics.text
     assert missing.status_code == 404 and missing.json() == {"detail": "Unknown target 'nope'"}
+
+
+def test_advice_answer_follows_each_newly_published_evaluation(
+    client: TestClient, state: TunerState
+) -> None:
+    first = client.get("/advice").json()
+    assert client.get("/advice").json() == first  # served again from the same evaluation
+    state.publish(replace(state.latest(), ts=(state.latest().ts or 0) + 5, advice=()))
+    second = client.get("/advice").json()
+    assert first["count"] > 0 and second["count"] == 0
+    assert second["evaluated_at_ts"] != first["evaluated_at_ts"]

@@ -4,7 +4,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -47,6 +47,9 @@ class ApiContext:
     rules: dict[str, Rule]
     settings: Settings
     clock: Callable[[], float]
+    # Rendered /advice answers for the latest evaluation only: with 1,000 targets building one
+    # takes tens of ms, and clients poll far more often than the evaluation changes.
+    advice_cache: dict[tuple[object, ...], tuple[bytes, str]] = field(default_factory=dict)
 
 
 def get_context(request: Request) -> ApiContext:
@@ -101,12 +104,11 @@ def list_advice(
     f: FilterDep,
     target: TargetQuery = None,
     fmt: FormatQuery = None,
-) -> Response | AdviceList:
+) -> Response:
     """Pending and firing advice for every target, with what has no data and why."""
     if target is not None:
         _require_target(ev, target)
-    out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
-    return _negotiate(request, fmt, out)
+    return _advice_response(request, ev, ctx, f, target, fmt)
 
 
 @router.get("/advice/{target}", response_model=AdviceList, responses=_TEXT, tags=["advice"])
@@ -117,11 +119,10 @@ def read_target_advice(
     ctx: ContextDep,
     f: FilterDep,
     fmt: FormatQuery = None,
-) -> Response | AdviceList:
+) -> Response:
     """Pending and firing advice for one target, with what has no data and why."""
     _require_target(ev, target)
-    out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
-    return _negotiate(request, fmt, out)
+    return _advice_response(request, ev, ctx, f, target, fmt)
 
 
 @router.get("/advice/{target}/{rule}", tags=["advice"])
@@ -239,11 +240,28 @@ def _require_rule(ctx: ApiContext, rule_id: str) -> Rule:
     return rule
 
 
-def _negotiate(request: Request, fmt: str | None, out: AdviceList) -> Response | AdviceList:
-    """Text when `?format=text`, or when Accept ranks text/plain above JSON; else JSON."""
-    if fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", ""))):
-        return PlainTextResponse(advice_text(out))
-    return out
+def _advice_response(
+    request: Request,
+    ev: Evaluation,
+    ctx: ApiContext,
+    f: AdviceFilter,
+    target: str | None,
+    fmt: str | None,
+) -> Response:
+    """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
+    as_text = fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
+    key = (id(ev), ev.ts, target, f.severity, f.state, as_text)
+    cached = ctx.advice_cache.get(key)
+    if cached is None:
+        if ctx.advice_cache and next(iter(ctx.advice_cache))[:2] != key[:2]:
+            ctx.advice_cache.clear()  # a newer evaluation was published
+        out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
+        if as_text:
+            cached = (advice_text(out).encode(), "text/plain; charset=utf-8")
+        else:
+            cached = (out.model_dump_json().encode(), "application/json")
+        ctx.advice_cache[key] = cached
+    return Response(cached[0], media_type=cached[1])
 
 
 def _prefers_text(accept: str) -> bool:
