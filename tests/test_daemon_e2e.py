@@ -9,7 +9,6 @@ speed-up does not distort (only per-wall-minute rates grow, and healthy servers 
 import time
 
 import pytest
-
 from sglang_tuner.sim import VERSIONS, ServerSpec, SimFleet
 from sglang_tuner.sim.server_info import FAKE_API_KEY
 

@@ -5,11 +5,11 @@ Runs the simulator in simulated time through the daemon's real mapper, log follo
 """
 
 import pytest
-
 from sglang_tuner.advice_report import advice_rank
 from sglang_tuner.rules import RULES_BY_ID
 from sglang_tuner.sim import SCENARIOS, VERSIONS
 from sglang_tuner.state import Advice
+
 from tests.scenario_harness import ScenarioRun, run_scenario
 
 H100 = "NVIDIA H100 80GB HBM3"  # the simulated GPU, as a user would configure gpu_model

@@ -147,7 +147,12 @@ class Tuner:
         if poller is None or poller.client is None:
             return
         s = self.settings
-        await poller.scrape(poller.client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
+        try:
+            await poller.scrape(
+                poller.client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes
+            )
+        except asyncio.CancelledError:
+            return  # shutting down: a scrape cut short is not an error worth a traceback
         self.publisher.judge_if_due(poller, self.clock())
 
     async def refresh_server_info(self) -> None:
@@ -155,13 +160,22 @@ class Tuner:
         now, period = self.clock(), self.settings.server_info_interval_seconds
         due = [p for p in self.pollers.values() if p.needs_server_info or _stale(p, now, period)]
         timeout = self.settings.scrape_timeout_seconds
-        await asyncio.gather(*(self._info(p, now, timeout) for p in due))
+        # At start every target is due at once: a few at a time keeps that burst from
+        # starving the scrapes.
+        limit = asyncio.Semaphore(16)
+        try:
+            await asyncio.gather(*(self._info(p, now, timeout, limit) for p in due))
+        except asyncio.CancelledError:
+            return  # shutting down
 
-    async def _info(self, poller: TargetPoller, now: float, timeout: float) -> None:
+    async def _info(
+        self, poller: TargetPoller, now: float, timeout: float, limit: asyncio.Semaphore
+    ) -> None:
         if poller.client is None:
             return
         poller.server_info_ts = now
-        await poller.refresh_server_info(poller.client, timeout)
+        async with limit:
+            await poller.refresh_server_info(poller.client, timeout)
 
     def evaluate(self, refresh: bool = False) -> None:
         """Publish a new evaluation (`refresh`: judge every target first, not only when due)."""
