@@ -27,10 +27,18 @@ SCENARIOS = (
 VERSION = "0.5.23"
 
 
-def demo_settings(urls: list[str], port: int, database: Path) -> Settings:
+GPU = "NVIDIA H100 80GB HBM3"  # the simulated GPU; a real node would give dcgm_url instead
+
+
+def demo_settings(urls: list[str], port: int, tmp: Path) -> Settings:
     """Short windows so advice shows within a minute (production defaults are much longer)."""
     targets = [
-        {"url": url, "name": f"sim-{scenario}"}
+        {
+            "url": url,
+            "name": f"sim-{scenario}",
+            "log_file": str(_log_file(tmp, scenario)),
+            "gpu_model": GPU,
+        }
         for scenario, url in zip(SCENARIOS, urls, strict=True)
     ]
     return load_settings(
@@ -40,14 +48,14 @@ def demo_settings(urls: list[str], port: int, database: Path) -> Settings:
             "scrape_interval_seconds": 2.0,
             "scrape_timeout_seconds": 1.5,
             "evaluation_interval_seconds": 2.0,
-            "window_seconds": 60.0,
+            "window_seconds": 120.0,
             "min_samples": 6,
             "hold_for_seconds": 10.0,
             "keep_firing_for_seconds": 30.0,
             "server_info_interval_seconds": 60.0,
             "listen_host": "127.0.0.1",
             "listen_port": port,
-            "database": database,
+            "database": tmp / "demo.db",
         },
     )
 
@@ -55,7 +63,7 @@ def demo_settings(urls: list[str], port: int, database: Path) -> Settings:
 def _banner(settings: Settings) -> None:
     base = f"http://127.0.0.1:{settings.listen_port}"
     print("sglang-tuner demo: 5 simulated SGLang servers (version 0.5.23) and the daemon.")
-    print("Demo settings: scrape every 2 s, 60 s windows, advice fires after holding 10 s")
+    print("Demo settings: scrape every 2 s, 2 min windows, advice fires after holding 10 s")
     print("(production defaults: 5 s, 5 min windows, 2 min hold).")
     print(f"  advice:   curl '{base}/advice?format=text'   (JSON without ?format=text)")
     print(f"  targets:  curl {base}/targets")
@@ -103,9 +111,16 @@ def run_demo(args: argparse.Namespace) -> int:
     if not _port_free(args.port):
         print(f"error: port {args.port} is in use; pick another with --port", file=sys.stderr)
         return 2
-    specs = [ServerSpec(scenario=s, version=VERSION, name=f"sim-{s}") for s in SCENARIOS]
-    with tempfile.TemporaryDirectory() as tmp, SimFleet(specs, seed=1) as fleet:
-        settings = demo_settings(list(fleet.urls), args.port, Path(tmp) / "demo.db")
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        specs = [ServerSpec(s, VERSION, log_file=str(_log_file(tmp, s))) for s in SCENARIOS]
+        return _run_with_fleet(specs, args, tmp)
+
+
+def _run_with_fleet(specs: list[ServerSpec], args: argparse.Namespace, tmp: Path) -> int:
+    # Five simulated minutes before the first scrape: the servers are in their steady state.
+    with SimFleet(specs, seed=1, warmup_seconds=300.0) as fleet:
+        settings = demo_settings(list(fleet.urls), args.port, tmp)
         _banner(settings)
         try:
             report = asyncio.run(_run(settings, args.duration))
@@ -114,6 +129,10 @@ def run_demo(args: argparse.Namespace) -> int:
     print("\nFinal advice (the same text as GET /advice?format=text):\n")
     print(report, end="")
     return 0
+
+
+def _log_file(tmp: Path, scenario: str) -> Path:
+    return tmp / f"sglang-{scenario}.log"
 
 
 def _port_free(port: int) -> bool:

@@ -70,13 +70,17 @@ class Tuner:
         if self.store is not None:
             self.store.restore(self.pollers, self.publisher, self.clock())
         s = self.settings
-        self._every("evaluate", s.scrape_interval_seconds, self.evaluate, s.scrape_interval_seconds)
+        # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
+        # scrapes that mutate the same windows.
+        self._every(
+            "evaluate", s.scrape_interval_seconds, self.evaluate_job, s.scrape_interval_seconds
+        )
         self._every("server_info", 5.0, self.refresh_server_info, 0.5)
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
-            self._every("file_sd", sd_interval, self.refresh_targets, sd_interval)
+            self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
         if self.store is not None:
-            self._every("persist", 60.0, self.persist, 60.0)
+            self._every("persist", 60.0, self.persist_job, 60.0)
         await self.publisher.start()
         self._scheduler.start()
 
@@ -176,6 +180,18 @@ class Tuner:
         poller.server_info_ts = now
         async with limit:
             await poller.refresh_server_info(poller.client, timeout)
+
+    async def evaluate_job(self) -> None:
+        """`evaluate` as a coroutine job: it runs in the event loop, never in a worker thread."""
+        self.evaluate()
+
+    async def refresh_targets_job(self) -> None:
+        """`refresh_targets` in the event loop."""
+        self.refresh_targets()
+
+    async def persist_job(self) -> None:
+        """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
+        self.persist()
 
     def evaluate(self, refresh: bool = False) -> None:
         """Publish a new evaluation (`refresh`: judge every target first, not only when due)."""

@@ -35,11 +35,7 @@ def _lower_conservativeness(inp: RuleInput) -> Action:
         return flag_action("--max-running-requests", cap, cap * 2, inp)
     floor, step = inp.thresholds["conservativeness_floor"], inp.thresholds["step"]
     current = _current(inp)
-    base = DEFAULT_CONSERVATIVENESS if current is None else current
-    if base <= floor:
-        return Action(
-            f"{FLAG} is already {base:g}; raise --mem-fraction-static for a larger KV pool"
-        )
+    base = DEFAULT_CONSERVATIVENESS if current is None else current  # at the floor: vetoed
     return flag_action(
         FLAG, current, max(floor, round(base - step, 2)), inp, DEFAULT_CONSERVATIVENESS
     )
@@ -60,12 +56,20 @@ def _raise_conservativeness(inp: RuleInput) -> Action:
     )
 
 
-def _retracting(inp: RuleInput) -> str | None:
-    """Retractions mean the pool overflows: lowering conservativeness would make it worse."""
+def _not_too_conservative(inp: RuleInput) -> str | None:
+    """At the guide's lowest value already, or retracting: lowering it is not the answer."""
+    current = _current(inp)
+    if current is not None and current <= inp.thresholds["conservativeness_floor"]:
+        return f"--schedule-conservativeness is already {current:g}, the guide's lowest value"
     rates = inp.view.values(RETRACTIONS_PER_MINUTE)
+    if not rates:
+        return None
     limit = inp.thresholds["retractions_per_minute"]
-    if rates and sum(rates) / len(rates) > limit:
-        return f"retractions average above {limit:g}/min: the pool is full, not under-used"
+    seen = sum(1 for r in rates if r > 0) / len(rates)
+    # Retractions come in bursts: a window with bursts in it is an overflowing pool, even when
+    # the average stays low or the burst has just ended.
+    if sum(rates) / len(rates) > limit or seen >= inp.thresholds["retraction_samples_ratio"]:
+        return f"requests were retracted in {seen:.0%} of samples: the pool overflows"
     return None
 
 
@@ -81,9 +85,10 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
         "conservativeness_floor": 0.3,
         "step": 0.3,
         "retractions_per_minute": 1.0,
+        "retraction_samples_ratio": 0.1,
     },
     when=lambda r, t: r[TOKEN_USAGE] < t["token_usage_target"] and r[NUM_QUEUE_REQS] > 0,
-    unless=_retracting,
+    unless=_not_too_conservative,
     suggest=_lower_conservativeness,
     evidence_signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS),
 )

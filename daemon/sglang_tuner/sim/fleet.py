@@ -48,14 +48,24 @@ def tune_gc() -> None:
 
 
 class SimFleet:
-    """Runs simulated servers; simulated time = wall time since start x speed."""
+    """Runs simulated servers; simulated time = warm-up + wall time since start x speed.
+
+    `warmup_seconds` of simulated time run before the ports open, so the servers answer in
+    their steady state from the first scrape (a busy server's KV pool takes ~a minute to fill).
+    """
 
     def __init__(
-        self, specs: list[ServerSpec], host: str = "127.0.0.1", speed: float = 1.0, seed: int = 0
+        self,
+        specs: list[ServerSpec],
+        host: str = "127.0.0.1",
+        speed: float = 1.0,
+        seed: int = 0,
+        warmup_seconds: float = 0.0,
     ) -> None:
         for spec in specs:
             check_spec(spec)
         self.specs, self.host, self.speed, self.seed = list(specs), host, speed, seed
+        self.warmup_seconds = warmup_seconds
         self.servers: list[SimServer] = []
         self.logs: list[LogWriter] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -69,13 +79,13 @@ class SimFleet:
 
     def sim_time(self) -> float:
         """Current simulated time in seconds."""
-        return (time.monotonic() - self._started) * self.speed
+        return self.warmup_seconds + (time.monotonic() - self._started) * self.speed
 
     async def start(self) -> None:
         """Create the models and bind every port, in the running event loop."""
         self._loop = asyncio.get_running_loop()
         self._started = time.monotonic()
-        epoch = time.time()
+        epoch = time.time() - self.warmup_seconds  # log times read as if started earlier
         for index, spec in enumerate(self.specs):
             config = SCENARIOS[spec.scenario].for_version(spec.version)
             log = (
@@ -88,6 +98,7 @@ class SimFleet:
             if log:
                 self.logs.append(log)
             model = ServerModel(config, seed=self.seed * 100003 + index, log=log)
+            model.advance_to(self.warmup_seconds)
             server = SimServer(model, self.sim_time, spec.api_key, spec.scenario, self._switch)
             await server.start(self.host, spec.port)
             self.servers.append(server)
