@@ -1,5 +1,7 @@
 """The daemon as a real process: one bad target never stalls the others."""
 
+import signal
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
@@ -75,3 +77,24 @@ def test_daemon_bad_targets_show_reasons_while_good_target_keeps_schedule(
     )
     # A target that stays down is logged once, not on every scrape.
     assert daemon.logs().count("target dead is down") == 1
+
+
+def test_daemon_sighup_applies_a_new_config_and_keeps_the_old_one_when_invalid(
+    daemon_factory, misbehaving_server
+):
+    good = {"name": "good", "url": f"{misbehaving_server}/good"}
+    daemon = daemon_factory({**SHORT, "targets": [good]})
+    names = lambda d: sorted(t["name"] for t in d.get("/targets").json()["data"])  # noqa: E731
+    daemon.wait_for(lambda d: names(d) == ["good"])
+
+    second = {"name": "second", "url": f"{misbehaving_server}/good"}
+    daemon.write_config({**daemon.config, "targets": [good, second]})
+    daemon.proc.send_signal(signal.SIGHUP)
+    daemon.wait_for(lambda d: names(d) == ["good", "second"])
+
+    daemon.config_path.write_text("targets: [{url: 'ftp://nope'}]\nwindow_seconds: -1\n")
+    daemon.proc.send_signal(signal.SIGHUP)
+    daemon.wait_for(lambda d: "reload failed, keeping the running configuration" in d.logs())
+    assert "targets[0].url" in daemon.logs()
+    assert daemon.proc.poll() is None
+    assert names(daemon) == ["good", "second"]
