@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="simulated seconds per wall-clock second (default 1)",
     )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="simulated seconds to run before serving, so busy servers start in their steady "
+        "state (a KV pool takes ~1 min to fill; default 0: a freshly started server)",
+    )
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /server_info")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     return parser
@@ -112,7 +119,9 @@ def main(argv: list[str]) -> int:
         specs = specs_from(args)
         for spec in specs:
             check_spec(spec)
-        fleet = SimFleet(specs, host=args.host, speed=args.speed, seed=args.seed)
+        fleet = SimFleet(
+            specs, host=args.host, speed=args.speed, seed=args.seed, warmup_seconds=args.warmup
+        )
         asyncio.run(serve(fleet))
     except (ValueError, OSError) as exc:
         sys.stderr.write(f"sglang-tuner sim: {exc}\n")
