@@ -27,6 +27,7 @@ demo: $(STAMP)
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
@@ -34,7 +35,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check . || true
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 clean:

@@ -60,9 +60,7 @@ def test_daemon_four_rules_fire_resolve_when_healed_and_stay_quiet(daemon_factor
     def all_fired(d):
         advice = _advice_by_target(d)
         quiet_advice.extend((t, advice[t]) for t in advice if t.split("@")[0] in QUIET)
-        wanted = {
-            _name(v, s): (rule, "firing") for v in VERSIONS for s, rule in EXPECTED.items()
-        }
+        wanted = {_name(v, s): (rule, "firing") for v in VERSIONS for s, rule in EXPECTED.items()}
         return all(want in advice.get(t, set()) for t, want in wanted.items())
 
     daemon.wait_for(all_fired, timeout=45, interval=0.5)

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from .api import AdviceFilter, select_advice
+from .advice_report import AdviceFilter, select_advice
 from .config import Settings, load_settings
 from .logsetup import configure_logging
 from .loop import Tuner

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .api import AdviceFilter, select_advice
+from .advice_report import AdviceFilter, select_advice
 from .config import Settings, load_settings
 from .logsetup import configure_logging
 from .schemas import advice_text

@@ -118,7 +118,7 @@ class WindowView:
         # `v == v` is False only for NaN (a missing value): cheaper than math.isnan per value.
         return [
             dict(zip(names, vals, strict=True))
-            for vals in zip(*cols, strict=True)  # type: ignore[arg-type]
+            for vals in zip(*cols, strict=True)
             if all(v == v for v in vals)  # noqa: PLR0124
         ]
 

@@ -2,7 +2,6 @@
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-
 from sglang_tuner.sim import ServerSpec, SimFleet
 
 
