@@ -200,6 +200,12 @@ class AlertTracker:
             if alert is not None and (alert.last_sent_at is None or alert.last_sent_at < now):
                 self._alerts[key] = replace(alert, last_sent_at=now)
 
+    def restore(self, alerts: Iterable[Alert]) -> None:
+        """Take back alerts saved before a restart (Prometheus's `for` state restore): a firing
+        alert keeps firing and is resolved, and the resolve sent, if its condition is gone."""
+        for alert in alerts:
+            self._alerts.setdefault(alert.key, alert)
+
     def forget_target(self, target: str, now: float) -> list[Alert]:
         """Drop a removed target's alerts; return the sent ones as resolves to send once more."""
         gone = [a for k, a in self._alerts.items() if k[0] == target]

@@ -1,13 +1,15 @@
-"""SQLite persistence: each target's window (a restart does not start blind), advice history."""
+"""SQLite persistence: windows (a restart does not start blind), alert state, advice history."""
 
 import json
 import logging
 import math
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .alerting import Alert, AlertState
 from .sources import Snapshot
 
 if TYPE_CHECKING:
@@ -19,12 +21,17 @@ logger = logging.getLogger(__name__)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (target TEXT NOT NULL, ts REAL NOT NULL, signals TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS samples_target ON samples (target, ts);
+CREATE TABLE IF NOT EXISTS alerts (
+    saved_at REAL NOT NULL, target TEXT NOT NULL, alert TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS advice_history (
     ts REAL NOT NULL, target TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
     action TEXT NOT NULL, evidence TEXT NOT NULL
 );
 """
 HISTORY_RETENTION_SECONDS = 30 * 24 * 3600  # a month of advice transitions is plenty
+# Prometheus's --rules.alert.for-outage-tolerance: after a longer outage, alert state starts over.
+OUTAGE_TOLERANCE_SECONDS = 3600.0
 
 
 class Store:
@@ -56,6 +63,11 @@ class Store:
             self._db.executemany(
                 "INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", publisher.history
             )
+            self._db.execute("DELETE FROM alerts")
+            self._db.executemany(
+                "INSERT INTO alerts VALUES (?, ?, ?)",
+                [(now, a.key[0], json.dumps(asdict(a))) for a in publisher.tracker.alerts()],
+            )
             self._db.execute(
                 "DELETE FROM advice_history WHERE ts < ?", (now - HISTORY_RETENTION_SECONDS,)
             )
@@ -64,8 +76,8 @@ class Store:
     def restore(
         self, pollers: Mapping[str, "TargetPoller"], publisher: "Publisher", now: float
     ) -> None:
-        """Refill windows with samples young enough to still count."""
-        del publisher  # alert state is rebuilt from the restored windows
+        """Refill windows; take back alert state if the daemon was not down too long."""
+        self._restore_alerts(pollers, publisher, now)
         restored = 0
         for name, poller in pollers.items():
             cursor = self._db.execute(
@@ -78,6 +90,18 @@ class Store:
                 restored += 1
         if restored:
             logger.info("restored %d window samples from %s", restored, self.path)
+
+    def _restore_alerts(
+        self, pollers: Mapping[str, "TargetPoller"], publisher: "Publisher", now: float
+    ) -> None:
+        rows = self._db.execute(
+            "SELECT target, alert FROM alerts WHERE saved_at >= ?",
+            (now - OUTAGE_TOLERANCE_SECONDS,),
+        ).fetchall()
+        alerts = [_alert(json.loads(text)) for target, text in rows if target in pollers]
+        publisher.tracker.restore(alerts)
+        if alerts:
+            logger.info("restored %d alert(s) from %s", len(alerts), self.path)
 
     def history(self, target: str | None = None, limit: int = 100) -> list[tuple[object, ...]]:
         """Most recent advice transitions, newest first."""
@@ -95,3 +119,9 @@ def _row(columns: Mapping[str, object], k: int) -> dict[str, float]:
         if not math.isnan(value):
             out[name] = value
     return out
+
+
+def _alert(data: dict[str, Any]) -> Alert:
+    data["key"] = tuple(data["key"])
+    data["state"] = AlertState(data["state"])
+    return Alert(**data)
