@@ -213,7 +213,14 @@ def create_app(
         description="Tuning advice for running SGLang servers, from SGLang's own tuning guide: "
         "evidence from a window of scrapes and the exact flag change.",
     )
-    app.state.ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
+    ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
+    app.state.ctx = ctx
+
+    def prerender(ev: Evaluation) -> None:
+        """Render the plain /advice answer as each evaluation is published: no request waits."""
+        _rendered(ctx, ev, AdviceFilter(), None, False)
+
+    state.subscribe(prerender)
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     app.middleware("http")(_contain_errors)
@@ -250,6 +257,13 @@ def _advice_response(
 ) -> Response:
     """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
     as_text = fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
+    body, media_type = _rendered(ctx, ev, f, target, as_text)
+    return Response(body, media_type=media_type)
+
+
+def _rendered(
+    ctx: ApiContext, ev: Evaluation, f: AdviceFilter, target: str | None, as_text: bool
+) -> tuple[bytes, str]:
     key = (id(ev), ev.ts, target, f.severity, f.state, as_text)
     cached = ctx.advice_cache.get(key)
     if cached is None:
@@ -261,7 +275,7 @@ def _advice_response(
         else:
             cached = (out.model_dump_json().encode(), "application/json")
         ctx.advice_cache[key] = cached
-    return Response(cached[0], media_type=cached[1])
+    return cached
 
 
 def _prefers_text(accept: str) -> bool:

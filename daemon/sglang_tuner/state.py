@@ -1,6 +1,6 @@
 """The daemon's published state: one immutable `Evaluation` that every output reads."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -116,11 +116,18 @@ class TunerState:
 
     def __init__(self, evaluation: Evaluation | None = None) -> None:
         self._latest = evaluation or Evaluation()
+        self._subscribers: list[Callable[[Evaluation], None]] = []
 
     def latest(self) -> Evaluation:
         """The most recent evaluation (a reference swap makes this safe across threads)."""
         return self._latest
 
     def publish(self, evaluation: Evaluation) -> None:
-        """Replace the published evaluation."""
+        """Replace the published evaluation, then tell the subscribers."""
         self._latest = evaluation
+        for subscriber in self._subscribers:
+            subscriber(evaluation)
+
+    def subscribe(self, subscriber: Callable[[Evaluation], None]) -> None:
+        """Call `subscriber(evaluation)` after every publish (e.g. to pre-render answers)."""
+        self._subscribers.append(subscriber)
