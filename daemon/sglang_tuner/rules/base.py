@@ -86,10 +86,6 @@ class RuleInput:
     error_reason: str | None = None  # the latest scrape's failure reason, when it failed
 
 
-def _no_check(_inp: RuleInput) -> Outcome:
-    raise NotImplementedError("a rule needs `when` or `check`")
-
-
 @dataclass(frozen=True)
 class Rule:
     """One piece of the tuning guide.

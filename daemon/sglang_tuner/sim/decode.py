@@ -55,7 +55,8 @@ class DecodeMixin:
     last_graph: bool
 
     def _refresh(self, gen_throughput: float, hit_rate: float) -> None:
-        raise NotImplementedError
+        """Rewrite the log-point gauges; the scheduler (`Rank`) that mixes this in defines it."""
+        raise NotImplementedError  # declared for the type checker only
 
     def _decode_block(self) -> None:
         if self.steps_since_log >= self.knobs.decode_log_interval:
