@@ -48,6 +48,7 @@ class TargetPoller:
         self.config: ServerConfig | None = None
         self.config_error: str | None = None
         self.gpu_fb_free_gb: float | None = None
+        self.dcgm_gpu_model: str | None = None
         self.last: ScrapeResult | None = None
         self.last_success_ts: float | None = None
         self.scrapes_total = 0
@@ -97,8 +98,9 @@ class TargetPoller:
         )
         if self.spec.dcgm_url:
             await self._refresh_dcgm(client, timeout)
-        if config is not None and self.spec.gpu_model and not config.gpu_model:
-            config = dataclasses.replace(config, gpu_model=self.spec.gpu_model)
+        gpu_model = self.dcgm_gpu_model or self.spec.gpu_model  # /server_info never says
+        if config is not None and gpu_model and not config.gpu_model:
+            config = dataclasses.replace(config, gpu_model=gpu_model)
         if config is not None and _flags_changed(self.config, config):
             logger.info("target %s: tuning flags changed; starting a fresh window", self.spec.name)
             self.window.clear()
@@ -112,8 +114,7 @@ class TargetPoller:
         free = facts.get("gpu_fb_free_gb")
         self.gpu_fb_free_gb = float(free) if isinstance(free, int | float) else None
         model = facts.get("gpu_model")
-        if isinstance(model, str) and self.config and not self.config.gpu_model:
-            self.config = dataclasses.replace(self.config, gpu_model=model)
+        self.dcgm_gpu_model = model if isinstance(model, str) else self.dcgm_gpu_model
 
     def _log_transition(self, result: ScrapeResult) -> None:
         """One line per up/down change (and per new failure reason), never one per scrape."""
