@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Protocol
 
 from .hardware import Gpu, Knobs, LlmSpec, decode_step_seconds
@@ -23,7 +24,7 @@ class LogSink(Protocol):
         """Record one event at simulated time `at`."""
 
 
-class DecodeMixin:
+class DecodeMixin(ABC):
     """Runs up to --decode-log-interval decode steps at once, retracting when the pool is full.
 
     The attributes below belong to scheduler.Rank, which owns the state.
@@ -54,9 +55,9 @@ class DecodeMixin:
     last_decode_log: float
     last_graph: bool
 
+    @abstractmethod
     def _refresh(self, gen_throughput: float, hit_rate: float) -> None:
         """Rewrite the log-point gauges; the scheduler (`Rank`) that mixes this in defines it."""
-        raise NotImplementedError  # declared for the type checker only
 
     def _decode_block(self) -> None:
         if self.steps_since_log >= self.knobs.decode_log_interval:
