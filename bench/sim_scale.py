@@ -31,11 +31,11 @@ def raise_fd_limit() -> None:
 
 async def child(count: int, static: bool) -> None:
     """The simulator process: serve `count` servers, print their ports, run until stdin closes."""
-    from sglang_tuner.sim import ServerSpec, SimFleet
-    from sglang_tuner.sim.exposition import render_metrics
-    from sglang_tuner.sim.fleet import tune_gc
-    from sglang_tuner.sim.http import METRICS_TYPE, Response, SimServer
-    from sglang_tuner.sim.model import ServerModel
+    from sglang_sim import ServerSpec, SimFleet
+    from sglang_sim.exposition import render_metrics
+    from sglang_sim.fleet import tune_gc
+    from sglang_sim.http import METRICS_TYPE, Response, SimServer
+    from sglang_sim.model import ServerModel
 
     names = MIX.split(",")
     fleet = SimFleet([ServerSpec(names[i % len(names)]) for i in range(count)], seed=1)

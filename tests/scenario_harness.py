@@ -9,15 +9,15 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sglang_sim import SCENARIOS, ServerModel
+from sglang_sim.exposition import render_metrics
+from sglang_sim.logs import LogWriter
+from sglang_sim.server_info import server_info
 from sglang_tuner.config import Settings, load_settings
 from sglang_tuner.evaluate import RuleEvaluation, evaluate_target
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rules.base import Finding
 from sglang_tuner.signals import DECODE_OOM_EVENTS, PREFILL_OOM_EVENTS
-from sglang_tuner.sim import SCENARIOS, ServerModel
-from sglang_tuner.sim.exposition import render_metrics
-from sglang_tuner.sim.logs import LogWriter
-from sglang_tuner.sim.server_info import server_info
 from sglang_tuner.sources import Snapshot
 from sglang_tuner.sources.logs import LogFollower
 from sglang_tuner.sources.server_info import parse_server_info

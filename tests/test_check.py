@@ -2,8 +2,8 @@
 
 import json
 
+from sglang_sim import ServerSpec, SimFleet
 from sglang_tuner.__main__ import main
-from sglang_tuner.sim import ServerSpec, SimFleet
 
 from tests.conftest import free_port
 

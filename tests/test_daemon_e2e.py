@@ -9,8 +9,8 @@ speed-up does not distort (only per-wall-minute rates grow, and healthy servers 
 import time
 
 import pytest
-from sglang_tuner.sim import VERSIONS, ServerSpec, SimFleet
-from sglang_tuner.sim.server_info import FAKE_API_KEY
+from sglang_sim import VERSIONS, ServerSpec, SimFleet
+from sglang_sim.server_info import FAKE_API_KEY
 
 SPEED = 10.0
 EXPECTED = {

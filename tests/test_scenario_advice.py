@@ -5,9 +5,9 @@ Runs the simulator in simulated time through the daemon's real mapper, log follo
 """
 
 import pytest
+from sglang_sim import SCENARIOS, VERSIONS
 from sglang_tuner.advice_report import advice_rank
 from sglang_tuner.rules import RULES_BY_ID
-from sglang_tuner.sim import SCENARIOS, VERSIONS
 from sglang_tuner.state import Advice
 
 from tests.scenario_harness import ScenarioRun, run_scenario

@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sglang-tuner` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sim"]:
-        from .sim.cli import main as sim_main
+        from sglang_sim.cli import main as sim_main
 
         return sim_main(argv[1:])
     args = build_parser().parse_args(argv)

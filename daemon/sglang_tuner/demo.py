@@ -9,12 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sglang_sim import ServerSpec, SimFleet
+
 from .advice_report import AdviceFilter, select_advice
 from .config import Settings, load_settings
 from .logsetup import configure_logging
 from .schemas import advice_text
 from .server import build
-from .sim import ServerSpec, SimFleet
 from .state import Evaluation
 
 SCENARIOS = (

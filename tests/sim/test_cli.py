@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sglang_tuner.sim import SCENARIOS
-from sglang_tuner.sim.cli import main
+from sglang_sim import SCENARIOS
+from sglang_sim.cli import main
 
 DAEMON = str(Path(__file__).resolve().parents[2] / "daemon")
 
@@ -59,7 +59,7 @@ def test_serves_count_servers_round_robin_and_stops_on_sigterm(tmp_path):
     cmd = [
         sys.executable,
         "-c",
-        "import sys; from sglang_tuner.sim.cli import main; sys.exit(main(sys.argv[1:]))",
+        "import sys; from sglang_sim.cli import main; sys.exit(main(sys.argv[1:]))",
         "--scenario",
         "healthy,idle",
         "--count",

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.sim import SCENARIOS, VERSIONS, ServerModel
-from sglang_tuner.sim.exposition import go_float, render_metrics
+from sglang_sim import SCENARIOS, VERSIONS, ServerModel
+from sglang_sim.exposition import go_float, render_metrics
 
 COMMON = {
     "num_running_reqs",

@@ -2,7 +2,7 @@
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.sim import ServerSpec, SimFleet
+from sglang_sim import ServerSpec, SimFleet
 
 
 def _token_usage(url: str) -> float:

@@ -7,7 +7,7 @@ import socket
 
 import httpx
 import pytest
-from sglang_tuner.sim import ServerSpec, SimFleet
+from sglang_sim import ServerSpec, SimFleet
 
 SPECS = [
     ServerSpec("healthy", "0.5.23"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from sglang_tuner.sim import SCENARIOS, ServerModel
-from sglang_tuner.sim.logs import LogWriter, decode_line, prefill_line, retract_line
+from sglang_sim import SCENARIOS, ServerModel
+from sglang_sim.logs import LogWriter, decode_line, prefill_line, retract_line
 
 GAUGES = {
     "num_running_reqs": 233,

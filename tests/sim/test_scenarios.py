@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sglang_tuner.sim import SCENARIOS, ServerModel
-from sglang_tuner.sim.hardware import decode_step_seconds
+from sglang_sim import SCENARIOS, ServerModel
+from sglang_sim.hardware import decode_step_seconds
 
 WARMUP = 60.0  # the first minute fills the KV pool and lets new_token_ratio decay
 

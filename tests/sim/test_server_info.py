@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from sglang_tuner.sim import SCENARIOS, VERSIONS, ServerModel
-from sglang_tuner.sim.server_info import info_paths, model_info, server_info
+from sglang_sim import SCENARIOS, VERSIONS, ServerModel
+from sglang_sim.server_info import info_paths, model_info, server_info
 
 KNOBS = {
     "mem_fraction_static",

@@ -1,6 +1,7 @@
 """Simulated SGLang servers: a scheduler model exposed the way each SGLang version does.
 
-Imports nothing from the rest of sglang_tuner (see docs/simulator.md).
+Imports nothing from sglang_tuner: the daemon and its simulator share no name table
+(docs/simulator.md).
 """
 
 from .catalogue import VERSIONS
