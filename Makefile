@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint system-deps clean
+.PHONY: demo test bench lint generate system-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# docs/rules.md, the advice alert rules and the dashboards come from the rule catalogue;
+# the test suite fails when a checked-in copy is stale.
+generate: $(STAMP)
+	$(BIN)/python -m sglang_tuner.rules.catalogue_doc
+	$(BIN)/python alerts/generate.py
+	$(BIN)/python dashboards/generate.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(text)
     for name in stale:
-        sys.stderr.write(f"{name} is out of date: run python alerts/generate.py\n")
+        sys.stderr.write(f"{name} is out of date: run make generate\n")
     return 1 if stale else 0
 
 

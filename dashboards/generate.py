@@ -49,7 +49,7 @@ def used_by(*signal_names: str) -> str:
         sys.path.append(daemon_dir)
     from sglang_tuner.rules import ALL_RULES
 
-    rules = [r.id for r in ALL_RULES if set(signal_names) & {*r.signals, *r.evidence_signals}]
+    rules = [r.id for r in ALL_RULES if set(signal_names) & set(r.signals)]
     if not rules:
         return "No tuning rule reads it yet; shown for context."
     return "Tuning rules reading it: " + ", ".join(rules) + "."
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.write_text(text)
     for name in stale:
-        sys.stderr.write(f"{name} is out of date: run python dashboards/generate.py\n")
+        sys.stderr.write(f"{name} is out of date: run make generate\n")
     return 1 if stale else 0
 
 

@@ -6,8 +6,8 @@ Series notation: space-separated values; `VxN` repeats V N times; `_` is a missi
 
 from collections.abc import Mapping, Sequence
 
-from sglang_tuner.rules.base import Outcome, Rule, RuleInput
-from sglang_tuner.sources import ServerConfig, Snapshot
+from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
+from sglang_tuner.values import Outcome, ServerConfig, Snapshot
 from sglang_tuner.window import Window, WindowView
 
 _DEFAULT_CONFIG = ServerConfig()
@@ -73,5 +73,5 @@ def rule_input(
 
 
 def evaluate(rule: Rule, view: WindowView, **kwargs: object) -> Outcome:
-    """rule.evaluate(rule_input(rule, view, **kwargs))."""
-    return rule.evaluate(rule_input(rule, view, **kwargs))  # type: ignore[arg-type]
+    """The rule's outcome (its preamble, then its check) for `rule_input(rule, view, **kwargs)`."""
+    return apply_rule(rule, rule_input(rule, view, **kwargs))  # type: ignore[arg-type]

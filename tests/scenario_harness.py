@@ -1,12 +1,13 @@
 """Run a simulator scenario in simulated time through the daemon's real pipeline.
 
 The simulator's model renders its exposition, `/server_info` and log exactly as its HTTP server
-would; the daemon's own mapper, log follower, server_info parser, window and evaluator read them.
-No sockets and no sleeping: five simulated minutes take well under a second.
+would; the daemon's own mapper, log follower, server_info parser, target state and judge read
+them (only the HTTP status mapping of a down server is done here). No sockets and no sleeping:
+five simulated minutes take well under a second.
 """
 
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_sim import SCENARIOS, ServerModel
@@ -14,27 +15,26 @@ from sglang_sim.exposition import render_metrics
 from sglang_sim.logs import LogWriter
 from sglang_sim.server_info import server_info
 from sglang_tuner.config import Settings, load_settings
-from sglang_tuner.evaluate import RuleEvaluation, evaluate_target
+from sglang_tuner.judge import Judgement, judge_target
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.rules.base import Finding
-from sglang_tuner.signals import DECODE_OOM_EVENTS, PREFILL_OOM_EVENTS
-from sglang_tuner.sources import Snapshot
 from sglang_tuner.sources.logs import LogFollower
 from sglang_tuner.sources.server_info import parse_server_info
 from sglang_tuner.sources.sglang import SignalMapper
-from sglang_tuner.state import TargetStatus
-from sglang_tuner.window import Window, capacity_for
+from sglang_tuner.target_state import TargetState
+from sglang_tuner.targets import TargetSpec
+from sglang_tuner.values import Finding, ScrapeResult, Snapshot
+from sglang_tuner.window import capacity_for
 
 EPOCH = 1_790_000_000.0
 
 
 @dataclass
 class ScenarioRun:
-    """The outcome of a simulated run: every rule's evaluation at the end."""
+    """The outcome of a simulated run: every rule's judgement at the end."""
 
     scenario: str
     version: str
-    evaluations: list[RuleEvaluation]
+    evaluations: list[Judgement]
 
     @property
     def fired(self) -> list[str]:
@@ -58,50 +58,36 @@ def run_scenario(
     seed: int = 1,
     gpu_model: str | None = None,
 ) -> ScenarioRun:
-    """Scrape the scenario every interval for `seconds` of simulated time, then evaluate."""
+    """Scrape the scenario every interval for `seconds` of simulated time, then judge."""
     settings = settings or load_settings(None)
     step = settings.scrape_interval_seconds
+    spec = TargetSpec("sim", "http://sim:30000", profile=profile, gpu_model=gpu_model)
+    target = TargetState(spec, capacity_for(settings.window_seconds, step))
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "sglang.log"
         config = SCENARIOS[scenario].for_version(version)
         writer = LogWriter(str(log_path), version, EPOCH, dp=config.knobs.dp_size)
         model = ServerModel(config, seed=seed, log=writer)
-        follower = LogFollower(log_path)
-        window = Window(capacity_for(settings.window_seconds, step))
-        mapper, status = SignalMapper(), None
+        follower, mapper = LogFollower(log_path), SignalMapper()
         t = 0.0
         while t < seconds:
             t += step
             model.advance_to(t)
-            status = _scrape(model, mapper, follower, window, t, profile, gpu_model)
+            if target.needs_server_info and model.status() == "up":
+                target.apply_server_info(parse_server_info(server_info(model, 30000, None)), None)
+            target.ingest(_scrape(model, mapper, t), follower.poll(t))
         writer.file.close()
         follower.close()
-    assert status is not None
-    evaluations = evaluate_target(status, window, ALL_RULES, settings, t)
-    return ScenarioRun(scenario, version, evaluations)
+    judgement = judge_target(target, ALL_RULES, settings, t)
+    return ScenarioRun(scenario, version, list(judgement.judgements))
 
 
-def _scrape(
-    model: ServerModel,
-    mapper: SignalMapper,
-    follower: LogFollower,
-    window: Window,
-    t: float,
-    profile: str,
-    gpu_model: str | None,
-) -> TargetStatus:
-    # gpu_model: what a user sets in targets[].gpu_model (or DCGM reports); /server_info lacks it
-    config = replace(parse_server_info(server_info(model, 30000, None)), gpu_model=gpu_model)
-    base = {"name": "sim", "url": "http://sim:30000", "profile": profile, "config": config}
+def _scrape(model: ServerModel, mapper: SignalMapper, t: float) -> ScrapeResult:
+    """What a scrape of the simulated server at `t` returns."""
     if model.status() != "up":
-        events = follower.poll(t)  # as the poller does: OOM lines count while the server is down
-        if events.get(PREFILL_OOM_EVENTS, 0) > 0 or events.get(DECODE_OOM_EVENTS, 0) > 0:
-            window.append(Snapshot("sim", t, events))
-        return TargetStatus(**base, up=False, error_reason="conn_refused", error="refused")
+        return ScrapeResult("sim", t, 0.001, error_reason="conn_refused", error="refused")
     if not model.metrics_enabled:
         reason = "http_404_metrics_disabled"
-        return TargetStatus(**base, up=False, error_reason=reason, error="404")
+        return ScrapeResult("sim", t, 0.001, error_reason=reason, error="404")
     values = mapper.update(render_metrics(model), t)
-    values = follower.poll(t) | values
-    window.append(Snapshot("sim", t, values))
-    return TargetStatus(**base, up=True)
+    return ScrapeResult("sim", t, 0.001, snapshot=Snapshot("sim", t, values))

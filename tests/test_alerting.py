@@ -8,13 +8,10 @@ from sglang_tuner.alerting import (
     AlertTracker,
     alert_name,
     needs_sending,
-    payload_keys,
-    rfc3339,
-    to_alertmanager_json,
     valid_until,
 )
-from sglang_tuner.rules.base import Action, Confidence, Severity
-from sglang_tuner.state import Advice
+from sglang_tuner.alertmanager import rfc3339, to_alertmanager_json
+from sglang_tuner.values import Action, Advice, Confidence, Severity
 
 INTERVAL = 10.0
 RESEND = 60.0
@@ -52,7 +49,6 @@ def run_table(tracker: AlertTracker, table: list[Row]) -> None:
             condition = rows[now][1]
         tracker.update({KEY: make_advice()} if condition else {}, now)
         due = tracker.alerts_to_send(now, RESEND, INTERVAL)
-        tracker.mark_sent([a.key for a in due], now)
         if now in rows:
             tracked = {a.key: a.state for a in tracker.alerts()}
             got = (now, tracked.get(KEY), bool(due))
@@ -131,25 +127,55 @@ def test_alert_tracker_hold_for_per_rule() -> None:
     assert tracker.state_of(KEY) == (FIRE, 0.0, 20.0)
 
 
-def test_alert_tracker_resends_next_tick_when_not_marked_sent() -> None:
+def test_alert_tracker_sent_alert_is_due_again_only_after_the_resend_delay() -> None:
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
     tracker.update({KEY: make_advice()}, 0.0)
-    assert len(tracker.alerts_to_send(0.0, RESEND, INTERVAL)) == 1  # the send fails
+    assert len(tracker.alerts_to_send(0.0, RESEND, INTERVAL)) == 1  # handed to the notifier
     tracker.update({KEY: make_advice()}, 10.0)
-    assert len(tracker.alerts_to_send(10.0, RESEND, INTERVAL)) == 1  # retried
-    tracker.mark_sent([KEY], 10.0)
-    tracker.update({KEY: make_advice()}, 20.0)
-    assert tracker.alerts_to_send(20.0, RESEND, INTERVAL) == []
+    assert tracker.alerts_to_send(10.0, RESEND, INTERVAL) == []
+    tracker.update({KEY: make_advice()}, 61.0)
+    assert len(tracker.alerts_to_send(61.0, RESEND, INTERVAL)) == 1
 
 
-def test_alert_tracker_late_delivery_of_firing_does_not_hide_resolve() -> None:
+def test_alert_tracker_resolve_is_sent_once_after_firing() -> None:
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
     tracker.update({KEY: make_advice()}, 0.0)
     tracker.alerts_to_send(0.0, RESEND, INTERVAL)
-    tracker.update({}, 10.0)  # resolved before the firing state was delivered
-    tracker.mark_sent([KEY], 0.0)  # delivery of the t=0 submission reported late
+    tracker.update({}, 10.0)
     due = tracker.alerts_to_send(10.0, RESEND, INTERVAL)
     assert [(a.state, a.resolved_at) for a in due] == [(INACT, 10.0)]
+    tracker.update({}, 20.0)
+    assert tracker.alerts_to_send(20.0, RESEND, INTERVAL) == []
+
+
+def test_alert_tracker_update_returns_each_state_change_once() -> None:
+    tracker = AlertTracker(hold_for=10.0, keep_firing_for=0.0)
+    changes = tracker.update({KEY: make_advice()}, 0.0)
+    assert [(c.key, c.shown) for c in changes] == [(KEY, "pending")]
+    assert tracker.update({KEY: make_advice()}, 5.0) == []
+    assert [c.shown for c in tracker.update({KEY: make_advice()}, 10.0)] == ["firing"]
+    (resolved,) = tracker.update({}, 20.0)
+    assert resolved.shown == "resolved"
+    assert resolved.history_row(20.0)[:5] == (
+        20.0, "gpu-a", "scheduler_too_conservative", "resolved",
+        "--schedule-conservativeness 1 -> 0.3",
+    )  # fmt: skip
+
+
+def test_alert_tracker_pending_that_clears_is_dropped_as_inactive() -> None:
+    tracker = AlertTracker(hold_for=30.0, keep_firing_for=0.0)
+    tracker.update({KEY: make_advice()}, 0.0)
+    (dropped,) = tracker.update({}, 10.0)
+    assert (dropped.old, dropped.new, dropped.shown) == (PEND, INACT, "inactive")
+    assert tracker.alerts() == []
+
+
+def test_alert_tracker_advice_carries_alert_state_and_since() -> None:
+    tracker = AlertTracker(hold_for=10.0, keep_firing_for=0.0)
+    tracker.update({KEY: make_advice()}, 0.0)
+    tracker.update({KEY: make_advice()}, 10.0)
+    (advice,) = tracker.advice()
+    assert (advice.state, advice.since) == ("firing", 0.0)
 
 
 @pytest.mark.parametrize(
@@ -166,13 +192,14 @@ def test_alerts_to_send_valid_until_is_four_times_max_interval_resend(
 
 
 def test_needs_sending_matches_prometheus() -> None:
-    alert = Alert(KEY, {}, {}, FIRE, active_at=0.0, fired_at=0.0)
+    advice = make_advice()
+    alert = Alert(KEY, advice, {}, {}, FIRE, active_at=0.0, fired_at=0.0)
     assert needs_sending(alert, 0.0, RESEND)  # never sent
-    assert not needs_sending(Alert(KEY, {}, {}, PEND, active_at=0.0), 100.0, RESEND)
-    sent = Alert(KEY, {}, {}, FIRE, active_at=0.0, fired_at=0.0, last_sent_at=0.0)
+    assert not needs_sending(Alert(KEY, advice, {}, {}, PEND, active_at=0.0), 100.0, RESEND)
+    sent = Alert(KEY, advice, {}, {}, FIRE, active_at=0.0, fired_at=0.0, last_sent_at=0.0)
     assert not needs_sending(sent, 60.0, RESEND)  # strictly after the delay
     assert needs_sending(sent, 61.0, RESEND)
-    resolved = Alert(KEY, {}, {}, INACT, 0.0, 0.0, resolved_at=5.0, last_sent_at=0.0)
+    resolved = Alert(KEY, advice, {}, {}, INACT, 0.0, 0.0, resolved_at=5.0, last_sent_at=0.0)
     assert needs_sending(resolved, 6.0, RESEND)
 
 
@@ -184,7 +211,8 @@ def test_alert_name_is_sglang_camel_case() -> None:
 
 def test_alert_tracker_labels_and_annotations_from_advice() -> None:
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
-    (alert,) = tracker.update({KEY: make_advice()}, 0.0)
+    tracker.update({KEY: make_advice()}, 0.0)
+    (alert,) = tracker.alerts()
     assert alert.labels == {
         "alertname": "SGLangSchedulerTooConservative",
         "target": "gpu-a",
@@ -213,7 +241,6 @@ def test_to_alertmanager_json_shape_firing_and_resolved() -> None:
     assert firing["endsAt"] == "2026-11-22T10:04:10.000Z"
     assert firing["generatorURL"] == "http://node:9877/advice/gpu-a"
     assert set(firing) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
-    assert payload_keys([firing]) == [KEY]
     tracker.update({}, now + 20)
     (resolved,) = to_alertmanager_json(tracker.alerts_to_send(now + 20, RESEND, INTERVAL))
     assert resolved["endsAt"] == "2026-11-22T10:00:20.000Z"

@@ -19,11 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sglang_tuner.alerting import AlertTracker, payload_keys, to_alertmanager_json
-from sglang_tuner.alertmanager import AlertmanagerClient
+from sglang_tuner.alerting import AlertTracker
+from sglang_tuner.alertmanager import AlertmanagerClient, to_alertmanager_json
 from sglang_tuner.config import AlertmanagerSettings, BasicAuthSettings, TLSSettings
-from sglang_tuner.rules.base import Action, Confidence, Severity
-from sglang_tuner.state import Advice
+from sglang_tuner.values import Action, Advice, Confidence, Severity
 
 AM_BINARY = shutil.which("prometheus-alertmanager")
 needs_alertmanager = pytest.mark.skipif(
@@ -247,13 +246,11 @@ def advice(rule: str, target: str = "gpu-a") -> Advice:
 
 
 def tick(tracker: AlertTracker, client: AlertmanagerClient, active: dict[Any, Advice]) -> None:
-    """What the loop does each evaluation: update, pick due alerts, submit, mark on delivery."""
+    """What the loop does each evaluation: update, pick due alerts, hand them to the client."""
     now = time.time()
     tracker.update(active, now)
     due = tracker.alerts_to_send(now, resend_delay_seconds=60.0, interval_seconds=5.0)
-    client.submit(
-        to_alertmanager_json(due), now, lambda sent: tracker.mark_sent(payload_keys(sent), now)
-    )
+    client.submit(to_alertmanager_json(due), now)
 
 
 def firing_payload(rule: str = "queue_empty", target: str = "gpu-a") -> list[dict[str, Any]]:
@@ -295,7 +292,7 @@ async def test_alertmanager_client_alerts_arrive_grouped_and_resolve(
         assert first["annotations"]["action"] == "--schedule-conservativeness 1 -> 0.3"
         assert first["status"]["state"] == "active"
         assert first["generatorURL"] == "http://node:9877/advice/gpu-a"
-        assert tracker.alerts_to_send(time.time(), 60.0, 5.0) == []  # delivery was marked
+        assert tracker.alerts_to_send(time.time(), 60.0, 5.0) == []  # sent: not due again yet
 
         async def notified(status: str) -> bool:
             return any(b["status"] == status for b in webhook.bodies())
@@ -333,7 +330,6 @@ async def test_alertmanager_client_delivers_after_alertmanager_restarts(
         await eventually(failing)
         assert client.status().queue_length == 1
         assert client.status().last_error is not None
-        assert tracker.alerts()[0].last_sent_at is None  # not delivered: not marked sent
 
         alertmanager.start()  # same port, same storage; no re-submission
 
@@ -344,7 +340,6 @@ async def test_alertmanager_client_delivers_after_alertmanager_restarts(
         assert await client.flush(5)
     status = client.status()
     assert (status.queue_length, status.alerts_sent_total[alertmanager.url]) == (0, 1)
-    assert tracker.alerts()[0].last_sent_at is not None
 
 
 @needs_alertmanager
@@ -371,14 +366,12 @@ async def test_alertmanager_client_posts_to_every_alertmanager(
 ) -> None:
     first, second = start_alertmanager(), start_alertmanager()
     client = AlertmanagerClient(AlertmanagerSettings(urls=[first.url, second.url]), **FAST)
-    delivered: list[dict[str, Any]] = []
     async with running(client):
-        client.submit(firing_payload(), time.time(), delivered.extend)
+        client.submit(firing_payload(), time.time())
         assert await client.flush(10)
         for am in (first, second):
             (alert,) = await am_alerts(am.url)
             assert alert["labels"]["alertname"] == "SGLangQueueEmpty"
-    assert len(delivered) == 1  # reported once, at its first delivery
     assert client.status().alerts_sent_total == {first.url: 1, second.url: 1}
 
 

@@ -153,12 +153,6 @@ def test_alert_unit_tests_expect_severity_and_use_exported_series():
                 assert series["series"].split("{")[0] in allowed, series["series"]
 
 
-def test_advice_alert_rules_equal_generator_output():
-    generated = _load_generator().render()
-    for path, text in generated.items():
-        assert path.read_text() == text, f"{path.name} is stale: run python alerts/generate.py"
-
-
 def test_advice_alert_rules_one_per_tuning_rule_named_like_the_push():
     advice = [r for p, r in _alert_rules() if p.name == "sglang-tuner-advice.rules.yml"]
     assert [r["alert"] for r in advice] == [alert_name(rule.id) for rule in ALL_RULES]

@@ -18,18 +18,25 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner.api import create_app
 from sglang_tuner.config import Settings
-from sglang_tuner.exporter import TunerCollector
-from sglang_tuner.rules.base import Action, Confidence, Finding, NoData, Pass, Rule, Severity
-from sglang_tuner.sources import ServerConfig
-from sglang_tuner.state import (
-    FIRING,
-    PENDING,
-    Advice,
+from sglang_tuner.evaluation import (
     Evaluation,
-    Health,
     RuleResult,
     TargetStatus,
     TunerState,
+)
+from sglang_tuner.exporter import TunerCollector
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.values import (
+    Action,
+    Advice,
+    AlertState,
+    Confidence,
+    Finding,
+    Health,
+    NoData,
+    Pass,
+    ServerConfig,
+    Severity,
 )
 
 API_DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
@@ -47,7 +54,7 @@ def _rule(rule_id: str, severity: Severity, **kw: object) -> Rule:
         summary=f"{rule_id} summary.",
         action=f"{rule_id} action.",
         source="Hyperparameter Tuning / Achieve a high token usage",
-        suggest=lambda _inp: ACTION,
+        check=lambda _inp: Pass(),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -101,8 +108,9 @@ def _results() -> dict[str, tuple[RuleResult, ...]]:
     return {
         "gpu-a": (
             RuleResult("gpu-a", "scheduler_too_conservative", Severity.WARNING, Health.OK, finding,
-                       state=FIRING, active_at=SINCE, fired_at=SINCE + 120),
-            RuleResult("gpu-a", "queue_empty", Severity.INFO, Health.OK, finding, state=PENDING),
+                       state=AlertState.FIRING, active_at=SINCE, fired_at=SINCE + 120),
+            RuleResult("gpu-a", "queue_empty", Severity.INFO, Health.OK, finding,
+                       state=AlertState.PENDING),
             RuleResult("gpu-a", "retractions_frequent", Severity.CRITICAL, Health.ERR,
                        error="ZeroDivisionError: float division by zero"),
             RuleResult("gpu-a", "prefill_oom", Severity.CRITICAL, Health.OK, Pass(0.0, 60)),
@@ -125,8 +133,8 @@ def _evaluation() -> Evaluation:
         targets=_targets(),
         results=_results(),
         advice=(
-            _advice("gpu-a", "queue_empty", Severity.INFO, PENDING),
-            _advice("gpu-a", "scheduler_too_conservative", Severity.WARNING, FIRING),
+            _advice("gpu-a", "queue_empty", Severity.INFO, AlertState.PENDING),
+            _advice("gpu-a", "scheduler_too_conservative", Severity.WARNING, AlertState.FIRING),
         ),
         evaluations_total=12,
     )

@@ -8,26 +8,30 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner import __version__
+from sglang_tuner.evaluation import (
+    AlertmanagerStatus,
+    Evaluation,
+    RuleResult,
+    TargetStatus,
+    TunerState,
+)
 from sglang_tuner.exporter import (
     SPECS,
     TunerCollector,
     health_score,
     render_metrics,
-    with_advice_state,
 )
-from sglang_tuner.rules.base import Action, Confidence, Finding, NoData, Pass, Rule, Severity
-from sglang_tuner.sources import SCRAPE_FAILURE_REASONS
-from sglang_tuner.state import (
-    FIRING,
-    INACTIVE,
-    PENDING,
-    Advice,
-    AlertmanagerStatus,
-    Evaluation,
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.values import (
+    SCRAPE_FAILURE_REASONS,
+    Action,
+    AlertState,
+    Confidence,
+    Finding,
     Health,
-    RuleResult,
-    TargetStatus,
-    TunerState,
+    NoData,
+    Pass,
+    Severity,
 )
 
 NOW = 1_795_000_000.0
@@ -42,7 +46,7 @@ def _rule(rule_id: str, severity: Severity) -> Rule:
         summary=f"{rule_id} summary.",
         action="Change a flag.",
         source="Hyperparameter Tuning",
-        suggest=lambda _inp: Action("--flag 1 -> 2"),
+        check=lambda _inp: Pass(),
     )
 
 
@@ -92,7 +96,7 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
                 Severity.WARNING,
                 health=Health.OK,
                 outcome=finding,
-                state=FIRING,
+                state=AlertState.FIRING,
             ),
             _result(
                 "gpu-a",
@@ -195,13 +199,13 @@ def test_collector_advice_series_exist_for_every_rule_and_target(
         assert _value(registry, "sglang_tuner_advice_pending", **labels) == 0.0
 
 
-def test_collector_advice_pending_follows_published_advice(state: TunerState) -> None:
-    advice = Advice(
-        "gpu-a", "queue_empty", Severity.INFO, PENDING, NOW, "s", "e", Action("a"), "src",
-        Confidence.LOW,
-    )  # fmt: skip
+def test_collector_advice_pending_follows_the_rule_results_alert_state(state: TunerState) -> None:
     ev = _evaluation()
-    state.publish(Evaluation(ts=ev.ts, targets=ev.targets, results=ev.results, advice=(advice,)))
+    pending = _result(
+        "gpu-a", "queue_empty", Severity.INFO, health=Health.OK, state=AlertState.PENDING
+    )
+    results = {**ev.results, "gpu-a": (pending,)}
+    state.publish(Evaluation(ts=ev.ts, targets=ev.targets, results=results))
     reg = CollectorRegistry()
     reg.register(TunerCollector(state.latest, RULES))
     labels = {"target": "gpu-a", "rule": "queue_empty", "severity": "info"}
@@ -313,21 +317,13 @@ def test_health_score_penalises_firing_advice(
 ) -> None:
     target = TargetStatus("t", "http://t", "offline", up=up)
     results = [
-        _result("t", f"r{i}", s, health=Health.OK, state=FIRING) for i, s in enumerate(firing)
+        _result("t", f"r{i}", s, health=Health.OK, state=AlertState.FIRING)
+        for i, s in enumerate(firing)
     ]
     assert health_score(target, results) == expected
 
 
 def test_health_score_ignores_pending_advice() -> None:
     target = TargetStatus("t", "http://t", "offline", up=True)
-    results = [_result("t", "r", Severity.CRITICAL, health=Health.OK, state=PENDING)]
+    results = [_result("t", "r", Severity.CRITICAL, health=Health.OK, state=AlertState.PENDING)]
     assert health_score(target, results) == 100.0
-
-
-def test_with_advice_state_takes_the_published_state() -> None:
-    result = _result("t", "r", Severity.INFO, health=Health.OK, state=INACTIVE)
-    advice = Advice(
-        "t", "r", Severity.INFO, FIRING, NOW, "s", "e", Action("a"), "src", Confidence.HIGH
-    )
-    assert with_advice_state([result], [advice])[0].state == FIRING
-    assert with_advice_state([result], [])[0] is result

@@ -8,7 +8,7 @@ import pytest
 from sglang_sim import SCENARIOS, VERSIONS
 from sglang_tuner.advice_report import advice_rank
 from sglang_tuner.rules import RULES_BY_ID
-from sglang_tuner.state import Advice
+from sglang_tuner.values import Advice
 
 from tests.scenario_harness import ScenarioRun, run_scenario
 

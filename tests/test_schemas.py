@@ -2,8 +2,8 @@
 
 from sglang_tuner.advice_report import AdviceFilter, select_advice
 from sglang_tuner.config import Settings
+from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.rules.base import Action, Confidence, NoData, Pass, Severity
 from sglang_tuner.schemas import (
     AdviceList,
     AdviceOut,
@@ -13,7 +13,7 @@ from sglang_tuner.schemas import (
     rfc3339,
 )
 from sglang_tuner.schemas_inventory import RuleOut
-from sglang_tuner.state import Advice, Evaluation, Health, RuleResult, TargetStatus
+from sglang_tuner.values import Action, Advice, Confidence, Health, NoData, Pass, Severity
 
 NOW = 1_795_000_000.0
 

@@ -2,8 +2,8 @@
 
 import math
 
-from sglang_tuner.sources import Snapshot
-from sglang_tuner.window import Window, capacity_for, is_frequent
+from sglang_tuner.values import Snapshot
+from sglang_tuner.window import Window, capacity_for, frequency_of, frequently
 
 
 def _fill(window: Window, rows: list[dict[str, float]], step: float = 5.0) -> None:
@@ -85,6 +85,17 @@ def test_capacity_for_covers_window_at_interval():
     assert capacity_for(1.0, 5.0) == 3
 
 
-def test_is_frequent_threshold_is_inclusive():
-    assert is_frequent(0.5, 0.5)
-    assert not is_frequent(0.49, 0.5)
+def test_frequency_of_threshold_is_inclusive_and_needs_samples():
+    assert frequency_of(50, 100, 0.5).held
+    assert not frequency_of(49, 100, 0.5).held
+    assert not frequency_of(0, 0, 0.0).held  # nothing considered is never "frequently"
+
+
+def test_frequently_counts_only_samples_with_every_signal_and_passing_the_gate():
+    window = Window(10)
+    rows = [{"q": 0.0, "r": 1.0}, {"q": 0.0, "r": 0.0}, {"q": 5.0, "r": 2.0}, {"q": 0.0}]
+    for k, values in enumerate(rows):
+        window.append(Snapshot("t", float(k), values))
+    view = window.view(3.0, 10.0)
+    freq = frequently(view, lambda r: r["q"] == 0, ("q", "r"), 0.5, gate=lambda r: r["r"] > 0)
+    assert (freq.ratio, freq.considered, freq.held) == (0.5, 2, True)

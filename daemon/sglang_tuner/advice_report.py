@@ -5,10 +5,10 @@ Shared by the API and the CLI (`check`, `demo`), so a terminal and `curl` show t
 
 from dataclasses import dataclass
 
+from .evaluation import Evaluation, TargetStatus
 from .rules import ALL_RULES
-from .rules.base import Severity
 from .schemas import AdviceList, AdviceOut, NoDataOut, RuleErrorOut, rfc3339
-from .state import Advice, Evaluation, Health, TargetStatus
+from .values import Advice, Health, Severity
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 

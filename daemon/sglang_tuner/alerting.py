@@ -4,34 +4,25 @@
 `rules/alerting.go`: a key whose condition is newly true becomes *pending*; after `hold_for` it is
 *firing* (`for:`); when the condition stops, a pending alert is deleted unsent and a firing one
 keeps firing for `keep_firing_for`, then resolves and is kept `RESOLVED_RETENTION_SECONDS` so the
-resolve is re-sent. `alerts_to_send` is `sendAlerts` (`needs_sending` + `valid_until`), but
-`last_sent_at` only advances in `mark_sent`, after an Alertmanager accepted the alert, so a
-failed send is retried on the next tick. Pure: no I/O, no clock; time is always an argument.
+resolve is re-sent. `alerts_to_send` is `sendAlerts` (`needs_sending` + `valid_until`, and
+`last_sent_at` set when handed to the notifier, as Prometheus does: the Alertmanager client's
+queue retries delivery). This is the one copy of alert state: each alert carries the advice it
+was raised for. Pure: no I/O, no clock; time is always an argument.
 """
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any
 from urllib.parse import quote
 
-from .state import FIRING, INACTIVE, PENDING, Advice
+from .values import Advice, AlertState
 
 # Kept after resolving so the resolve reaches Alertmanager even if some sends fail
 # (Prometheus's resolvedRetention).
 RESOLVED_RETENTION_SECONDS = 15 * 60
 
 Key = tuple[str, str]  # (target, tuning-rule id)
+HistoryRow = tuple[float, str, str, str, str, str]  # ts, target, rule, change, action, evidence
 Duration = Callable[[str], float] | float  # seconds, or per-rule-id seconds
-
-
-class AlertState(StrEnum):
-    """Is the advice alerting (not: could the rule be evaluated)."""
-
-    INACTIVE = INACTIVE  # condition false, or resolved and kept only to re-send the resolve
-    PENDING = PENDING  # condition true for less than hold_for: visible, never sent
-    FIRING = FIRING  # condition held for hold_for (or still within keep_firing_for): sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +30,7 @@ class Alert:
     """One alert instance for a (target, rule) key, with Prometheus's lifecycle timestamps."""
 
     key: Key
+    advice: Advice  # the latest advice this alert was raised for (its text, evidence, action)
     labels: dict[str, str]
     annotations: dict[str, str]
     state: AlertState
@@ -54,6 +46,27 @@ class Alert:
 def alert_name(rule_id: str) -> str:
     """`scheduler_too_conservative` -> `SGLangSchedulerTooConservative`."""
     return "SGLang" + "".join(part[:1].upper() + part[1:] for part in rule_id.split("_"))
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """An alert changed state in one update (logged, and kept in the advice history)."""
+
+    key: Key
+    old: AlertState
+    new: AlertState
+    advice: Advice
+
+    @property
+    def shown(self) -> str:
+        """The word for the change: pending, firing, resolved, or inactive (pending dropped)."""
+        firing_ended = self.old is AlertState.FIRING and self.new is AlertState.INACTIVE
+        return "resolved" if firing_ended else str(self.new)
+
+    def history_row(self, now: float) -> HistoryRow:
+        """The row the advice history keeps for this change."""
+        a = self.advice
+        return (now, self.key[0], self.key[1], self.shown, a.action.text, a.evidence)
 
 
 def alert_labels(advice: Advice) -> dict[str, str]:
@@ -119,15 +132,27 @@ class AlertTracker:
         self._external_url = external_url.rstrip("/")
         self._alerts: dict[Key, Alert] = {}
 
-    def update(self, active: Mapping[Key, Advice], now: float) -> list[Alert]:
-        """Advance every alert given the keys whose condition is true now; return all tracked."""
+    def update(self, active: Mapping[Key, Advice], now: float) -> list[Transition]:
+        """Advance every alert given the keys whose condition is true now; return the changes."""
+        before = {key: (a.state, a.advice) for key, a in self._alerts.items()}
         for key, advice in active.items():
             self._observe(key, advice, now)
         for key in list(self._alerts):
             if key not in active and not self._clear(key, now):
                 continue
             self._maybe_fire(key, now)
-        return list(self._alerts.values())
+        return self._transitions(before)
+
+    def _transitions(self, before: Mapping[Key, tuple[AlertState, Advice]]) -> list[Transition]:
+        changes = []
+        for key in sorted(before.keys() | self._alerts.keys()):
+            old = before[key][0] if key in before else AlertState.INACTIVE
+            alert = self._alerts.get(key)
+            new = alert.state if alert is not None else AlertState.INACTIVE
+            if old != new:
+                advice = alert.advice if alert is not None else before[key][1]
+                changes.append(Transition(key, old, new, advice))
+        return changes
 
     def _observe(self, key: Key, advice: Advice, now: float) -> None:
         """Condition true: refresh a live alert's text, or start a new pending one."""
@@ -135,13 +160,17 @@ class AlertTracker:
         alert = self._alerts.get(key)
         if alert is not None and alert.state is not AlertState.INACTIVE:
             self._alerts[key] = replace(
-                alert, labels=labels, annotations=annotations, keep_firing_since=None
+                alert,
+                advice=advice,
+                labels=labels,
+                annotations=annotations,
+                keep_firing_since=None,
             )
             return
         link = f"{self._external_url}/advice/{quote(key[0], safe=':@')}"
         url = link if self._external_url else ""
         self._alerts[key] = Alert(
-            key, labels, annotations, AlertState.PENDING, active_at=now, generator_url=url
+            key, advice, labels, annotations, AlertState.PENDING, active_at=now, generator_url=url
         )
 
     def _clear(self, key: Key, now: float) -> bool:
@@ -180,25 +209,26 @@ class AlertTracker:
         """Every tracked alert: pending, firing and recently resolved."""
         return list(self._alerts.values())
 
+    def advice(self) -> list[Advice]:
+        """Pending and firing advice (firing includes keep_firing_for), with state and since."""
+        return [
+            replace(a.advice, state=str(a.state), since=a.active_at)
+            for a in self._alerts.values()
+            if a.state is not AlertState.INACTIVE
+        ]
+
     def alerts_to_send(
         self, now: float, resend_delay_seconds: float, interval_seconds: float
     ) -> list[Alert]:
-        """Alerts due for (re-)sending, stamped with a fresh `valid_until`."""
+        """Alerts due for (re-)sending, stamped with a fresh `valid_until` and sent at `now`."""
         due = []
         for key, alert in self._alerts.items():
             if needs_sending(alert, now, resend_delay_seconds):
                 until = valid_until(now, interval_seconds, resend_delay_seconds)
-                alert = replace(alert, valid_until=until)
+                alert = replace(alert, valid_until=until, last_sent_at=now)
                 self._alerts[key] = alert
                 due.append(alert)
         return due
-
-    def mark_sent(self, keys: Iterable[Key], now: float) -> None:
-        """Record that alerts submitted at `now` reached an Alertmanager."""
-        for key in keys:
-            alert = self._alerts.get(key)
-            if alert is not None and (alert.last_sent_at is None or alert.last_sent_at < now):
-                self._alerts[key] = replace(alert, last_sent_at=now)
 
     def restore(self, alerts: Iterable[Alert]) -> None:
         """Take back alerts saved before a restart (Prometheus's `for` state restore): a firing
@@ -217,35 +247,3 @@ class AlertTracker:
             elif alert.state is AlertState.INACTIVE:
                 resolves.append(alert)
         return resolves
-
-
-def rfc3339(ts: float) -> str:
-    """Unix seconds -> `2026-11-22T10:00:00.000Z`."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
-def to_alertmanager_json(alerts: Iterable[Alert]) -> list[dict[str, Any]]:
-    """Alertmanager v2 `POST /api/v2/alerts` body (Prometheus's `SendAlerts` mapping)."""
-    body = []
-    for alert in alerts:
-        if alert.state is AlertState.PENDING:
-            continue  # pending alerts are never sent
-        item: dict[str, Any] = {
-            "labels": dict(alert.labels),
-            "annotations": dict(alert.annotations),
-            # Prometheus sends FiredAt (rules/manager.go SendAlerts): when it started firing
-            "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_at),
-        }
-        if alert.generator_url:
-            item["generatorURL"] = alert.generator_url
-        ends = alert.resolved_at if alert.resolved_at is not None else alert.valid_until
-        if ends is not None:
-            item["endsAt"] = rfc3339(ends)
-        body.append(item)
-    return body
-
-
-def payload_keys(items: Iterable[Mapping[str, Any]]) -> list[Key]:
-    """Tracker keys of `to_alertmanager_json` items (for `mark_sent` after delivery)."""
-    return [(item["labels"]["target"], item["labels"]["rule"]) for item in items]

@@ -1,41 +1,36 @@
-"""Alertmanager API v2 push: a bounded queue per Alertmanager, drained in the background.
+"""Alertmanager API v2 push: the alert-to-JSON mapping, and a bounded queue per Alertmanager.
 
-`submit(payload, now, on_delivered)` never blocks and never raises: it puts the alerts (items of
-`alerting.to_alertmanager_json`) on one queue per Alertmanager URL (HA: every URL gets every
-alert). Queues coalesce by label set, so a newer state of an alert replaces the queued one and
-re-sends never grow them; when a queue holds `queue_capacity` alerts the oldest is dropped and
-counted. `run()` posts batches to `POST /api/v2/alerts`; connection errors, timeouts, 5xx, 408 and
-429 are retried with exponential backoff (1 s doubling to 30 s) while newer states keep
-coalescing, so whatever is still firing arrives when Alertmanager is back. Other 4xx (e.g. 422)
-reject the batch for good: counted, logged once with Alertmanager's message, dropped.
-
-Delivery is reported back: `on_delivered(items)` is called (in the event loop, from `run`) with
-the items of that `submit` that reached at least one Alertmanager (Prometheus's notion of
-"sent"), possibly over several calls; superseded or dropped items are never reported. The loop
-passes `lambda sent: tracker.mark_sent(payload_keys(sent), now)`, so `last_sent_at` advances
-only after a successful send and `needs_sending` retries otherwise. Each Alertmanager has its
-own task, so a slow one delays nobody else. Call everything from the event loop's thread; with
-no URLs `submit` does nothing. Secrets (password, bearer token) are read once, at construction,
-and never logged; URLs are shown without `user:password@`.
+`to_alertmanager_json(alerts)` is Prometheus's `SendAlerts` mapping. `submit(payload, now)`
+never blocks and never raises: it puts the items on one queue per Alertmanager URL (HA: every
+URL gets every alert). Queues coalesce by label set, so a newer state of an alert replaces the
+queued one and re-sends never grow them; when a queue holds `queue_capacity` alerts the oldest is
+dropped and counted. `run()` posts batches to `POST /api/v2/alerts`; connection errors,
+timeouts, 5xx, 408 and 429 are retried with exponential backoff (1 s doubling to 30 s) while
+newer states keep coalescing, so whatever is still firing arrives when Alertmanager is back: this
+queue is the one retry mechanism. Other 4xx (e.g. 422) reject the batch for good: counted,
+logged once with Alertmanager's message, dropped. Each Alertmanager has its own task, so a slow
+one delays nobody else. Call everything from the event loop's thread; with no URLs `submit` does
+nothing. Secrets (password, bearer token) are read once, at construction, and never logged; URLs
+are shown without `user:password@`.
 """
 
 import asyncio
-import base64
 import logging
-import re
-import ssl
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import Enum
 from itertools import islice
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .config import AlertmanagerSettings, TLSSettings
-from .state import AlertmanagerStatus
+from .alerting import Alert
+from .config import AlertmanagerSettings
+from .evaluation import AlertmanagerStatus
+from .httpauth import auth_headers, redact_url, ssl_context
+from .values import AlertState
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +38,34 @@ MAX_BATCH = 256  # alerts per POST, as Prometheus's notifier (maxBatchSize)
 RETRY_STATUSES = frozenset({408, 429})  # 4xx that a later retry can fix
 
 Item = dict[str, Any]
-OnDelivered = Callable[[list[Item]], None]
 LabelSet = tuple[tuple[str, str], ...]
+
+
+def rfc3339(ts: float) -> str:
+    """Unix seconds -> `2026-11-22T10:00:00.000Z`."""
+    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def to_alertmanager_json(alerts: Iterable[Alert]) -> list[Item]:
+    """Alertmanager v2 `POST /api/v2/alerts` body (Prometheus's `SendAlerts` mapping)."""
+    body = []
+    for alert in alerts:
+        if alert.state is AlertState.PENDING:
+            continue  # pending alerts are never sent
+        item: Item = {
+            "labels": dict(alert.labels),
+            "annotations": dict(alert.annotations),
+            # Prometheus sends FiredAt (rules/manager.go SendAlerts): when it started firing
+            "startsAt": rfc3339(alert.fired_at if alert.fired_at is not None else alert.active_at),
+        }
+        if alert.generator_url:
+            item["generatorURL"] = alert.generator_url
+        ends = alert.resolved_at if alert.resolved_at is not None else alert.valid_until
+        if ends is not None:
+            item["endsAt"] = rfc3339(ends)
+        body.append(item)
+    return body
 
 
 @dataclass(eq=False, slots=True)
@@ -53,8 +74,6 @@ class _Entry:
 
     item: Item
     submitted_at: float
-    on_delivered: OnDelivered | None
-    delivered: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -81,56 +100,8 @@ class _Outcome(Enum):
     REJECTED = "rejected"  # other 4xx: retrying the same batch cannot help
 
 
-def _report(entries: list[_Entry]) -> None:
-    """Call each submitter's `on_delivered` once per alert, at its first delivery anywhere."""
-    by_callback: dict[OnDelivered, list[Item]] = {}
-    for entry in entries:
-        if not entry.delivered and entry.on_delivered is not None:
-            by_callback.setdefault(entry.on_delivered, []).append(entry.item)
-        entry.delivered = True
-    for callback, items in by_callback.items():
-        try:
-            callback(items)
-        except Exception:  # the caller's bug must not stop delivery to Alertmanager
-            logger.exception("on_delivered callback failed")
-
-
 def _label_set(item: Item) -> LabelSet:
     return tuple(sorted(item.get("labels", {}).items()))
-
-
-def _redact(url: str) -> str:
-    """Drop `user:password@` from a URL so it can be logged and used as a label."""
-    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
-
-
-def _read_secret(path: Path) -> str:
-    return path.read_text(encoding="utf-8").strip()
-
-
-def _auth_headers(settings: AlertmanagerSettings) -> dict[str, str]:
-    """`Authorization` for basic auth or a bearer token, secrets read from their files now."""
-    if settings.basic_auth is not None and settings.bearer_token_file is not None:
-        raise ValueError("alertmanager: basic_auth and bearer_token_file are exclusive")
-    if settings.basic_auth is not None:
-        password = _read_secret(settings.basic_auth.password_file)
-        pair = f"{settings.basic_auth.username}:{password}".encode()
-        return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
-    if settings.bearer_token_file is not None:
-        return {"Authorization": f"Bearer {_read_secret(settings.bearer_token_file)}"}
-    return {}
-
-
-def _ssl_context(tls: TLSSettings) -> ssl.SSLContext:
-    """Verification from `ca_file` (or the system store), client cert, optional skip-verify."""
-    context = ssl.create_default_context(cafile=str(tls.ca_file) if tls.ca_file else None)
-    if tls.cert_file is not None:
-        key = str(tls.key_file) if tls.key_file else None
-        context.load_cert_chain(str(tls.cert_file), key)
-    if tls.insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 class AlertmanagerClient:
@@ -145,21 +116,21 @@ class AlertmanagerClient:
         backoff_max_seconds: float = 30.0,
     ) -> None:
         self._settings = settings
-        self._headers = _auth_headers(settings)
+        self._headers = auth_headers(
+            settings.basic_auth, settings.bearer_token_file, "alertmanager"
+        )
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
-            timeout=settings.timeout_seconds, verify=_ssl_context(settings.tls)
+            timeout=settings.timeout_seconds, verify=ssl_context(settings.tls)
         )
         self._backoff = (backoff_initial_seconds, backoff_max_seconds)
-        self._sinks = [_Sink(url, _redact(url)) for url in settings.urls]
+        self._sinks = [_Sink(url, redact_url(url)) for url in settings.urls]
         self._last_error: str | None = None
 
-    def submit(
-        self, payload: Sequence[Item], now: float, on_delivered: OnDelivered | None = None
-    ) -> None:
+    def submit(self, payload: Sequence[Item], now: float) -> None:
         """Queue alerts for every Alertmanager; newer state replaces the queued one."""
         for item in payload:
-            entry = _Entry(item, now, on_delivered)
+            entry = _Entry(item, now)
             for sink in self._sinks:
                 self._enqueue(sink, _label_set(item), entry)
         for sink in self._sinks:
@@ -203,8 +174,6 @@ class AlertmanagerClient:
             for labels, entry in batch:
                 if sink.queue.get(labels) is entry:  # not superseded while posting
                     del sink.queue[labels]
-            if outcome is _Outcome.DELIVERED:
-                _report([entry for _, entry in batch])
 
     async def _post(self, sink: _Sink, items: list[Item]) -> _Outcome:
         """One POST of a batch; counts and logs the outcome."""

@@ -15,11 +15,12 @@ from prometheus_client.registry import CollectorRegistry
 from . import __version__
 from .advice_report import AdviceFilter, select_advice
 from .config import Settings
-from .exporter import health_score, render_metrics, with_advice_state
-from .rules.base import Rule, Severity
+from .evaluation import Evaluation, TargetStatus, TunerState
+from .exporter import health_score, render_metrics
+from .rules.base import Rule
 from .schemas import AdviceList, RuleResultOut, StatusOut, advice_text
 from .schemas_inventory import RuleList, RuleOut, TargetList, TargetOut
-from .state import Evaluation, TargetStatus, TunerState
+from .values import Severity
 
 logger = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ def create_app(
 
 
 def _target_out(ev: Evaluation, t: TargetStatus, now: float) -> TargetOut:
-    results = with_advice_state(ev.results.get(t.name, ()), ev.advice)
+    results = list(ev.results.get(t.name, ()))
     score = None if t.up is None else health_score(t, results)
     return TargetOut.from_status(t, results, score, now)
 

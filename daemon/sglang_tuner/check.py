@@ -8,10 +8,10 @@ import time
 
 from .advice_report import AdviceFilter, select_advice
 from .config import Settings, load_settings
+from .evaluation import Evaluation
 from .logsetup import configure_logging
 from .loop import Tuner
 from .schemas import advice_text
-from .state import Evaluation
 
 
 def check_settings(args: argparse.Namespace) -> Settings:
@@ -55,7 +55,7 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
                 sys.stderr.write(_progress(elapsed, duration, tuner.state.latest()))
                 sys.stderr.flush()
             await asyncio.sleep(min(0.5, duration - elapsed))
-        tuner.evaluate(refresh=True)
+        tuner.publish(refresh=True)
     finally:
         await tuner.stop()
     if show_progress:

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .rules.base import PROFILES
+from .values import PROFILES
 
 Profile = Literal["offline", "online", "long_context", "multi_turn"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -239,3 +239,11 @@ def check_rule_ids(settings: Settings, known: set[str]) -> list[str]:
         for rule_id in settings.rules
         if rule_id not in known
     ]
+
+
+def external_url(settings: Settings) -> str:
+    """Our URL as users reach it (alert links): `external_url`, else from the listen address."""
+    if settings.external_url:
+        return settings.external_url.rstrip("/")
+    host = "localhost" if settings.listen_host in ("0.0.0.0", "::", "") else settings.listen_host
+    return f"http://{host}:{settings.listen_port}"

@@ -13,10 +13,10 @@ from sglang_sim import ServerSpec, SimFleet
 
 from .advice_report import AdviceFilter, select_advice
 from .config import Settings, load_settings
+from .evaluation import Evaluation
 from .logsetup import configure_logging
 from .schemas import advice_text
 from .server import build
-from .state import Evaluation
 
 SCENARIOS = (
     "healthy",

@@ -1,6 +1,5 @@
 """Prometheus collector: self-metrics and tuning-health metrics read from the latest evaluation."""
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -14,9 +13,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from . import __version__
-from .rules.base import Rule, Severity
-from .sources import SCRAPE_FAILURE_REASONS
-from .state import FIRING, INACTIVE, PENDING, Advice, Evaluation, Health, RuleResult, TargetStatus
+from .evaluation import Evaluation, RuleResult, TargetStatus
+from .rules.base import Rule
+from .values import SCRAPE_FAILURE_REASONS, AlertState, Health, Severity
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
 # prometheus_client >= 0.23 OpenMetrics escaping path altogether (tooling.md §8).
@@ -123,19 +122,8 @@ def health_score(target: TargetStatus, results: Iterable[RuleResult]) -> float:
     """100 minus the penalty of each firing advice, floored at 0; 0 when the target is not up."""
     if target.up is not True:
         return 0.0
-    penalty = sum(SEVERITY_PENALTY[r.severity] for r in results if r.state == FIRING)
+    penalty = sum(SEVERITY_PENALTY[r.severity] for r in results if r.state == AlertState.FIRING)
     return max(0.0, 100.0 - penalty)
-
-
-def with_advice_state(results: Iterable[RuleResult], advice: Iterable[Advice]) -> list[RuleResult]:
-    """The results, each with the alert state of its published advice where there is one."""
-    states = {(a.target, a.rule): a.state for a in advice}
-    out = list(results)
-    for i, r in enumerate(out):
-        state = states.get((r.target, r.rule), r.state)
-        if state != r.state:
-            out[i] = dataclasses.replace(r, state=state)
-    return out
 
 
 def render_metrics(registry: CollectorRegistry) -> tuple[bytes, str]:
@@ -175,14 +163,9 @@ class TunerCollector(Collector):
         evaluation = self._latest()
         families = _new_families()
         _add_daemon(families, evaluation, self._rules)
-        advice: dict[str, list[Advice]] = {}
-        for a in evaluation.advice:
-            advice.setdefault(a.target, []).append(a)
         for target in evaluation.targets.values():
-            own = evaluation.results.get(target.name, ())
-            results = with_advice_state(own, advice.get(target.name, ()))
             _add_target(families, target)
-            _add_rules(families, target, results, self._rules)
+            _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
         yield from families.values()
 
 
@@ -259,10 +242,10 @@ def _add_rules(
     by_rule = {r.rule: r for r in results}
     severities = {rule.id: rule.severity for rule in rules} | {r.rule: r.severity for r in results}
     for rule_id, severity in severities.items():
-        state = by_rule[rule_id].state if rule_id in by_rule else INACTIVE
+        state = by_rule[rule_id].state if rule_id in by_rule else AlertState.INACTIVE
         labels = [t.name, rule_id, str(severity)]
-        _add(families, "sglang_tuner_advice_active", labels, float(state == FIRING))
-        _add(families, "sglang_tuner_advice_pending", labels, float(state == PENDING))
+        _add(families, "sglang_tuner_advice_active", labels, float(state == AlertState.FIRING))
+        _add(families, "sglang_tuner_advice_pending", labels, float(state == AlertState.PENDING))
     for r in results:
         for health in Health:
             value = float(r.health == health)

@@ -1,5 +1,7 @@
-"""The scheduler: scrape every target on its own offset, evaluate, notify, persist.
+"""The loop: owns every I/O call and moves data one step right through the flow.
 
+sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
+alert state -> publish -> outputs (the published evaluation, Alertmanager, the store).
 Only this module (and the CLI) reads the clock; everything it calls takes `now`.
 """
 
@@ -8,21 +10,27 @@ import logging
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from .config import Settings
-from .evaluate import rule_settings
-from .poller import TargetPoller
-from .publish import Publisher
+from .alerting import AlertTracker, HistoryRow, Transition
+from .alertmanager import AlertmanagerClient, to_alertmanager_json
+from .config import Settings, external_url
+from .evaluation import AlertmanagerStatus, TunerState
+from .judge import TargetJudgement, is_due, judge_target, rule_settings
+from .publish import active_advice, build_evaluation
 from .rules import ALL_RULES
 from .rules.base import Rule
-from .state import TunerState
+from .sources.target import TargetSource
 from .store import Store
+from .target_state import TargetState
 from .targets import FileSD, TargetSpec, merge_targets, static_targets
+from .values import ScrapeResult
 from .window import capacity_for
 
 logger = logging.getLogger(__name__)
@@ -49,31 +57,46 @@ class Tuner:
         self.state = state or TunerState()
         self.store = store
         self.clock = clock
-        self.pollers: dict[str, TargetPoller] = {}
-        self.publisher = Publisher(settings, self.rules, self.state)
+        self.targets: dict[str, TargetState] = {}
+        self.sources: dict[str, TargetSource] = {}
+        self.judged: dict[str, TargetJudgement] = {}
+        self.tracker = AlertTracker(self._hold_for, self._keep_firing_for, external_url(settings))
+        am = settings.alertmanager
+        self.alertmanager = AlertmanagerClient(am) if am.urls else None
+        self.rule_failures: Counter[str] = Counter()
+        self.history: list[HistoryRow] = []  # advice transitions not yet stored
+        self.publications = 0
         self._file_sd = FileSD(settings.file_sd)
         self._scheduler: AsyncIOScheduler | None = None
         self._ssl: ssl.SSLContext | None = None
-        self._closing: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
+
+    def _hold_for(self, rule_id: str) -> float:
+        held = rule_settings(self.settings, rule_id).hold_for_seconds
+        return self.settings.hold_for_seconds if held is None else held
+
+    def _keep_firing_for(self, rule_id: str) -> float:
+        kept = rule_settings(self.settings, rule_id).keep_firing_for_seconds
+        return self.settings.keep_firing_for_seconds if kept is None else kept
 
     def window_capacity(self) -> int:
         """Ring size covering the longest window any enabled rule uses."""
-        spans = [rule_settings(self.settings, r).window_seconds for r in self.rules]
+        spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
         longest = max([self.settings.window_seconds, *[s for s in spans if s]])
         return capacity_for(longest, self.settings.scrape_interval_seconds)
 
     async def start(self) -> None:
-        """Open the HTTP client, load targets, restore state and start the periodic jobs."""
+        """Load targets, restore state and start the periodic jobs and the Alertmanager sender."""
         self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
         self._scheduler = AsyncIOScheduler()
         self._apply_targets(self._all_targets())
         if self.store is not None:
-            self.store.restore(self.pollers, self.publisher, self.clock())
+            self._restore(self.store)
         s = self.settings
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
-        # scrapes that mutate the same windows.
+        # scrapes that change the same windows.
         self._every(
-            "evaluate", s.scrape_interval_seconds, self.evaluate_job, s.scrape_interval_seconds
+            "publish", s.scrape_interval_seconds, self.publish_job, s.scrape_interval_seconds
         )
         self._every("server_info", 5.0, self.refresh_server_info, 0.5)
         if s.file_sd:
@@ -81,18 +104,28 @@ class Tuner:
             self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
         if self.store is not None:
             self._every("persist", 60.0, self.persist_job, 60.0)
-        await self.publisher.start()
+        if self.alertmanager is not None:
+            self._spawn(self.alertmanager.run())
         self._scheduler.start()
 
     async def stop(self) -> None:
-        """Stop the jobs, persist once more and close connections."""
+        """Stop the jobs, deliver queued alerts for a moment, persist, close connections."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
-        await self.publisher.stop()
-        if self.store is not None:
-            self.persist()
-        await asyncio.gather(*(p.client.aclose() for p in self.pollers.values() if p.client))
-        await asyncio.gather(*self._closing)
+        if self.alertmanager is not None:
+            await self.alertmanager.flush(2.0)
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.alertmanager is not None:
+            await self.alertmanager.aclose()
+        self.persist()
+        await asyncio.gather(*(source.aclose() for source in self.sources.values()))
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _every(
         self,
@@ -109,96 +142,142 @@ class Tuner:
             next_run_time=datetime.fromtimestamp(self.clock() + first, UTC),
         )  # fmt: skip
 
+    # -- targets ---------------------------------------------------------------------------
     def _all_targets(self) -> list[TargetSpec]:
         discovered, _ = self._file_sd.refresh()
         return merge_targets(static_targets(self.settings), discovered)
 
     def _apply_targets(self, specs: list[TargetSpec]) -> None:
-        """Add, keep or remove pollers (and their scrape jobs) to match `specs`."""
+        """Add, keep or remove targets (and their scrape jobs) to match `specs`."""
         wanted = {t.name: t for t in specs}
-        for name in list(self.pollers):
-            if name not in wanted or wanted[name] != self.pollers[name].spec:
+        for name in list(self.targets):
+            if name not in wanted or wanted[name] != self.targets[name].spec:
                 self._remove_target(name)
         capacity = self.window_capacity()
         interval = self.settings.scrape_interval_seconds
         for name, spec in wanted.items():
-            if name in self.pollers:
+            if name in self.targets:
                 continue
-            self.pollers[name] = poller = TargetPoller(spec, capacity)
-            poller.client = self._make_client()
+            self.targets[name] = TargetState(spec, capacity)
+            self.sources[name] = TargetSource(spec, self._ssl or True)
             self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
 
-    def _make_client(self) -> httpx.AsyncClient:
-        # One small pool per target: httpcore scans all of a pool's connections on every
-        # request, so one shared pool for 1,000 targets costs O(targets) per scrape.
-        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
-        return httpx.AsyncClient(limits=limits, verify=self._ssl or True, follow_redirects=False)
-
     def _remove_target(self, name: str) -> None:
-        poller = self.pollers.pop(name, None)
-        if poller is not None and poller.client is not None:
-            task = asyncio.get_running_loop().create_task(poller.client.aclose())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
-        self.publisher.forget_target(name, self.clock())
+        self.targets.pop(name, None)
+        self.judged.pop(name, None)
+        source = self.sources.pop(name, None)
+        if source is not None:
+            self._spawn(source.aclose())
+        resolves = self.tracker.forget_target(name, self.clock())
+        if self.alertmanager is not None and resolves:
+            self.alertmanager.submit(to_alertmanager_json(resolves), self.clock())
         if self._scheduler is not None and self._scheduler.get_job(f"scrape:{name}"):
             self._scheduler.remove_job(f"scrape:{name}")
         logger.info("target %s removed", name)
 
+    # -- sources -> target state -> judge ---------------------------------------------------
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
-        poller = self.pollers.get(name)
-        if poller is None or poller.client is None:
+        target, source = self.targets.get(name), self.sources.get(name)
+        if target is None or source is None:
             return
         s = self.settings
         try:
-            await poller.scrape(
-                poller.client, self.clock(), s.scrape_timeout_seconds, s.max_body_bytes
-            )
+            result = await source.scrape(self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
         except asyncio.CancelledError:
             return  # shutting down: a scrape cut short is not an error worth a traceback
-        self.publisher.judge_if_due(poller, self.clock())
+        _log_transition(target, result)
+        target.ingest(result, source.poll_log(result.ts))
+        now = self.clock()
+        if is_due(target, self.judged.get(name), now, s.evaluation_interval_seconds):
+            self.judge(name, now)
+
+    def judge(self, name: str, now: float) -> None:
+        """Judge every rule for one target and keep the judgement for the next publish."""
+        judgement = judge_target(self.targets[name], self.rules, self.settings, now)
+        self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
+        self.judged[name] = judgement
 
     async def refresh_server_info(self) -> None:
-        """Read `/server_info` where it is due: at start, after restarts, and periodically."""
+        """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
         now, period = self.clock(), self.settings.server_info_interval_seconds
-        due = [p for p in self.pollers.values() if p.needs_server_info or _stale(p, now, period)]
-        timeout = self.settings.scrape_timeout_seconds
+        due = [
+            n
+            for n, t in self.targets.items()
+            if t.needs_server_info or now - self.sources[n].server_info_ts >= period
+        ]
         # At start every target is due at once: a few at a time keeps that burst from
         # starving the scrapes.
         limit = asyncio.Semaphore(16)
         try:
-            await asyncio.gather(*(self._info(p, now, timeout, limit) for p in due))
+            await asyncio.gather(*(self._server_info(n, now, limit) for n in due))
         except asyncio.CancelledError:
             return  # shutting down
 
-    async def _info(
-        self, poller: TargetPoller, now: float, timeout: float, limit: asyncio.Semaphore
-    ) -> None:
-        if poller.client is None:
-            return
-        poller.server_info_ts = now
+    async def _server_info(self, name: str, now: float, limit: asyncio.Semaphore) -> None:
+        source, timeout = self.sources[name], self.settings.scrape_timeout_seconds
+        source.server_info_ts = now
         async with limit:
-            await poller.refresh_server_info(poller.client, timeout)
+            config, error = await source.server_info(timeout)
+            facts = await source.dcgm(timeout)
+        target = self.targets.get(name)
+        if target is None:
+            return  # removed while we waited
+        if source.spec.dcgm_url:
+            target.apply_dcgm(facts)
+        if target.apply_server_info(config, error):
+            logger.info("target %s: tuning flags changed; starting a fresh window", name)
 
-    async def evaluate_job(self) -> None:
-        """`evaluate` as a coroutine job: it runs in the event loop, never in a worker thread."""
-        self.evaluate()
+    # -- alert state -> publish -> outputs --------------------------------------------------
+    async def publish_job(self) -> None:
+        """`publish` as a coroutine job: it runs in the event loop, never in a worker thread."""
+        self.publish()
 
+    def publish(self, refresh: bool = False) -> None:
+        """Advance alert state, notify, and publish a new evaluation (`refresh`: judge all)."""
+        now = self.clock()
+        for name in self.targets:
+            if refresh or name not in self.judged:
+                self.judge(name, now)
+        transitions = self.tracker.update(active_advice(self.targets, self.judged, now), now)
+        self._record(transitions, now)
+        self._notify(now)
+        self.publications += 1
+        am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
+        self.state.publish(
+            build_evaluation(
+                self.targets,
+                self.judged,
+                self.tracker,
+                rule_failures=self.rule_failures,
+                alertmanager=am,
+                count=self.publications,
+                now=now,
+            )  # fmt: skip
+        )
+
+    def _record(self, transitions: list[Transition], now: float) -> None:
+        for change in transitions:
+            target, rule = change.key
+            logger.info(
+                "advice %s for %s: %s %s", change.shown, target, rule, change.advice.action.text
+            )
+            self.history.append(change.history_row(now))
+
+    def _notify(self, now: float) -> None:
+        if self.alertmanager is None:
+            return
+        s = self.settings
+        due = self.tracker.alerts_to_send(
+            now, s.alertmanager.resend_delay_seconds, s.scrape_interval_seconds
+        )
+        payload = to_alertmanager_json(due)
+        if payload:
+            self.alertmanager.submit(payload, now)
+
+    # -- configuration and persistence ------------------------------------------------------
     async def refresh_targets_job(self) -> None:
-        """`refresh_targets` in the event loop."""
-        self.refresh_targets()
-
-    async def persist_job(self) -> None:
-        """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
-        self.persist()
-
-    def evaluate(self, refresh: bool = False) -> None:
-        """Publish a new evaluation (`refresh`: judge every target first, not only when due)."""
-        self.publisher.evaluate(self.pollers, self.clock(), refresh)
-
-    def refresh_targets(self) -> None:
-        """Re-read file_sd files and apply changes."""
+        """Re-read file_sd files and apply changes (in the event loop)."""
         discovered, changed = self._file_sd.refresh()
         if changed:
             self._apply_targets(merge_targets(static_targets(self.settings), discovered))
@@ -206,16 +285,47 @@ class Tuner:
     def reload(self, settings: Settings) -> None:
         """Apply a new, already validated configuration (SIGHUP)."""
         self.settings = settings
-        self.publisher.settings = settings
         self._file_sd = FileSD(settings.file_sd)
         self._apply_targets(self._all_targets())
-        logger.info("configuration reloaded: %d target(s)", len(self.pollers))
+        logger.info("configuration reloaded: %d target(s)", len(self.targets))
+
+    async def persist_job(self) -> None:
+        """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
+        self.persist()
 
     def persist(self) -> None:
-        """Write windows and advice history to SQLite."""
-        if self.store is not None:
-            self.store.save(self.pollers, self.publisher, self.clock())
+        """Write windows, alert state and new advice transitions to SQLite."""
+        if self.store is None:
+            return
+        now = self.clock()
+        windows = {n: t.window.view(now, float("inf")) for n, t in self.targets.items()}
+        self.store.save(windows, self.tracker.alerts(), self.history, now)
+        self.history.clear()
+
+    def _restore(self, store: Store) -> None:
+        """Refill windows; take back alert state if the daemon was not down too long."""
+        now = self.clock()
+        limits = {n: t.window.capacity for n, t in self.targets.items()}
+        restored = 0
+        for name, snapshots in store.load_windows(limits, now).items():
+            for snapshot in snapshots:
+                self.targets[name].window.append(snapshot)
+            restored += len(snapshots)
+        alerts = store.load_alerts(self.targets, now)
+        self.tracker.restore(alerts)
+        if restored or alerts:
+            logger.info(
+                "restored %d window samples and %d alert(s) from %s",
+                restored,
+                len(alerts),
+                store.path,
+            )
 
 
-def _stale(poller: TargetPoller, now: float, period: float) -> bool:
-    return now - poller.server_info_ts >= period
+def _log_transition(target: TargetState, result: ScrapeResult) -> None:
+    """One line per up/down change (and per new failure reason), never one per scrape."""
+    before = target.last
+    if result.is_up and (before is None or not before.is_up):
+        logger.info("target %s is up (%s)", target.name, target.spec.url)
+    elif not result.is_up and (before is None or before.error_reason != result.error_reason):
+        logger.warning("target %s is down: %s", target.name, result.error)

@@ -6,8 +6,9 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .rules.base import Confidence, NoData, Rule, Severity
-from .state import Advice, Health, RuleResult
+from .evaluation import RuleResult
+from .rules.base import Rule
+from .values import Advice, Confidence, Health, NoData, Severity
 
 
 def rfc3339(ts: float | None) -> str | None:

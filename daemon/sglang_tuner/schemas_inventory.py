@@ -6,9 +6,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .config import RuleSettings, Settings
-from .rules.base import Rule, Severity
+from .evaluation import RuleResult, TargetStatus
+from .rules.base import Rule
 from .schemas import FromAttributes, api_path, rfc3339
-from .state import RuleResult, TargetStatus
+from .values import Severity
 
 
 class ServerArgsOut(FromAttributes):

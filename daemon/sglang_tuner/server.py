@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 
 from .api import create_app
 from .config import ConfigError, Settings
+from .evaluation import TunerState
 from .exporter import TunerCollector
 from .loop import Tuner
 from .rules import ALL_RULES
-from .state import TunerState
 from .store import Store
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ async def serve(settings: Settings, reload: Callable[[], Settings] | None = None
         "sglang-tuner listening on http://%s:%d (%d target(s))",
         settings.listen_host,
         settings.listen_port,
-        len(tuner.pollers),
+        len(tuner.targets),
     )
     try:
         await server.serve()

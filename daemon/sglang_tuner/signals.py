@@ -44,6 +44,9 @@ CUDA_GRAPH_FALSE_RATIO: Final = (
     "cuda_graph_false_ratio"  # log: Decode lines with "cuda graph: False"
 )
 
+# Crash events from the log: they count even while the server is down (a crash loop).
+CRASH_EVENT_SIGNALS: Final[tuple[str, ...]] = (PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS)
+
 # GPU facts from the DCGM exporter.
 GPU_FB_FREE_GB: Final = "gpu_fb_free_gb"
 

@@ -1,23 +1,22 @@
-"""SQLite persistence: windows (a restart does not start blind), alert state, advice history."""
+"""SQLite persistence: windows (a restart does not start blind), alert state, advice history.
+
+Takes and returns plain values; the loop decides what to save and what to restore.
+"""
 
 import json
 import logging
 import math
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .alerting import Alert, AlertState
-from .sources import Snapshot
-
-if TYPE_CHECKING:
-    from .poller import TargetPoller
-    from .publish import Publisher
+from .alerting import Alert, HistoryRow
+from .values import Action, Advice, AlertState, Confidence, Severity, Snapshot
+from .window import WindowView
 
 logger = logging.getLogger(__name__)
-
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (target TEXT NOT NULL, ts REAL NOT NULL, signals TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS samples_target ON samples (target, ts);
@@ -49,59 +48,50 @@ class Store:
         self._db.close()
 
     def save(
-        self, pollers: Mapping[str, "TargetPoller"], publisher: "Publisher", now: float
+        self,
+        windows: Mapping[str, WindowView],
+        alerts: Iterable[Alert],
+        history: Sequence[HistoryRow],
+        now: float,
     ) -> None:
-        """Replace the stored windows and append new advice transitions."""
+        """Replace the stored windows and alert state; append advice transitions."""
         with self._db:
             self._db.execute("DELETE FROM samples")
-            for name, poller in pollers.items():
-                view = poller.window.view(now, math.inf)
+            for name, view in windows.items():
                 rows = [
                     (name, ts, json.dumps(_row(view.columns, k))) for k, ts in enumerate(view.ts)
                 ]
                 self._db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
-            self._db.executemany(
-                "INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", publisher.history
-            )
+            self._db.executemany("INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", history)
             self._db.execute("DELETE FROM alerts")
             self._db.executemany(
                 "INSERT INTO alerts VALUES (?, ?, ?)",
-                [(now, a.key[0], json.dumps(asdict(a))) for a in publisher.tracker.alerts()],
+                [(now, a.key[0], json.dumps(asdict(a))) for a in alerts],
             )
             self._db.execute(
                 "DELETE FROM advice_history WHERE ts < ?", (now - HISTORY_RETENTION_SECONDS,)
             )
-        publisher.history.clear()
 
-    def restore(
-        self, pollers: Mapping[str, "TargetPoller"], publisher: "Publisher", now: float
-    ) -> None:
-        """Refill windows; take back alert state if the daemon was not down too long."""
-        self._restore_alerts(pollers, publisher, now)
-        restored = 0
-        for name, poller in pollers.items():
+    def load_windows(self, limits: Mapping[str, int], now: float) -> dict[str, list[Snapshot]]:
+        """Each target's last `limits[target]` saved samples, oldest first."""
+        out: dict[str, list[Snapshot]] = {}
+        for name, limit in limits.items():
             cursor = self._db.execute(
                 "SELECT ts, signals FROM samples WHERE target = ? AND ts <= ? "
                 "ORDER BY ts DESC LIMIT ?",
-                (name, now, poller.window.capacity),
+                (name, now, limit),
             )
-            for ts, signals in reversed(cursor.fetchall()):
-                poller.window.append(Snapshot(name, ts, json.loads(signals)))
-                restored += 1
-        if restored:
-            logger.info("restored %d window samples from %s", restored, self.path)
+            rows = reversed(cursor.fetchall())
+            out[name] = [Snapshot(name, ts, json.loads(signals)) for ts, signals in rows]
+        return out
 
-    def _restore_alerts(
-        self, pollers: Mapping[str, "TargetPoller"], publisher: "Publisher", now: float
-    ) -> None:
+    def load_alerts(self, targets: Container[str], now: float) -> list[Alert]:
+        """Alerts saved within the outage tolerance, for targets still watched."""
         rows = self._db.execute(
             "SELECT target, alert FROM alerts WHERE saved_at >= ?",
             (now - OUTAGE_TOLERANCE_SECONDS,),
         ).fetchall()
-        alerts = [_alert(json.loads(text)) for target, text in rows if target in pollers]
-        publisher.tracker.restore(alerts)
-        if alerts:
-            logger.info("restored %d alert(s) from %s", len(alerts), self.path)
+        return [_alert(json.loads(text)) for target, text in rows if target in targets]
 
     def history(self, target: str | None = None, limit: int = 100) -> list[tuple[object, ...]]:
         """Most recent advice transitions, newest first."""
@@ -124,4 +114,12 @@ def _row(columns: Mapping[str, object], k: int) -> dict[str, float]:
 def _alert(data: dict[str, Any]) -> Alert:
     data["key"] = tuple(data["key"])
     data["state"] = AlertState(data["state"])
+    data["advice"] = _advice(data["advice"])
     return Alert(**data)
+
+
+def _advice(data: dict[str, Any]) -> Advice:
+    data["action"] = Action(**data["action"])
+    data["severity"] = Severity(data["severity"])
+    data["confidence"] = Confidence(data["confidence"])
+    return Advice(**data)

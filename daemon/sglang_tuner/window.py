@@ -1,7 +1,8 @@
 """Per-target ring-buffer windows over canonical signals, and the aggregates tuning rules use.
 
-"Frequently" is defined here, once: a condition held in at least `frequently_ratio` of the
-window's samples (only samples where every signal the condition reads was present count).
+"Frequently" is defined here, once (`frequently`): a condition held in at least
+`frequently_ratio` of the window's considered samples (those where every signal the condition
+reads is present and the gate, if any, holds).
 """
 
 import math
@@ -10,15 +11,39 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sources import Snapshot
+from .values import Snapshot
 
 Row = Mapping[str, float]
 NAN = math.nan
 
 
-def is_frequent(ratio: float, frequently_ratio: float) -> bool:
-    """The one definition of "frequently": the condition held in ≥ `frequently_ratio` of samples."""
-    return ratio >= frequently_ratio
+@dataclass(frozen=True, slots=True)
+class Frequency:
+    """How often a condition held over a window: the share, out of how many samples, and verdict."""
+
+    ratio: float
+    considered: int
+    held: bool  # "frequently": considered > 0 and ratio >= frequently_ratio
+
+
+def frequently(
+    view: "WindowView",
+    condition: Callable[[Row], bool],
+    signals: Iterable[str],
+    frequently_ratio: float,
+    gate: Callable[[Row], bool] | None = None,
+) -> Frequency:
+    """The one definition of "frequently": `condition` held in >= `frequently_ratio` of the
+    samples carrying every one of `signals` (and passing `gate`)."""
+    rows = [r for r in view.rows(signals) if gate is None or gate(r)]
+    return frequency_of(sum(1 for r in rows if condition(r)), len(rows), frequently_ratio)
+
+
+def frequency_of(held: int, considered: int, frequently_ratio: float) -> Frequency:
+    """`held` of `considered` samples showed the condition: frequently or not (the one place
+    the comparison is made)."""
+    ratio = held / considered if considered else 0.0
+    return Frequency(ratio, considered, considered > 0 and ratio >= frequently_ratio)
 
 
 def capacity_for(window_seconds: float, interval_seconds: float) -> int:

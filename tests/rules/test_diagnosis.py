@@ -1,9 +1,8 @@
 """low_throughput: the guide's Low Throughput tree, first failing check named."""
 
 from helpers import evaluate, window_from
-from sglang_tuner.rules.base import Finding, NoData, Pass
 from sglang_tuner.rules.diagnosis import LOW_THROUGHPUT
-from sglang_tuner.sources import ServerConfig
+from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
 
 H100_FA3 = ServerConfig(
     gpu_model="NVIDIA H100 80GB HBM3",

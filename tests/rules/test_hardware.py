@@ -8,7 +8,7 @@ from sglang_tuner.rules.hardware import (
     model_params_billion,
     weight_gb,
 )
-from sglang_tuner.sources import ServerConfig
+from sglang_tuner.values import ServerConfig
 
 
 @pytest.mark.parametrize(

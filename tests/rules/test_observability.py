@@ -1,13 +1,12 @@
 """metrics_disabled, metrics_only_first_rank and stale_metrics."""
 
 from helpers import evaluate, window_from
-from sglang_tuner.rules.base import Confidence, Finding, NoData, Pass
 from sglang_tuner.rules.observability import (
     METRICS_DISABLED,
     METRICS_ONLY_FIRST_RANK,
     STALE_METRICS,
 )
-from sglang_tuner.sources import ServerConfig
+from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig
 
 EMPTY = window_from()
 

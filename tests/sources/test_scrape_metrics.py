@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 from sglang_tuner import signals as s
-from sglang_tuner.sources import SCRAPE_FAILURE_REASONS, ScrapeResult
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.sglang import SignalMapper
+from sglang_tuner.values import SCRAPE_FAILURE_REASONS, ScrapeResult
 
 PAGE = (
     Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "v0.5.17_a.prom"

@@ -1,20 +1,18 @@
 """Render docs/rules.md from the rule objects: `python -m sglang_tuner.rules.catalogue_doc`."""
 
-import inspect
-import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from .. import signals
+from ..values import PROFILES
 from . import ALL_RULES
-from .base import PROFILES, Rule
+from .base import Rule
 
 DOC_PATH = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
 HEADER = """# Tuning rules
 
-Generated from the rule objects by `python -m sglang_tuner.rules.catalogue_doc`; do not edit by
-hand (a test keeps this file equal to the generator's output).
+Generated from the rule objects by `make generate`; do not edit by hand (a test keeps this file
+equal to the generator's output).
 
 Every rule reads the target's window (default 5 min of scrapes every 5 s) and the server's flags
 from `/server_info`, and answers *advice* (with evidence, an action and a confidence), *pass*, or
@@ -27,25 +25,8 @@ Profiles: `offline` (default, throughput), `online` (latency), `long_context`, `
 """
 
 
-def _condition_text(func: Callable[..., object]) -> str:
-    """A `when=lambda r, t: ...` condition as readable text, from its source line."""
-    try:
-        source = inspect.getsource(func)
-    except (OSError, TypeError):
-        return "the per-sample condition"
-    text = source.split("lambda", 1)[-1].split(":", 1)[-1].strip().rstrip(",")
-    text = re.sub(r'\bt\["(\w+)"\]', r"\1", text)
-    names = {k: v for k, v in vars(signals).items() if k.isupper() and isinstance(v, str)}
-    return "`" + re.sub(r"\br\[(\w+)\]", lambda m: names.get(m.group(1), m.group(1)), text) + "`"
-
-
 def _evaluation(rule: Rule) -> str:
-    """How the rule decides, from its `when`/`gate` or its check's docstring."""
-    if rule.check is None:
-        held = _condition_text(rule.when) if rule.when else "the per-sample condition"
-        idle = rule.gate_reason.removesuffix(" in every sample")
-        gate = f" Samples where {idle} do not count." if rule.gate else ""
-        return f"Frequently: {held}.{gate}"
+    """How the rule decides: its check's docstring."""
     doc = (rule.check.__doc__ or "").strip()
     return " ".join(line.strip() for line in doc.splitlines())
 
@@ -97,12 +78,20 @@ def render_markdown(rules: Iterable[Rule]) -> str:
     return f"{HEADER}\n" + "\n".join(index) + f"\n\n{body}\n"
 
 
+def render() -> dict[Path, str]:
+    """Every file this generator owns, with its content."""
+    return {DOC_PATH: render_markdown(ALL_RULES)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write docs/rules.md (or the path given as the only argument)."""
+    """Write docs/rules.md, or with --check exit 1 when it is out of date."""
     args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else DOC_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_markdown(ALL_RULES))
+    for path, text in render().items():
+        if "--check" not in args:
+            path.write_text(text)
+        elif not path.exists() or path.read_text() != text:
+            sys.stderr.write(f"{path.name} is out of date: run make generate\n")
+            return 1
     return 0
 
 

@@ -9,24 +9,21 @@ from ..signals import (
     NUM_RUNNING_REQS,
     NUM_RUNNING_REQS_MAX_RANK,
 )
-from ..window import Row
+from ..values import Action, Finding, NoData, Outcome, Pass, Severity
+from ..window import Row, frequently
 from .base import (
-    Action,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
     Rule,
     RuleInput,
-    Severity,
     confidence_for,
     flag_action,
     format_duration,
-    not_enough_samples,
-    version_at_least,
+    idle,
+    judged,
+    with_note,
 )
 from .hardware import model_params_billion
 from .oom import per_rank_batch
+from .versions import version_at_least
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
@@ -87,13 +84,13 @@ def _busy_gate(signal: str) -> Callable[[Row], bool] | None:
 
 def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
     """The first check that held frequently, None if none did, NoData if none had data."""
-    judged = False
+    seen = False
     for what, signal, predicate in _checks(inp):
-        ratio, considered = inp.view.fraction(predicate, (signal,), _busy_gate(signal))
-        judged = judged or considered > 0
-        if considered and ratio >= inp.frequently_ratio:
-            return Coverage(what, ratio, considered)
-    return None if judged else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
+        freq = frequently(inp.view, predicate, (signal,), inp.frequently_ratio, _busy_gate(signal))
+        seen = seen or freq.considered > 0
+        if freq.held:
+            return Coverage(what, freq.ratio, freq.considered)
+    return None if seen else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
 
 
 def _raise_graph_bs(inp: RuleInput) -> Action:
@@ -113,16 +110,11 @@ def _raise_graph_bs(inp: RuleInput) -> Action:
     mfs = config.mem_fraction_static if config else None
     pay = inp.thresholds["mem_fraction_cost"]
     lower = f"{mfs:g} -> {round(mfs - pay, 2):g}" if mfs else f"by about {pay:g}"
-    note = f"CUDA graphs take more memory: also lower {MEM_FLAG} {lower}"
-    note = f"{action.note}; {note}" if action.note else note
-    return Action(action.text, flag, action.current, action.suggested, note)
+    return with_note(action, f"CUDA graphs take more memory: also lower {MEM_FLAG} {lower}")
 
 
 def _check_coverage(inp: RuleInput) -> Outcome:
     """Frequently: per-rank batch > max bs (busy samples), or graph-less decode passes."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
     gap = coverage_gap(inp)
     if isinstance(gap, NoData) or gap is None:
         return gap or Pass()
@@ -149,7 +141,6 @@ CUDA_GRAPH_NOT_COVERING = Rule(
         "mem_fraction_cost": 0.02,
     },
     check=_check_coverage,
-    suggest=_raise_graph_bs,
 )
 
 
@@ -167,9 +158,6 @@ def _enable_compile(_inp: RuleInput) -> Action:
 def _check_compile(inp: RuleInput) -> Outcome:
     """torch.compile off, a small model (heuristic: the model path names <= 8B parameters,
     e.g. 'Llama-3.1-8B'), and the per-rank batch <= 32 in most busy samples."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
     config, th = inp.config, inp.thresholds
     if config is None or config.enable_torch_compile is None:
         why = inp.config_error or "/server_info did not report enable_torch_compile"
@@ -186,18 +174,20 @@ def _check_compile(inp: RuleInput) -> Outcome:
         return Pass(detail=f"{params:g}B parameters is not a small model")
     batch = batch_signal(inp)
     limit = th["small_batch_max"]
-    ratio, considered = inp.view.fraction(
-        lambda r: r[batch] <= limit, (batch,), lambda r: r[batch] > 0
+    freq = frequently(
+        inp.view,
+        lambda r: r[batch] <= limit,
+        (batch,),
+        inp.frequently_ratio,
+        lambda r: r[batch] > 0,
     )
-    if considered == 0:
-        return NoData("the server was idle in every sample", inp.view.window_seconds / 2)
-    if ratio < inp.frequently_ratio:
-        return Pass(ratio, considered)
+    if freq.considered == 0:
+        return idle(inp)
     evidence = (
-        f"{params:g}B-parameter model; running batch per rank <= {limit:g} in {ratio:.0%} of "
-        f"{considered} busy samples; torch.compile off"
+        f"{params:g}B-parameter model; running batch per rank <= {limit:g} in {freq.ratio:.0%} "
+        f"of {freq.considered} busy samples; torch.compile off"
     )
-    return Finding(evidence, _enable_compile(inp), confidence_for(inp), ratio, considered)
+    return judged(freq, inp, evidence, _enable_compile(inp))
 
 
 TORCH_COMPILE_SMALL_BATCH = Rule(
@@ -213,5 +203,4 @@ TORCH_COMPILE_SMALL_BATCH = Rule(
         "small_batch_max": 32.0,  # SGLang's --torch-compile-max-bs default
     },
     check=_check_compile,
-    suggest=_enable_compile,
 )

@@ -3,17 +3,9 @@
 from dataclasses import replace
 
 from ..signals import GEN_THROUGHPUT, NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
-from .base import (
-    Action,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
-    Rule,
-    RuleInput,
-    Severity,
-    not_enough_samples,
-)
+from ..values import Finding, NoData, Outcome, Pass, Severity
+from ..window import frequently
+from .base import Rule, RuleInput, apply_rule
 from .cuda_graph import CUDA_GRAPH_NOT_COVERING
 from .parallelism import ATTENTION_BACKEND_FOR_GPU
 from .queue import QUEUE_EMPTY
@@ -35,7 +27,7 @@ def _first_failing(inp: RuleInput) -> tuple[str, Rule, Finding] | list[str]:
     """The first check whose rule fires, or the checks that could not be judged."""
     unjudged = []
     for name, rule in CHECKS:
-        outcome = rule.evaluate(replace(inp, thresholds=rule.thresholds_for(inp.profile)))
+        outcome = apply_rule(rule, replace(inp, thresholds=rule.thresholds_for(inp.profile)))
         if isinstance(outcome, Finding):
             return name, rule, outcome
         if isinstance(outcome, NoData):
@@ -43,20 +35,12 @@ def _first_failing(inp: RuleInput) -> tuple[str, Rule, Finding] | list[str]:
     return unjudged
 
 
-def _diagnose(inp: RuleInput) -> Action:
-    found = _first_failing(inp)
-    if isinstance(found, list):
-        return Action("every Low Throughput check passed: benchmark other attention backends")
-    return found[2].action
-
-
 def _check(inp: RuleInput) -> Outcome:
     """Busy in most samples (and under the expected throughput, if set): first failing check."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
-    busy, considered = inp.view.fraction(lambda r: r[NUM_RUNNING_REQS] > 0, (NUM_RUNNING_REQS,))
-    if considered == 0 or busy < inp.frequently_ratio:
+    busy = frequently(
+        inp.view, lambda r: r[NUM_RUNNING_REQS] > 0, (NUM_RUNNING_REQS,), inp.frequently_ratio
+    )
+    if not busy.held:
         return NoData("the server was mostly idle: throughput is not judged", inp.interval_seconds)
     expected = inp.thresholds["expected_gen_throughput"]
     actual = inp.view.quantile(GEN_THROUGHPUT, 0.5)
@@ -90,5 +74,4 @@ LOW_THROUGHPUT = Rule(
     },
     profiles=("offline", "long_context", "multi_turn"),
     check=_check,
-    suggest=_diagnose,
 )

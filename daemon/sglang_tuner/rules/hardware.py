@@ -3,7 +3,7 @@
 import re
 from dataclasses import dataclass
 
-from ..sources import ServerConfig
+from ..values import ServerConfig
 
 
 @dataclass(frozen=True, slots=True)

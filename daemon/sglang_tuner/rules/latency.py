@@ -10,21 +10,9 @@ from ..signals import (
     QUEUE_TIME_P50_SECONDS,
     TTFT_P50_SECONDS,
 )
-from ..window import Row
-from .base import (
-    Action,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
-    Rule,
-    RuleInput,
-    Severity,
-    confidence_for,
-    flag_action,
-    frequently_evidence,
-    not_enough_samples,
-)
+from ..values import Action, NoData, Outcome, Severity
+from ..window import Row, frequently
+from .base import Rule, RuleInput, flag_action, frequently_evidence, idle, judged, with_note
 from .cuda_graph import batch_signal
 from .oom import default_chunked_prefill, per_rank_batch
 
@@ -46,27 +34,24 @@ def _lower_max_running(inp: RuleInput) -> Action:
 
 
 def _check_batch(inp: RuleInput) -> Outcome:
-    """Slow tokens (ITL p50 above target) while the per-rank batch is large."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
+    """Frequently: slow tokens (ITL p50 above target) while the per-rank batch is large."""
     if inp.view.present(ITL_P50_SECONDS) == 0:
         return NoData("no inter-token latency: no tokens were streamed", inp.view.window_seconds)
     th, batch = inp.thresholds, batch_signal(inp)
     signals = (ITL_P50_SECONDS, batch)
-    ratio, considered = inp.view.fraction(
+    freq = frequently(
+        inp.view,
         lambda r: (
             r[ITL_P50_SECONDS] > th["itl_p50_max_seconds"] and r[batch] >= th["large_batch_min"]
         ),
         signals,
+        inp.frequently_ratio,
         lambda r: r[batch] > 0,
     )
-    if considered == 0:
-        return NoData("the server was idle in every sample", inp.view.window_seconds / 2)
-    if ratio < inp.frequently_ratio:
-        return Pass(ratio, considered)
-    evidence = frequently_evidence(ratio, considered, inp, signals)
-    return Finding(evidence, _lower_max_running(inp), confidence_for(inp), ratio, considered)
+    if freq.considered == 0:
+        return idle(inp)
+    evidence = frequently_evidence(freq, inp, signals)
+    return judged(freq, inp, evidence, _lower_max_running(inp))
 
 
 BATCH_TOO_LARGE_FOR_LATENCY = Rule(
@@ -83,7 +68,6 @@ BATCH_TOO_LARGE_FOR_LATENCY = Rule(
     },
     profiles=ONLINE,
     check=_check_batch,
-    suggest=_lower_max_running,
 )
 
 
@@ -95,19 +79,33 @@ def _slow_clients(inp: RuleInput) -> Action:
     )
 
 
+def _check_queue_wait(inp: RuleInput) -> Outcome:
+    """Frequently: queue time p50 >= half the end-to-end latency p50 (requests finishing)."""
+    share = inp.thresholds["queue_share_of_e2e"]
+    signals = (QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS)
+    freq = frequently(
+        inp.view,
+        lambda r: r[QUEUE_TIME_P50_SECONDS] >= share * r[E2E_P50_SECONDS],
+        signals,
+        inp.frequently_ratio,
+        lambda r: r[E2E_P50_SECONDS] > 0,
+    )
+    if freq.considered == 0:
+        return idle(inp, "the server finished no request in every sample")
+    return judged(freq, inp, frequently_evidence(freq, inp, signals), _slow_clients(inp))
+
+
 QUEUE_WAIT_DOMINATES = Rule(
     id="queue_wait_dominates",
     severity=Severity.WARNING,
     summary="Requests spend most of their end-to-end latency waiting in the queue.",
     action="Reduce the request submission rate or add replicas (the queue is the latency).",
     source=SOURCE + " / Check Queue Size",
+    check=_check_queue_wait,
     signals=(QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS),
+    requires=(QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS),
     thresholds={"queue_share_of_e2e": 0.5},  # ours ("requests are waiting too long")
     profiles=ONLINE,
-    when=lambda r, t: r[QUEUE_TIME_P50_SECONDS] >= t["queue_share_of_e2e"] * r[E2E_P50_SECONDS],
-    gate=lambda r, _t: r[E2E_P50_SECONDS] > 0,
-    gate_reason="the server finished no request in every sample",
-    suggest=_slow_clients,
 )
 
 
@@ -128,16 +126,11 @@ def _raise_chunked_prefill(inp: RuleInput) -> Action:
             "--enable-piecewise-cuda-graph",
         )
     action = flag_action("--chunked-prefill-size", current, min(cap, 2 * base), inp, base)
-    extra = "then try --enable-piecewise-cuda-graph"
-    note = f"{action.note}; {extra}" if action.note else extra
-    return Action(action.text, action.flag, action.current, action.suggested, note)
+    return with_note(action, "then try --enable-piecewise-cuda-graph")
 
 
 def _check_prefill(inp: RuleInput) -> Outcome:
-    """TTFT above target, mostly prefill (not queue), with prompts longer than one chunk."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
+    """Frequently: TTFT above target, mostly prefill (not queue), prompts longer than a chunk."""
     for signal in (TTFT_P50_SECONDS, PROMPT_TOKENS_MEAN):
         if inp.view.present(signal) == 0:
             return NoData(
@@ -158,11 +151,9 @@ def _check_prefill(inp: RuleInput) -> Outcome:
             and (chunk < 0 or r[PROMPT_TOKENS_MEAN] > chunk)
         )
 
-    ratio, considered = inp.view.fraction(prefill_bound, signals)
-    if considered == 0 or ratio < inp.frequently_ratio:
-        return Pass(ratio, considered)
-    evidence = frequently_evidence(ratio, considered, inp, signals)
-    return Finding(evidence, _raise_chunked_prefill(inp), confidence_for(inp), ratio, considered)
+    freq = frequently(inp.view, prefill_bound, signals, inp.frequently_ratio)
+    evidence = frequently_evidence(freq, inp, signals)
+    return judged(freq, inp, evidence, _raise_chunked_prefill(inp))
 
 
 LONG_PROMPTS_DOMINATE_TTFT = Rule(
@@ -180,5 +171,4 @@ LONG_PROMPTS_DOMINATE_TTFT = Rule(
     profile_thresholds={"long_context": {"ttft_p50_max_seconds": 5.0}},  # ours
     profiles=("online", "long_context"),
     check=_check_prefill,
-    suggest=_raise_chunked_prefill,
 )

@@ -11,22 +11,16 @@ from ..signals import (
     STARTUP_AVAILABLE_GPU_MEM_GB,
     TOKEN_USAGE,
 )
+from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from ..window import frequently
 from .base import (
-    Action,
-    Confidence,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
     Rule,
     RuleInput,
-    Severity,
     choice_action,
     confidence_for,
     flag_action,
     format_duration,
     format_value,
-    not_enough_samples,
 )
 from .hardware import gpu_memory_gb
 from .scheduling import DEFAULT_CONSERVATIVENESS
@@ -152,8 +146,8 @@ MEM_FRACTION_TOO_LOW = Rule(
         "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
     },
     check=_check_mem_too_low,
-    suggest=_raise_mem_fraction,
     needs_up=False,  # judged from the window's events and startup facts, also while down
+    needs_window=False,
 )
 
 MEM_FRACTION_TOO_HIGH = Rule(
@@ -171,8 +165,8 @@ MEM_FRACTION_TOO_HIGH = Rule(
         "mem_fraction_floor": 0.7,
     },
     check=_check_mem_too_high,
-    suggest=_lower_mem_fraction,
     needs_up=False,  # judged from the window's events and startup facts, also while down
+    needs_window=False,
 )
 
 
@@ -198,13 +192,19 @@ def _pressure(inp: RuleInput) -> tuple[str, float, int] | None:
     if rates and sum(rates) / len(rates) > th["retractions_per_minute"]:
         per_minute = sum(rates) / len(rates)
         return f"{per_minute:.1f} retractions/min", 1.0, len(rates)
-    ratio, considered = view.fraction(
+    freq = frequently(
+        view,
         lambda r: r[TOKEN_USAGE] >= th["pinned_token_usage"] and r[NUM_QUEUE_REQS] > 0,
         (TOKEN_USAGE, NUM_QUEUE_REQS),
+        inp.frequently_ratio,
     )
-    if considered and ratio >= inp.frequently_ratio:
+    if freq.held:
         usage = format_value(view.quantile(TOKEN_USAGE, 0.5))
-        return f"token usage pinned (p50 {usage}) with requests waiting", ratio, considered
+        return (
+            f"token usage pinned (p50 {usage}) with requests waiting",
+            freq.ratio,
+            freq.considered,
+        )
     return None
 
 
@@ -212,9 +212,6 @@ def _check_kv_pressure(inp: RuleInput) -> Outcome:
     """Retractions above ~1/min on average, or usage >= 0.99 with a queue frequently; only
     once --schedule-conservativeness is already >= 1.3 (else retractions_frequent comes first).
     """
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
     if inp.view.present(TOKEN_USAGE) == 0 and inp.view.present(RETRACTIONS_PER_MINUTE) == 0:
         return NoData("neither token usage nor retractions are exposed", inp.view.window_seconds)
     found = _pressure(inp)
@@ -244,5 +241,4 @@ KV_CACHE_PRESSURE = Rule(
         "conservativeness_high": 1.3,  # the guide's "raise it to about 1.3" already applied
     },
     check=_check_kv_pressure,
-    suggest=_use_fp8,
 )

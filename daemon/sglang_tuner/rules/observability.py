@@ -9,21 +9,9 @@ from ..signals import (
     NUM_RUNNING_REQS,
     NUM_USED_TOKENS,
 )
-from ..window import Row
-from .base import (
-    Action,
-    Confidence,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
-    Rule,
-    RuleInput,
-    Severity,
-    confidence_for,
-    format_duration,
-    not_enough_samples,
-)
+from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from ..window import Row, frequency_of
+from .base import Rule, RuleInput, confidence_for, format_duration
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
 DISABLED_REASON = "http_404_metrics_disabled"
@@ -55,8 +43,8 @@ METRICS_DISABLED = Rule(
     action="Restart SGLang with --enable-metrics.",
     source=SOURCE,
     check=_check_disabled,
-    suggest=_enable_metrics,
     needs_up=False,
+    needs_window=False,
 )
 
 
@@ -98,7 +86,7 @@ METRICS_ONLY_FIRST_RANK = Rule(
     source=SOURCE + " (DP attention)",
     signals=(NUM_DP_RANKS,),
     check=_check_first_rank,
-    suggest=_all_schedulers,
+    needs_window=False,
 )
 
 
@@ -123,9 +111,6 @@ def _hung(row: Row, prev: Row | None, th: Mapping[str, float]) -> str | None:
 
 def _check_stale(inp: RuleInput) -> Outcome:
     """Frequently: running 0 with a queue, or running > 0 with every gauge frozen."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
     view = inp.view
     optional = tuple(s for s in (GENERATION_TOKENS_RATE, NUM_USED_TOKENS) if view.present(s))
     rows = view.rows((NUM_RUNNING_REQS, NUM_QUEUE_REQS, *optional))
@@ -133,17 +118,17 @@ def _check_stale(inp: RuleInput) -> Outcome:
         return NoData("running / queued request gauges are not exposed", view.window_seconds)
     patterns = [_hung(r, rows[i - 1] if i else None, inp.thresholds) for i, r in enumerate(rows)]
     hits = [p for p in patterns if p]
-    ratio = len(hits) / len(rows)
-    if ratio < inp.frequently_ratio:
-        return Pass(ratio, len(rows))
+    freq = frequency_of(len(hits), len(rows), inp.frequently_ratio)
+    if not freq.held:
+        return Pass(freq.ratio, freq.considered)
     commonest = max(sorted(set(hits)), key=hits.count)
     last = rows[-1]
     evidence = (
-        f"{commonest} in {ratio:.0%} of {len(rows)} samples over "
+        f"{commonest} in {freq.ratio:.0%} of {len(rows)} samples over "
         f"{format_duration(view.window_seconds)}; last #running-req "
         f"{last[NUM_RUNNING_REQS]:.0f}, #queue-req {last[NUM_QUEUE_REQS]:.0f}"
     )
-    return Finding(evidence, _investigate_hang(inp), confidence_for(inp), ratio, len(rows))
+    return Finding(evidence, _investigate_hang(inp), confidence_for(inp), freq.ratio, len(rows))
 
 
 STALE_METRICS = Rule(
@@ -155,5 +140,4 @@ STALE_METRICS = Rule(
     signals=(NUM_RUNNING_REQS, NUM_QUEUE_REQS, GENERATION_TOKENS_RATE, NUM_USED_TOKENS),
     thresholds={"hang_queue_min": 1.0},
     check=_check_stale,
-    suggest=_investigate_hang,
 )

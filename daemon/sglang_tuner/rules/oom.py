@@ -10,19 +10,9 @@ from ..signals import (
     NUM_RUNNING_REQS_MAX_RANK,
     PREFILL_OOM_EVENTS,
 )
+from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from ..window import WindowView
-from .base import (
-    Action,
-    Confidence,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
-    Rule,
-    RuleInput,
-    Severity,
-    flag_action,
-)
+from .base import Rule, RuleInput, flag_action
 from .hardware import gpu_memory_gb
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
@@ -118,8 +108,8 @@ PREFILL_OOM = Rule(
         "chunked_prefill_floor": 2048.0,
     },
     check=_check_prefill_oom,
-    suggest=_lower_chunked_prefill,
     needs_up=False,  # judged from the window's events and startup facts, also while down
+    needs_window=False,
 )
 
 DECODE_OOM = Rule(
@@ -131,6 +121,6 @@ DECODE_OOM = Rule(
     signals=(DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
     thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
     check=_check_decode_oom,
-    suggest=_lower_max_running,
     needs_up=False,  # judged from the window's events and startup facts, also while down
+    needs_window=False,
 )

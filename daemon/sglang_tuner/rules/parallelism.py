@@ -1,17 +1,7 @@
 """Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
 
-from .base import (
-    Action,
-    Confidence,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
-    Rule,
-    RuleInput,
-    Severity,
-    choice_action,
-)
+from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from .base import Rule, RuleInput, choice_action
 from .hardware import gpu_facts, gpu_memory_gb, is_mla_model, weight_gb
 
 PARALLEL_SOURCE = "Hyperparameter Tuning / Optimize Parallelism Strategy"
@@ -79,7 +69,7 @@ PREFER_DATA_PARALLEL = Rule(
     },
     profiles=("offline", "long_context", "multi_turn"),  # the guide argues for throughput
     check=_check_data_parallel,
-    suggest=_to_data_parallel,
+    needs_window=False,
 )
 
 # Fastest backends per GPU generation, first one suggested (Blackwell: MLA models differ).
@@ -135,5 +125,5 @@ ATTENTION_BACKEND_FOR_GPU = Rule(
     action="Hopper: fa3; Blackwell: trtllm_mha / trtllm_mla; Ampere/Ada: flashinfer.",
     source=BACKEND_SOURCE,
     check=_check_backend,
-    suggest=_suggest_backend,
+    needs_window=False,
 )

@@ -1,17 +1,11 @@
 """Guide section "Adjust the request submission speed to control #queue-req"."""
 
-from collections.abc import Mapping
-
 from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE
-from ..window import Row
-from .base import Action, Rule, RuleInput, Severity
+from ..values import Action, Outcome, Severity
+from ..window import frequently
+from .base import Rule, RuleInput, frequently_evidence, idle, judged
 
 SOURCE = "Hyperparameter Tuning / Adjust the request submission speed to control #queue-req"
-
-
-def _busy(row: Row, _th: Mapping[str, float]) -> bool:
-    """The server is serving (an idle server's empty queue is no advice)."""
-    return row[NUM_RUNNING_REQS] > 0
 
 
 def _submit_faster(inp: RuleInput) -> Action:
@@ -20,12 +14,19 @@ def _submit_faster(inp: RuleInput) -> Action:
     return Action(f"client: submit requests faster / raise client concurrency{hint}")
 
 
-def _submit_slower(inp: RuleInput) -> Action:
-    limit = inp.thresholds["healthy_queue_max"]
-    return Action(
-        f"client: slow request submission until #queue-req stays under {limit:g}, "
-        "or add data-parallel replicas behind the SGLang router"
+def _check_empty(inp: RuleInput) -> Outcome:
+    """Frequently: `#queue-req == 0`, over samples where the server is running requests."""
+    freq = frequently(
+        inp.view,
+        lambda r: r[NUM_QUEUE_REQS] == 0,
+        (NUM_QUEUE_REQS, NUM_RUNNING_REQS),
+        inp.frequently_ratio,
+        gate=lambda r: r[NUM_RUNNING_REQS] > 0,  # an idle server's empty queue is no advice
     )
+    if freq.considered == 0:
+        return idle(inp, "the server was idle (no running requests) in every sample")
+    evidence = frequently_evidence(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE))
+    return judged(freq, inp, evidence, _submit_faster(inp))
 
 
 QUEUE_EMPTY = Rule(
@@ -34,15 +35,27 @@ QUEUE_EMPTY = Rule(
     summary="#queue-req is frequently 0 while the server works: the client submits too slowly.",
     action="Increase the request submission rate; the client, not the server, is the bottleneck.",
     source=SOURCE,
+    check=_check_empty,
     signals=(NUM_QUEUE_REQS, NUM_RUNNING_REQS),
+    requires=(NUM_QUEUE_REQS, NUM_RUNNING_REQS),
     # Only offline batch wants a standing queue; an online server at low traffic is fine empty.
     profiles=("offline",),
-    when=lambda r, _t: r[NUM_QUEUE_REQS] == 0,
-    gate=_busy,
-    gate_reason="the server was idle (no running requests) in every sample",
-    suggest=_submit_faster,
-    evidence_signals=(NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE),
 )
+
+
+def _check_long(inp: RuleInput) -> Outcome:
+    """Frequently: `#queue-req > healthy_queue_max`."""
+    limit = inp.thresholds["healthy_queue_max"]
+    freq = frequently(
+        inp.view, lambda r: r[NUM_QUEUE_REQS] > limit, (NUM_QUEUE_REQS,), inp.frequently_ratio
+    )
+    action = Action(
+        f"client: slow request submission until #queue-req stays under {limit:g}, "
+        "or add data-parallel replicas behind the SGLang router"
+    )
+    evidence = frequently_evidence(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS))
+    return judged(freq, inp, evidence, action)
+
 
 QUEUE_TOO_LONG = Rule(
     id="queue_too_long",
@@ -50,11 +63,10 @@ QUEUE_TOO_LONG = Rule(
     summary="#queue-req is frequently above the healthy range: scheduling overhead grows.",
     action="Reduce the request submission rate (healthy #queue-req is 100-2000).",
     source=SOURCE,
+    check=_check_long,
     signals=(NUM_QUEUE_REQS,),
+    requires=(NUM_QUEUE_REQS,),
     # Current guide: healthy 100-2000; the older guide said 50-1000 (guide_version: legacy).
     thresholds={"healthy_queue_max": 2000.0},
     legacy_thresholds={"healthy_queue_max": 1000.0},
-    when=lambda r, t: r[NUM_QUEUE_REQS] > t["healthy_queue_max"],
-    suggest=_submit_slower,
-    evidence_signals=(NUM_QUEUE_REQS, NUM_RUNNING_REQS),
 )

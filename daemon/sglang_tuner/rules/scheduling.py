@@ -1,20 +1,17 @@
 """Guide section "Achieve a high token usage": --schedule-conservativeness in both directions."""
 
 from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, RETRACTIONS_PER_MINUTE, TOKEN_USAGE
+from ..values import Action, Finding, NoData, Outcome, Pass, Severity
+from ..window import frequently
 from .base import (
-    Action,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
     Rule,
     RuleInput,
-    Severity,
     confidence_for,
     flag_action,
     format_duration,
     format_value,
-    not_enough_samples,
+    frequently_evidence,
+    judged,
 )
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
@@ -73,13 +70,32 @@ def _not_too_conservative(inp: RuleInput) -> str | None:
     return None
 
 
+def _check_conservative(inp: RuleInput) -> Outcome:
+    """Frequently: token usage < 0.9 with requests waiting; not when already at the guide's
+    lowest value or while the pool overflows (retraction bursts in the window)."""
+    target = inp.thresholds["token_usage_target"]
+    freq = frequently(
+        inp.view,
+        lambda r: r[TOKEN_USAGE] < target and r[NUM_QUEUE_REQS] > 0,
+        (TOKEN_USAGE, NUM_QUEUE_REQS),
+        inp.frequently_ratio,
+    )
+    veto = _not_too_conservative(inp) if freq.held else None
+    if veto is not None:
+        return Pass(freq.ratio, freq.considered, veto)
+    evidence = frequently_evidence(freq, inp, (TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS))
+    return judged(freq, inp, evidence, _lower_conservativeness(inp))
+
+
 SCHEDULER_TOO_CONSERVATIVE = Rule(
     id="scheduler_too_conservative",
     severity=Severity.WARNING,
     summary="Token usage stays below 0.9 while requests wait: the scheduler admits too few.",
     action="Lower --schedule-conservativeness (the guide suggests about 0.3).",
     source=SOURCE,
-    signals=(TOKEN_USAGE, NUM_QUEUE_REQS),
+    check=_check_conservative,
+    signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS, RETRACTIONS_PER_MINUTE),
+    requires=(TOKEN_USAGE, NUM_QUEUE_REQS),
     thresholds={
         "token_usage_target": 0.9,
         "conservativeness_floor": 0.3,
@@ -87,18 +103,11 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
         "retractions_per_minute": 1.0,
         "retraction_samples_ratio": 0.1,
     },
-    when=lambda r, t: r[TOKEN_USAGE] < t["token_usage_target"] and r[NUM_QUEUE_REQS] > 0,
-    unless=_not_too_conservative,
-    suggest=_lower_conservativeness,
-    evidence_signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS),
 )
 
 
 def _check_retractions(inp: RuleInput) -> Outcome:
     """Fires when retractions average above ~1/min while token usage is very high."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
     view, th = inp.view, inp.thresholds
     rates = view.values(RETRACTIONS_PER_MINUTE)
     if not rates:
@@ -135,5 +144,4 @@ RETRACTIONS_FREQUENT = Rule(
         "step": 0.3,
     },
     check=_check_retractions,
-    suggest=_raise_conservativeness,
 )

@@ -1,22 +1,18 @@
 """Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse."""
 
 from ..signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
+from ..values import Action, NoData, Outcome, Pass, Severity
+from ..window import frequently
 from .base import (
-    Action,
-    Finding,
-    NoData,
-    Outcome,
-    Pass,
     Rule,
     RuleInput,
-    Severity,
     choice_action,
-    confidence_for,
     format_value,
     frequently_evidence,
-    not_enough_samples,
-    version_at_least,
+    judged,
+    with_note,
 )
+from .versions import version_at_least
 
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
 FLAG = "--schedule-policy"
@@ -31,10 +27,7 @@ def current_policy(inp: RuleInput) -> tuple[str | None, str]:
 
 
 def _not_judgeable(inp: RuleInput, policy: str) -> Outcome | None:
-    """NoData/Pass when the window is short, the policy is another one, or hits are unknown."""
-    short = not_enough_samples(inp)
-    if short is not None:
-        return short
+    """NoData/Pass when the policy is another one or the prefix hits are unknown."""
     if inp.config is None:
         why = f"the schedule policy is unknown ({inp.config_error})"
         return NoData(why, inp.view.window_seconds)
@@ -63,8 +56,7 @@ def _to_lpm(inp: RuleInput) -> Action:
         f"lpm falls back to fcfs while more than {limit:g} requests wait, adds scheduling "
         "overhead, and can starve cache-cold requests (watch the TTFT tail)"
     )
-    note = f"{action.note}; {caveat}" if action.note else caveat
-    return Action(action.text, action.flag, action.current, action.suggested, note)
+    return with_note(action, caveat)
 
 
 def _check_lpm(inp: RuleInput) -> Outcome:
@@ -73,17 +65,16 @@ def _check_lpm(inp: RuleInput) -> Outcome:
     if early is not None:
         return early
     th = inp.thresholds
-    ratio, considered = inp.view.fraction(
+    freq = frequently(
+        inp.view,
         lambda r: (
             r[PREFIX_CACHE_HIT_RATIO] < th["prefix_hit_ratio_low"]
             and r[NUM_QUEUE_REQS] >= th["queue_reqs_long"]
         ),
         SIGNALS,
+        inp.frequently_ratio,
     )
-    if considered == 0 or ratio < inp.frequently_ratio:
-        return Pass(ratio, considered)
-    evidence = frequently_evidence(ratio, considered, inp, SIGNALS)
-    return Finding(evidence, _to_fcfs(inp), confidence_for(inp), ratio, considered)
+    return judged(freq, inp, frequently_evidence(freq, inp, SIGNALS), _to_fcfs(inp))
 
 
 def _reuse(inp: RuleInput) -> str | None:
@@ -118,13 +109,13 @@ def _check_fcfs(inp: RuleInput) -> Outcome:
         return Pass(detail="no sign of shared prefixes")
     limit = inp.thresholds["lpm_fallback_queue"]
     # lpm only reorders a waiting queue, and above the fallback size it is fcfs anyway.
-    ratio, considered = inp.view.fraction(
-        lambda r: 0 < r[NUM_QUEUE_REQS] <= limit, (NUM_QUEUE_REQS,)
+    freq = frequently(
+        inp.view, lambda r: 0 < r[NUM_QUEUE_REQS] <= limit, (NUM_QUEUE_REQS,), inp.frequently_ratio
     )
-    if considered == 0 or ratio < inp.frequently_ratio:
-        return Pass(ratio, considered)
-    evidence = f"{reuse}; 1-{limit:g} requests waiting in {ratio:.0%} of {considered} samples"
-    return Finding(evidence, _to_lpm(inp), confidence_for(inp), ratio, considered)
+    evidence = (
+        f"{reuse}; 1-{limit:g} requests waiting in {freq.ratio:.0%} of {freq.considered} samples"
+    )
+    return judged(freq, inp, evidence, _to_lpm(inp))
 
 
 LPM_WITHOUT_PREFIX_REUSE = Rule(
@@ -143,7 +134,6 @@ LPM_WITHOUT_PREFIX_REUSE = Rule(
         "multi_turn": {"prefix_hit_ratio_low": 0.05},
     },
     check=_check_lpm,
-    suggest=_to_fcfs,
 )
 
 FCFS_WITH_PREFIX_REUSE = Rule(
@@ -164,5 +154,4 @@ FCFS_WITH_PREFIX_REUSE = Rule(
         "multi_turn": {"prefix_hit_ratio_high": 0.3},
     },
     check=_check_fcfs,
-    suggest=_to_lpm,
 )

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from sglang_tuner.sources import ScrapeResult, Snapshot
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
+from sglang_tuner.values import ScrapeResult, Snapshot
 
 ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang: to sglang_ (§2)
 DEFAULT_TIMEOUT_SECONDS = 3.0

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from sglang_tuner.sources import ServerConfig
+from sglang_tuner.values import ServerConfig
 
 REDACTED = "<redacted>"
 SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"

@@ -1,23 +1,13 @@
-"""The daemon's published state: one immutable `Evaluation` that every output reads."""
+"""The published evaluation: one immutable `Evaluation` that every output reads.
+
+`publish.py` builds it from target state, judgements and alert state; the API, the exporter,
+the Alertmanager path and the store read only this.
+"""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from .rules.base import Action, Confidence, Outcome, Severity
-from .sources import ServerConfig
-
-
-class Health(StrEnum):
-    """Could the tuning rule be evaluated (not: is its advice alerting)."""
-
-    OK = "ok"
-    ERR = "err"
-    NO_DATA = "no_data"
-
-
-# Alert states, Prometheus's names; alerting.py's AlertState uses the same values.
-INACTIVE, PENDING, FIRING = "inactive", "pending", "firing"
+from .values import Advice, AlertState, Health, Outcome, ServerConfig, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +43,7 @@ class RuleResult:
     health: Health
     outcome: Outcome | None = None
     error: str | None = None
-    state: str = INACTIVE
+    state: str = AlertState.INACTIVE
     active_at: float | None = None
     fired_at: float | None = None
 
@@ -61,24 +51,6 @@ class RuleResult:
     def condition_ratio(self) -> float | None:
         """Share of samples where the condition held, when the rule is a "frequently" rule."""
         return getattr(self.outcome, "condition_ratio", None)
-
-
-@dataclass(frozen=True, slots=True)
-class Advice:
-    """A pending or firing piece of advice, as `/advice` serves it and an alert carries it."""
-
-    target: str
-    rule: str
-    severity: Severity
-    state: str
-    since: float
-    summary: str
-    evidence: str
-    action: Action
-    source: str
-    confidence: Confidence
-    condition_ratio: float | None = None
-    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,179 @@
+"""Value types every step of the flow shares: snapshots, server config, outcomes, advice.
+
+The bottom of the house: this module imports nothing else of the package, and every other
+module may import it. Everything here is immutable.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+PROFILES: tuple[str, ...] = ("offline", "online", "long_context", "multi_turn")
+
+# Closed set of scrape failure reasons (label values of sglang_tuner_scrape_failures_total).
+SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
+    "timeout",
+    "conn_refused",
+    "connect_error",
+    "http_404_metrics_disabled",
+    "http_4xx",
+    "http_5xx",
+    "body_too_large",
+    "parse",
+    "no_sglang_metrics",
+)
+
+
+class Severity(StrEnum):
+    """How urgent the advice is."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class Confidence(StrEnum):
+    """How much data backs a finding (VPA-style: grows with the share of the window observed)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+class Health(StrEnum):
+    """Could the tuning rule be judged (not: is its advice alerting)."""
+
+    OK = "ok"
+    ERR = "err"
+    NO_DATA = "no_data"
+
+
+class AlertState(StrEnum):
+    """Is the advice alerting (not: could the rule be judged). Prometheus's names."""
+
+    INACTIVE = "inactive"  # condition false, or resolved and kept only to re-send the resolve
+    PENDING = "pending"  # condition true for less than hold_for: visible, never sent
+    FIRING = "firing"  # condition held for hold_for (or still within keep_firing_for): sent
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One scrape of one target as canonical signals (`signals.py`); absent = not exposed."""
+
+    target: str
+    ts: float
+    values: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The tuning knobs a server runs with, read from `/server_info` (secrets already redacted).
+
+    `None` means the server did not say (older version, field absent, or CLI value unset).
+    """
+
+    version: str | None = None
+    model_path: str | None = None
+    schedule_conservativeness: float | None = None
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    max_running_requests: int | None = None  # effective value where the server reports it
+    max_running_requests_per_dp: int | None = None  # effective per DP rank (>= v0.5.9)
+    cuda_graph_max_bs: int | None = None  # resolved across the v0.5.14 rename
+    disable_cuda_graph: bool | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    pp_size: int | None = None
+    enable_dp_attention: bool | None = None
+    enable_metrics_for_all_schedulers: bool | None = None
+    schedule_policy: str | None = None
+    attention_backend: str | None = None  # resolved value (internal_states first)
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    enable_torch_compile: bool | None = None
+    disable_radix_cache: bool | None = None
+    max_total_num_tokens: int | None = None
+    context_length: int | None = None
+    startup_available_gpu_mem_gb: float | None = None
+    gpu_model: str | None = None  # from DCGM or the target's config, when known
+    raw: Mapping[str, Any] = field(default_factory=dict)  # the redacted body, for /targets
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeResult:
+    """Outcome of one `/metrics` scrape: a snapshot, or a failure reason from a closed set."""
+
+    target: str
+    ts: float
+    duration_seconds: float
+    snapshot: Snapshot | None = None
+    error_reason: str | None = None  # one of SCRAPE_FAILURE_REASONS
+    error: str | None = None  # one human-readable line
+    sglang_version: str | None = None
+
+    @property
+    def is_up(self) -> bool:
+        """True when the scrape produced a snapshot."""
+        return self.snapshot is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """The change to make: `flag current -> suggested`, or a non-flag instruction in `text`."""
+
+    text: str
+    flag: str | None = None
+    current: str | None = None
+    suggested: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """The rule's condition holds: advice with its evidence."""
+
+    evidence: str
+    action: Action
+    confidence: Confidence
+    condition_ratio: float | None = None
+    samples: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NoData:
+    """The rule could not be judged; `reason` says why and when to ask again."""
+
+    reason: str
+    retry_after_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """Judged, condition not met."""
+
+    condition_ratio: float | None = None
+    samples: int = 0
+    detail: str = ""
+
+
+Outcome = Finding | NoData | Pass
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    """A pending or firing piece of advice, as `/advice` serves it and an alert carries it."""
+
+    target: str
+    rule: str
+    severity: Severity
+    state: str
+    since: float
+    summary: str
+    evidence: str
+    action: Action
+    source: str
+    confidence: Confidence
+    condition_ratio: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)

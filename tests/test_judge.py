@@ -1,0 +1,128 @@
+"""Judging rules over targets: health apart from state, one bad rule never stops the rest."""
+
+from sglang_tuner.config import load_settings
+from sglang_tuner.judge import is_due, judge_target
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.target_state import TargetState
+from sglang_tuner.targets import TargetSpec
+from sglang_tuner.values import (
+    Action,
+    Confidence,
+    Finding,
+    Health,
+    NoData,
+    Pass,
+    ScrapeResult,
+    Severity,
+    Snapshot,
+)
+from sglang_tuner.window import frequently
+
+
+def _broken(_inp):
+    raise ZeroDivisionError("division by zero")
+
+
+def _queued(inp):
+    freq = frequently(inp.view, lambda r: r["q"] > 0, ("q",), inp.frequently_ratio)
+    if not freq.held:
+        return Pass(freq.ratio, freq.considered)
+    return Finding(
+        "queued", Action("drain the queue"), Confidence.HIGH, freq.ratio, freq.considered
+    )
+
+
+QUEUED = Rule(
+    id="queued", severity=Severity.WARNING, summary="queue is non-empty", action="do something",
+    source="test", check=_queued, signals=("q",), requires=("q",),
+)  # fmt: skip
+BROKEN = Rule(
+    id="broken", severity=Severity.INFO, summary="s", action="a", source="t", check=_broken
+)  # fmt: skip
+ONLINE_ONLY = Rule(
+    id="online_only", severity=Severity.INFO, summary="s", action="a", source="t",
+    profiles=("online",), check=lambda _i: Pass(),
+)  # fmt: skip
+DOWN_OK = Rule(
+    id="down_ok", severity=Severity.INFO, summary="s", action="a", source="t", needs_up=False,
+    check=lambda i: Pass(detail=str(i.error_reason)),
+)  # fmt: skip
+RULES = (QUEUED, BROKEN, ONLINE_ONLY, DOWN_OK)
+
+
+def _target(values: list[float], up: bool = True, **failure) -> TargetState:
+    """A target whose window holds `values` of signal `q`, 5 s apart; the last scrape `up`."""
+    target = TargetState(TargetSpec("t", "http://t"), 100)
+    for k, v in enumerate(values):
+        target.window.append(Snapshot("t", float(k * 5), {"q": v}))
+    ts = float(max(0, len(values) - 1) * 5)
+    snapshot = Snapshot("t", ts, {}) if up else None
+    target.last = ScrapeResult("t", ts, 0.01, snapshot, **failure)
+    return target
+
+
+def evaluate_target(target, _unused, rules, settings, now):
+    return judge_target(target, rules, settings, now).judgements
+
+
+def test_judge_target_rule_error_is_contained_and_reported_as_err():
+    settings = load_settings(None, {"min_samples": 3})
+    results = {
+        r.rule.id: r for r in evaluate_target(_target([1] * 10), None, RULES, settings, 45.0)
+    }
+    assert results["broken"].health is Health.ERR
+    assert "ZeroDivisionError" in (results["broken"].error or "")
+    assert results["queued"].health is Health.OK
+    assert isinstance(results["queued"].outcome, Finding)
+
+
+def test_judge_target_skips_rules_for_other_profiles_and_disabled_rules():
+    settings = load_settings(None, {"rules": {"queued": {"enabled": False}}})
+    ids = {r.rule.id for r in evaluate_target(_target([1]), None, RULES, settings, 0.0)}
+    assert ids == {"broken", "down_ok"}
+
+
+def test_judge_target_down_target_gives_no_data_except_rules_judged_while_down():
+    settings = load_settings(None, {"min_samples": 3})
+    target = _target([1] * 10, up=False, error_reason="http_404_metrics_disabled", error="404")
+    results = {r.rule.id: r for r in evaluate_target(target, None, RULES, settings, 45.0)}
+    assert results["queued"].health is Health.NO_DATA
+    assert "target is down" in results["queued"].outcome.reason
+    assert results["down_ok"].outcome.detail == "http_404_metrics_disabled"
+
+
+def test_judge_target_not_enough_samples_is_no_data_with_retry():
+    settings = load_settings(None, {"min_samples": 6})
+    result = next(r for r in evaluate_target(_target([1, 1]), None, RULES, settings, 5.0))
+    assert isinstance(result.outcome, NoData)
+    assert result.outcome.reason == "window has 2 of the 6 samples needed"
+    assert result.outcome.retry_after_seconds == 20.0
+
+
+def test_judge_target_applies_rule_overrides():
+    settings = load_settings(
+        None,
+        {"min_samples": 3, "rules": {"queued": {"frequently_ratio": 0.9, "severity": "critical"}}},
+    )
+    values = [1, 1, 1, 0, 0, 1, 1, 1, 1, 1]  # held in 80%
+    result = evaluate_target(_target(values), None, (QUEUED,), settings, 45.0)[0]
+    assert result.severity is Severity.CRITICAL
+    assert isinstance(result.outcome, Pass) and result.outcome.condition_ratio == 0.8
+
+
+def test_judge_target_counts_samples_in_the_default_window():
+    settings = load_settings(None, {"min_samples": 3, "window_seconds": 20.0})
+    judgement = judge_target(_target([1] * 10), RULES, settings, 45.0)
+    assert judgement.samples == 4  # 25 < ts <= 45: 30, 35, 40 and 45
+    assert judgement.up is True
+
+
+def test_is_due_after_the_interval_or_when_the_target_goes_up_or_down():
+    settings = load_settings(None, {"min_samples": 3})
+    target = _target([1] * 10)
+    judged = judge_target(target, RULES, settings, 45.0)
+    assert is_due(target, None, 45.0, 15.0)
+    assert not is_due(target, judged, 50.0, 15.0)
+    assert is_due(target, judged, 60.0, 15.0)
+    down = _target([1] * 10, up=False, error_reason="timeout", error="slow")
+    assert is_due(down, judged, 50.0, 15.0)

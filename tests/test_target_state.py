@@ -1,0 +1,79 @@
+"""Target state: scrapes, log lines, /server_info and DCGM reads into one server's window."""
+
+from sglang_tuner.signals import (
+    DECODE_OOM_EVENTS,
+    GPU_FB_FREE_GB,
+    NUM_QUEUE_REQS,
+    PREFILL_OOM_EVENTS,
+    RESTARTS,
+    RETRACTIONS_PER_MINUTE,
+)
+from sglang_tuner.target_state import TargetState
+from sglang_tuner.targets import TargetSpec
+from sglang_tuner.values import ScrapeResult, ServerConfig, Snapshot
+
+SPEC = TargetSpec("gpu-a", "http://gpu-a:30000", gpu_model="NVIDIA H100 80GB HBM3")
+
+
+def _up(ts: float, **values: float) -> ScrapeResult:
+    return ScrapeResult("gpu-a", ts, 0.01, snapshot=Snapshot("gpu-a", ts, values))
+
+
+def _down(ts: float, reason: str = "conn_refused") -> ScrapeResult:
+    return ScrapeResult("gpu-a", ts, 0.01, error_reason=reason, error="refused")
+
+
+def test_ingest_metrics_win_over_the_log_which_fills_what_they_lack():
+    state = TargetState(SPEC, 10)
+    state.ingest(_up(5.0, num_queue_reqs=3.0), {NUM_QUEUE_REQS: 99.0, RETRACTIONS_PER_MINUTE: 2.0})
+    view = state.window.view(5.0, 60.0)
+    assert view.last(NUM_QUEUE_REQS) == 3.0
+    assert view.last(RETRACTIONS_PER_MINUTE) == 2.0
+    assert state.scrapes_total == 1 and state.last_success_ts == 5.0
+
+
+def test_ingest_failed_scrape_counts_its_reason_and_keeps_crash_lines_only():
+    state = TargetState(SPEC, 10)
+    state.ingest(_down(5.0), {RETRACTIONS_PER_MINUTE: 4.0})
+    assert len(state.window) == 0  # nothing worth keeping from a down server without crashes
+    state.ingest(_down(10.0), {PREFILL_OOM_EVENTS: 1.0, DECODE_OOM_EVENTS: 0.0})
+    assert state.window.view(10.0, 60.0).total(PREFILL_OOM_EVENTS) == 1.0
+    assert state.failures == {"conn_refused": 2}
+    assert state.last_success_ts is None
+
+
+def test_ingest_restart_asks_for_server_info_again():
+    state = TargetState(SPEC, 10)
+    state.apply_server_info(ServerConfig(version="0.5.23"), None)
+    assert not state.needs_server_info
+    state.ingest(_up(5.0, **{RESTARTS: 1.0}))
+    assert state.needs_server_info
+
+
+def test_ingest_adds_dcgm_free_memory_to_every_snapshot():
+    state = TargetState(SPEC, 10)
+    state.apply_dcgm({GPU_FB_FREE_GB: 7.25, "gpu_model": "NVIDIA H200"})
+    state.ingest(_up(5.0, num_queue_reqs=0.0))
+    assert state.window.view(5.0, 60.0).last(GPU_FB_FREE_GB) == 7.25
+    state.apply_server_info(ServerConfig(version="0.5.23"), None)
+    assert state.config is not None and state.config.gpu_model == "NVIDIA H200"
+
+
+def test_apply_server_info_uses_the_configured_gpu_model_and_keeps_the_last_good_config():
+    state = TargetState(SPEC, 10)
+    state.apply_server_info(ServerConfig(version="0.5.23", mem_fraction_static=0.85), None)
+    assert state.config is not None and state.config.gpu_model == SPEC.gpu_model
+    state.apply_server_info(None, "401 Unauthorized: set api_key_file")
+    assert state.config is not None and state.config.mem_fraction_static == 0.85
+    assert state.config_error == "401 Unauthorized: set api_key_file"
+    assert state.needs_server_info
+
+
+def test_apply_server_info_new_tuning_flags_start_a_fresh_window():
+    state = TargetState(SPEC, 10)
+    state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
+    state.ingest(_up(5.0, num_queue_reqs=3.0))
+    assert not state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
+    assert len(state.window) == 1
+    assert state.apply_server_info(ServerConfig(schedule_conservativeness=0.3), None)
+    assert len(state.window) == 0
