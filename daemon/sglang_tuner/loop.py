@@ -1,8 +1,8 @@
-"""The loop: owns every I/O call and moves data one step right through the flow.
+"""The loop: runs the periodic work and moves data one step right through the flow.
 
 sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
-alert state -> publish -> outputs (the published evaluation, Alertmanager, the store).
-Only this module (and the CLI) reads the clock; everything it calls takes `now`.
+`Outputs` (alert state, publish, Alertmanager, the store). The loop and `Outputs` own every I/O
+call; only they (and the CLI) read the clock, everything they call takes `now`.
 """
 
 import asyncio
@@ -18,12 +18,10 @@ from typing import Any
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from .alerting import AlertTracker, HistoryRow, Transition
-from .alertmanager import AlertmanagerClient, to_alertmanager_json
-from .config import Settings, external_url
-from .evaluation import AlertmanagerStatus, TunerState
+from .config import Settings
+from .evaluation import TunerState
 from .judge import TargetJudgement, is_due, judge_target, rule_settings
-from .publish import active_advice, build_evaluation
+from .outputs import Outputs
 from .rules import ALL_RULES
 from .rules.base import Rule
 from .sources.target import TargetSource
@@ -55,29 +53,16 @@ class Tuner:
         self.settings = settings
         self.rules = tuple(rules)
         self.state = state or TunerState()
-        self.store = store
         self.clock = clock
         self.targets: dict[str, TargetState] = {}
         self.sources: dict[str, TargetSource] = {}
         self.judged: dict[str, TargetJudgement] = {}
-        self.tracker = AlertTracker(self._hold_for, self._keep_firing_for, external_url(settings))
-        am = settings.alertmanager
-        self.alertmanager = AlertmanagerClient(am) if am.urls else None
         self.rule_failures: Counter[str] = Counter()
-        self.history: list[HistoryRow] = []  # advice transitions not yet stored
-        self.publications = 0
+        self.outputs = Outputs(settings, self.state, store)
         self._file_sd = FileSD(settings.file_sd)
         self._scheduler: AsyncIOScheduler | None = None
         self._ssl: ssl.SSLContext | None = None
         self._background: set[asyncio.Task[None]] = set()
-
-    def _hold_for(self, rule_id: str) -> float:
-        held = rule_settings(self.settings, rule_id).hold_for_seconds
-        return self.settings.hold_for_seconds if held is None else held
-
-    def _keep_firing_for(self, rule_id: str) -> float:
-        kept = rule_settings(self.settings, rule_id).keep_firing_for_seconds
-        return self.settings.keep_firing_for_seconds if kept is None else kept
 
     def window_capacity(self) -> int:
         """Ring size covering the longest window any enabled rule uses."""
@@ -90,8 +75,7 @@ class Tuner:
         self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
         self._scheduler = AsyncIOScheduler()
         self._apply_targets(self._all_targets())
-        if self.store is not None:
-            self._restore(self.store)
+        self.outputs.restore(self.targets, self.clock())
         s = self.settings
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
         # scrapes that change the same windows.
@@ -102,25 +86,18 @@ class Tuner:
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
             self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
-        if self.store is not None:
+        if self.outputs.store is not None:
             self._every("persist", 60.0, self.persist_job, 60.0)
-        if self.alertmanager is not None:
-            self._spawn(self.alertmanager.run())
+        await self.outputs.start()
         self._scheduler.start()
 
     async def stop(self) -> None:
         """Stop the jobs, deliver queued alerts for a moment, persist, close connections."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
-        if self.alertmanager is not None:
-            await self.alertmanager.flush(2.0)
-        for task in list(self._background):
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
-        if self.alertmanager is not None:
-            await self.alertmanager.aclose()
+        await self.outputs.stop()
         self.persist()
-        await asyncio.gather(*(source.aclose() for source in self.sources.values()))
+        await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -168,9 +145,7 @@ class Tuner:
         source = self.sources.pop(name, None)
         if source is not None:
             self._spawn(source.aclose())
-        resolves = self.tracker.forget_target(name, self.clock())
-        if self.alertmanager is not None and resolves:
-            self.alertmanager.submit(to_alertmanager_json(resolves), self.clock())
+        self.outputs.forget(name, self.clock())
         if self._scheduler is not None and self._scheduler.get_job(f"scrape:{name}"):
             self._scheduler.remove_job(f"scrape:{name}")
         logger.info("target %s removed", name)
@@ -234,46 +209,12 @@ class Tuner:
         self.publish()
 
     def publish(self, refresh: bool = False) -> None:
-        """Advance alert state, notify, and publish a new evaluation (`refresh`: judge all)."""
+        """Judge targets never judged (`refresh`: all of them), then publish an evaluation."""
         now = self.clock()
         for name in self.targets:
             if refresh or name not in self.judged:
                 self.judge(name, now)
-        transitions = self.tracker.update(active_advice(self.targets, self.judged, now), now)
-        self._record(transitions, now)
-        self._notify(now)
-        self.publications += 1
-        am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
-        self.state.publish(
-            build_evaluation(
-                self.targets,
-                self.judged,
-                self.tracker,
-                rule_failures=self.rule_failures,
-                alertmanager=am,
-                count=self.publications,
-                now=now,
-            )  # fmt: skip
-        )
-
-    def _record(self, transitions: list[Transition], now: float) -> None:
-        for change in transitions:
-            target, rule = change.key
-            logger.info(
-                "advice %s for %s: %s %s", change.shown, target, rule, change.advice.action.text
-            )
-            self.history.append(change.history_row(now))
-
-    def _notify(self, now: float) -> None:
-        if self.alertmanager is None:
-            return
-        s = self.settings
-        due = self.tracker.alerts_to_send(
-            now, s.alertmanager.resend_delay_seconds, s.scrape_interval_seconds
-        )
-        payload = to_alertmanager_json(due)
-        if payload:
-            self.alertmanager.submit(payload, now)
+        self.outputs.publish(self.targets, self.judged, self.rule_failures, now)
 
     # -- configuration and persistence ------------------------------------------------------
     async def refresh_targets_job(self) -> None:
@@ -284,7 +225,7 @@ class Tuner:
 
     def reload(self, settings: Settings) -> None:
         """Apply a new, already validated configuration (SIGHUP)."""
-        self.settings = settings
+        self.settings = self.outputs.settings = settings
         self._file_sd = FileSD(settings.file_sd)
         self._apply_targets(self._all_targets())
         logger.info("configuration reloaded: %d target(s)", len(self.targets))
@@ -295,31 +236,7 @@ class Tuner:
 
     def persist(self) -> None:
         """Write windows, alert state and new advice transitions to SQLite."""
-        if self.store is None:
-            return
-        now = self.clock()
-        windows = {n: t.window.view(now, float("inf")) for n, t in self.targets.items()}
-        self.store.save(windows, self.tracker.alerts(), self.history, now)
-        self.history.clear()
-
-    def _restore(self, store: Store) -> None:
-        """Refill windows; take back alert state if the daemon was not down too long."""
-        now = self.clock()
-        limits = {n: t.window.capacity for n, t in self.targets.items()}
-        restored = 0
-        for name, snapshots in store.load_windows(limits, now).items():
-            for snapshot in snapshots:
-                self.targets[name].window.append(snapshot)
-            restored += len(snapshots)
-        alerts = store.load_alerts(self.targets, now)
-        self.tracker.restore(alerts)
-        if restored or alerts:
-            logger.info(
-                "restored %d window samples and %d alert(s) from %s",
-                restored,
-                len(alerts),
-                store.path,
-            )
+        self.outputs.persist(self.targets, self.clock())
 
 
 def _log_transition(target: TargetState, result: ScrapeResult) -> None:

@@ -1,0 +1,127 @@
+"""After judging: alert state, the published evaluation, and the outputs' I/O.
+
+The loop calls `publish` once per round, `persist` every minute, `restore` at start and `forget`
+when a target leaves. Targets and judgements are read here, never written.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+from .alerting import AlertTracker, HistoryRow, Transition
+from .alertmanager import AlertmanagerClient, to_alertmanager_json
+from .config import Settings, external_url
+from .evaluation import AlertmanagerStatus, Evaluation, TunerState
+from .judge import TargetJudgement, rule_settings
+from .publish import active_advice, build_evaluation
+from .store import Store
+from .target_state import TargetState
+
+logger = logging.getLogger(__name__)
+
+
+class Outputs:
+    """Owns the one copy of alert state, the Alertmanager sender and the advice history."""
+
+    def __init__(self, settings: Settings, state: TunerState, store: Store | None) -> None:
+        self.settings = settings
+        self.state = state
+        self.store = store
+        self.tracker = AlertTracker(self._hold_for, self._keep_firing_for, external_url(settings))
+        am = settings.alertmanager
+        self.alertmanager = AlertmanagerClient(am) if am.urls else None
+        self.history: list[HistoryRow] = []  # advice transitions not yet stored
+        self.publications = 0
+        self._sender: asyncio.Task[None] | None = None
+
+    def _hold_for(self, rule_id: str) -> float:
+        held = rule_settings(self.settings, rule_id).hold_for_seconds
+        return self.settings.hold_for_seconds if held is None else held
+
+    def _keep_firing_for(self, rule_id: str) -> float:
+        kept = rule_settings(self.settings, rule_id).keep_firing_for_seconds
+        return self.settings.keep_firing_for_seconds if kept is None else kept
+
+    async def start(self) -> None:
+        """Start the Alertmanager sender (if configured)."""
+        if self.alertmanager is not None:
+            self._sender = asyncio.create_task(self.alertmanager.run())
+
+    async def stop(self) -> None:
+        """Give queued alerts a moment to leave, stop the sender, write the last state."""
+        if self.alertmanager is not None:
+            await self.alertmanager.flush(2.0)
+            if self._sender is not None:
+                self._sender.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._sender
+            await self.alertmanager.aclose()
+
+    def publish(
+        self,
+        targets: Mapping[str, TargetState],
+        judged: Mapping[str, TargetJudgement],
+        rule_failures: Mapping[str, int],
+        now: float,
+    ) -> Evaluation:
+        """Advance alert state, notify Alertmanager, and publish a new evaluation."""
+        changes = self.tracker.update(active_advice(targets, judged, now), now)
+        self._record(changes, now)
+        self._notify(now)
+        self.publications += 1
+        am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
+        evaluation = build_evaluation(
+            targets, judged, self.tracker,
+            rule_failures=rule_failures, alertmanager=am, count=self.publications, now=now,
+        )  # fmt: skip
+        self.state.publish(evaluation)
+        return evaluation
+
+    def _record(self, changes: list[Transition], now: float) -> None:
+        for change in changes:
+            target, rule = change.key
+            action = change.advice.action.text
+            logger.info("advice %s for %s: %s %s", change.shown, target, rule, action)
+            self.history.append(change.history_row(now))
+
+    def _notify(self, now: float) -> None:
+        if self.alertmanager is None:
+            return
+        s = self.settings
+        due = self.tracker.alerts_to_send(
+            now, s.alertmanager.resend_delay_seconds, s.scrape_interval_seconds
+        )
+        payload = to_alertmanager_json(due)
+        if payload:
+            self.alertmanager.submit(payload, now)
+
+    def forget(self, target: str, now: float) -> None:
+        """A target left the config: resolve its alerts once more and drop them."""
+        resolves = self.tracker.forget_target(target, now)
+        if self.alertmanager is not None and resolves:
+            self.alertmanager.submit(to_alertmanager_json(resolves), now)
+
+    def persist(self, targets: Mapping[str, TargetState], now: float) -> None:
+        """Write windows, alert state and new advice transitions to SQLite."""
+        if self.store is None:
+            return
+        windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
+        self.store.save(windows, self.tracker.alerts(), self.history, now)
+        self.history.clear()
+
+    def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
+        """Refill windows; take back alert state if the daemon was not down too long."""
+        if self.store is None:
+            return
+        limits = {n: t.window.capacity for n, t in targets.items()}
+        restored = 0
+        for name, snapshots in self.store.load_windows(limits, now).items():
+            for snapshot in snapshots:
+                targets[name].window.append(snapshot)
+            restored += len(snapshots)
+        alerts = self.store.load_alerts(targets, now)
+        self.tracker.restore(alerts)
+        if restored or alerts:
+            path = self.store.path
+            logger.info("restored %d samples and %d alert(s) from %s", restored, len(alerts), path)
