@@ -43,3 +43,25 @@ def test_main_rules_lists_every_rule(capsys):
 def test_main_without_command_prints_help_and_exits_2(capsys):
     assert main([]) == 2
     assert "sglang-tuner run --config" in capsys.readouterr().out
+
+
+def test_main_check_config_lists_schema_and_catalogue_problems_in_one_run(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text(
+        "window_seconds: 0\n"
+        "rules:\n"
+        "  no_such_rule: {enabled: true}\n"
+        "  queue_too_long: {thresholds: {healty_queue_max: 5}}\n"
+    )
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "3 problem(s)" in err
+    assert "window_seconds" in err and "rules.no_such_rule: unknown tuning rule" in err
+    assert "rules.queue_too_long.thresholds.healty_queue_max: unknown threshold" in err
+
+
+def test_main_check_config_refuses_an_empty_file(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text("# nothing yet\n")
+    assert main(["check-config", str(path)]) == 2
+    assert "the file is empty" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import ConfigError, Settings, check_rule_ids, load_settings
+from .config import ConfigError, Settings, load_settings
 from .logsetup import configure_logging
 
 DESCRIPTION = """\
@@ -69,13 +69,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
-    from .rules import RULES_BY_ID
+    from .rules import ALL_RULES
 
-    settings = load_settings(path, overrides)
-    problems = check_rule_ids(settings, set(RULES_BY_ID))
-    if problems:
-        raise ConfigError(str(path or "settings"), problems)
-    return settings
+    catalogue = {rule.id: tuple(rule.thresholds) for rule in ALL_RULES}
+    return load_settings(path, overrides, catalogue)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ Every problem is reported at once with its YAML path (`targets[1].url: ...`); th
 """
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -210,35 +210,66 @@ def _problems(err: ValidationError) -> list[str]:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from exc
+    if data is None:
+        raise ConfigError(str(path), ["(top level): the file is empty (start from targets:)"])
     if not isinstance(data, dict):
         raise ConfigError(str(path), ["(top level): must be a mapping of settings"])
     return data
 
 
-def load_settings(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Build Settings from the YAML file, the environment and flag overrides; raise ConfigError."""
+# Tuning-rule id -> the names of its thresholds (the rule catalogue, passed in by the CLI).
+Catalogue = Mapping[str, Collection[str]]
+
+
+def load_settings(
+    path: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    catalogue: Catalogue | None = None,
+) -> Settings:
+    """Settings from the YAML file, the environment and flag overrides; with a catalogue, rule
+    ids and threshold names are checked too. Every problem at once, in one ConfigError."""
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-    token = _YAML_DATA.set(_read_yaml(path) if path else {})
+    data = _read_yaml(path) if path else {}
+    token = _YAML_DATA.set(data)
+    settings, problems = None, []
     try:
-        return Settings(**flags)
+        settings = Settings(**flags)
     except ValidationError as exc:
-        raise ConfigError(str(path or "settings"), _problems(exc)) from exc
+        problems = _problems(exc)
     finally:
         _YAML_DATA.reset(token)
+    if catalogue is not None:
+        rules = settings.rules if settings is not None else data.get("rules")
+        problems += rule_override_problems(rules, catalogue)
+    if settings is None or problems:
+        raise ConfigError(str(path or "settings"), problems)
+    return settings
 
 
-def check_rule_ids(settings: Settings, known: set[str]) -> list[str]:
-    """Problems for `rules:` keys that name no tuning rule and thresholds no rule has."""
-    return [
-        f"rules.{rule_id}: unknown tuning rule (known: {', '.join(sorted(known))})"
-        for rule_id in settings.rules
-        if rule_id not in known
-    ]
+def rule_override_problems(rules: object, catalogue: Catalogue) -> list[str]:
+    """Problems with `rules:`: ids that name no tuning rule, thresholds the rule does not have."""
+    if not isinstance(rules, Mapping):
+        return []
+    problems = []
+    for rule_id, override in rules.items():
+        if rule_id not in catalogue:
+            known = ", ".join(sorted(catalogue))
+            problems.append(f"rules.{rule_id}: unknown tuning rule (known: {known})")
+            continue
+        thresholds = getattr(override, "thresholds", None)
+        if thresholds is None and isinstance(override, Mapping):
+            thresholds = override.get("thresholds")
+        for name in thresholds if isinstance(thresholds, Mapping) else ():
+            if name not in catalogue[rule_id]:
+                known = ", ".join(sorted(catalogue[rule_id])) or "none"
+                where = f"rules.{rule_id}.thresholds.{name}"
+                problems.append(f"{where}: unknown threshold of {rule_id} (known: {known})")
+    return problems
 
 
 def external_url(settings: Settings) -> str:

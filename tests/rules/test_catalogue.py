@@ -4,7 +4,7 @@ import re
 
 import pytest
 from helpers import evaluate, window_from
-from sglang_tuner.config import check_rule_ids, load_settings
+from sglang_tuner.config import ConfigError, load_settings
 from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
 from sglang_tuner.rules.catalogue_doc import render_markdown
 from sglang_tuner.signals import ALL_SIGNALS
@@ -53,10 +53,23 @@ def test_catalogue_rule_says_how_it_decides(rule):
     assert rule.check.__doc__ and rule.check.__doc__.strip()
 
 
-def test_catalogue_ids_accepted_as_settings_override_keys():
-    settings = load_settings(None, {"rules": {rule_id: {"enabled": True} for rule_id in IDS}})
+CATALOGUE = {rule.id: tuple(rule.thresholds) for rule in ALL_RULES}
+
+
+def test_catalogue_ids_and_thresholds_accepted_as_settings_override_keys():
+    rules = {r.id: {"enabled": True, "thresholds": dict(r.thresholds)} for r in ALL_RULES}
+    settings = load_settings(None, {"rules": rules}, CATALOGUE)
     assert set(settings.rules) == set(IDS)
-    assert check_rule_ids(settings, set(RULES_BY_ID)) == []
+
+
+def test_catalogue_threshold_typo_is_a_config_error_with_its_path():
+    rules = {"queue_too_long": {"thresholds": {"healty_queue_max": 5}}}
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, {"rules": rules}, CATALOGUE)
+    assert info.value.problems == [
+        "rules.queue_too_long.thresholds.healty_queue_max: unknown threshold of queue_too_long "
+        "(known: healthy_queue_max)"
+    ]
 
 
 def test_catalogue_threshold_overrides_merge():
