@@ -19,6 +19,8 @@ if str(DAEMON) not in sys.path:
     sys.path.insert(0, str(DAEMON))
 
 
+from tests.alertmanager_process import alertmanager, start_alertmanager, webhook  # noqa: E402, F401
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

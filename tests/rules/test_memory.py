@@ -28,6 +28,17 @@ def test_mem_fraction_too_low_caps_the_suggestion():
     assert out.action.text == "--mem-fraction-static 0.88 -> 0.95"
 
 
+def test_mem_fraction_too_low_falls_back_to_the_lowest_dcgm_free_memory():
+    config = ServerConfig(mem_fraction_static=0.8, gpu_model=H100)
+    view = window_from(gpu_fb_free_gb="22 18 15 19x7", num_running_reqs="10x10")
+    out = evaluate(MEM_FRACTION_TOO_LOW, view, config=config)
+    assert isinstance(out, Finding)
+    assert out.evidence.startswith("free GPU memory (DCGM), lowest over the window 15.00 GB")
+    assert out.action.text == "--mem-fraction-static 0.8 -> 0.9"  # sized from the lowest, 15 GB
+    tight = window_from(gpu_fb_free_gb="22 9 15x8", num_running_reqs="10x10")
+    assert isinstance(evaluate(MEM_FRACTION_TOO_LOW, tight, config=config), Pass)
+
+
 def test_mem_fraction_too_low_unknown_gpu_takes_the_smallest_step():
     out = evaluate(
         MEM_FRACTION_TOO_LOW, _startup(12.0), config=ServerConfig(mem_fraction_static=0.8)

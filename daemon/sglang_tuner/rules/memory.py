@@ -4,6 +4,7 @@ import math
 
 from ..signals import (
     DECODE_OOM_EVENTS,
+    GPU_FB_FREE_GB,
     NUM_QUEUE_REQS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
@@ -33,7 +34,7 @@ AVAILABLE_TARGET_GB = 6.5  # the middle of the guide's 5-8 GB "good" band
 LARGEST_GPU_GB = 288.0
 _NO_STARTUP_MEM = (
     "startup available_gpu_mem is unknown: needs SGLang >= 0.5.11 metrics, "
-    ">= 0.5.17 /server_info, or the target's log_file"
+    ">= 0.5.17 /server_info, the target's log_file, or its dcgm_url"
 )
 
 
@@ -43,6 +44,17 @@ def startup_available_gb(inp: RuleInput) -> float | None:
     if value is None and inp.config is not None:
         value = inp.config.startup_available_gpu_mem_gb
     return value
+
+
+def surplus_memory(inp: RuleInput) -> tuple[float, str] | None:
+    """(free GB, what says so): startup available_gpu_mem, else the DCGM exporter's free
+    framebuffer, lowest over the window (a running server only ever holds more than at startup,
+    so this never overstates the surplus)."""
+    value = startup_available_gb(inp)
+    if value is not None:
+        return value, "startup available_gpu_mem"
+    dcgm = inp.view.min(GPU_FB_FREE_GB)
+    return None if dcgm is None else (dcgm, "free GPU memory (DCGM), lowest over the window")
 
 
 def _mem_fraction(inp: RuleInput) -> float | None:
@@ -55,7 +67,8 @@ def _floor2(value: float) -> float:
 
 def _raise_mem_fraction(inp: RuleInput) -> Action:
     """current + (free - target) / GPU memory: hand the surplus to the KV pool, capped."""
-    th, free = inp.thresholds, startup_available_gb(inp) or 0.0
+    surplus = surplus_memory(inp)
+    th, free = inp.thresholds, surplus[0] if surplus else 0.0
     total = gpu_memory_gb(inp.config)
     delta = _floor2((free - th["available_gpu_mem_target_gb"]) / (total or LARGEST_GPU_GB))
     delta = max(0.01, delta)  # the guide's own step is 0.01
@@ -107,13 +120,15 @@ def _mem_fraction_ladder(inp: RuleInput) -> Action:
 
 
 def _check_mem_too_low(inp: RuleInput) -> Outcome:
-    """Startup fact: available_gpu_mem at or above 10 GB (no window needed)."""
-    free = startup_available_gb(inp)
-    if free is None:
+    """Startup fact: available_gpu_mem at or above 10 GB (else DCGM's free memory, lowest over
+    the window, at or above 10 GB)."""
+    surplus = surplus_memory(inp)
+    if surplus is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
+    free, what = surplus
     if free < inp.thresholds["available_gpu_mem_too_high_gb"]:
-        return Pass(detail=f"available_gpu_mem {free:.2f} GB")
-    evidence = f"startup available_gpu_mem {free:.2f} GB, above the guide's 5-8 GB band"
+        return Pass(detail=f"{what} {free:.2f} GB")
+    evidence = f"{what} {free:.2f} GB, above the guide's 5-8 GB band"
     return Finding(evidence, _raise_mem_fraction(inp), Confidence.HIGH)
 
 
@@ -139,7 +154,7 @@ MEM_FRACTION_TOO_LOW = Rule(
     summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
     action="Raise --mem-fraction-static by the surplus over ~6.5 GB, as a share of GPU memory.",
     source=MEMORY_SOURCE,
-    signals=(STARTUP_AVAILABLE_GPU_MEM_GB,),
+    signals=(STARTUP_AVAILABLE_GPU_MEM_GB, GPU_FB_FREE_GB),
     thresholds={
         "available_gpu_mem_too_high_gb": 10.0,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,

@@ -1,0 +1,111 @@
+"""Outputs: alert state, publication, Alertmanager and SQLite after judging."""
+
+import logging
+import time
+
+from sglang_tuner.config import load_settings
+from sglang_tuner.evaluation import TunerState
+from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.outputs import Outputs
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.store import Store
+from sglang_tuner.target_state import TargetState
+from sglang_tuner.targets import TargetSpec
+from sglang_tuner.values import (
+    Action,
+    Confidence,
+    Finding,
+    Health,
+    Pass,
+    ScrapeResult,
+    Severity,
+    Snapshot,
+)
+
+from tests.alertmanager_process import am_alerts, eventually, needs_alertmanager
+
+RULE = Rule(
+    id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",
+    source="Hyperparameter Tuning", check=lambda _i: Pass(),
+)  # fmt: skip
+FINDING = Finding("queue 0 in 90% of samples", Action("client: faster"), Confidence.HIGH, 0.9)
+
+
+def _targets(*names: str) -> dict[str, TargetState]:
+    out = {}
+    for name in names:
+        target = TargetState(TargetSpec(name, f"http://{name}:30000"), 10)
+        target.ingest(ScrapeResult(name, 100.0, 0.02, Snapshot(name, 100.0, {"q": 1.0})))
+        out[name] = target
+    return out
+
+
+def _judged(*names: str, holds: bool = True) -> dict[str, TargetJudgement]:
+    outcome = FINDING if holds else Pass(0.0, 10)
+    judgement = TargetJudgement(
+        100.0, True, 10, (Judgement(RULE, Health.OK, RULE.severity, outcome),)
+    )
+    return dict.fromkeys(names, judgement)
+
+
+def test_outputs_publish_logs_and_records_each_advice_change(caplog):
+    caplog.set_level(logging.INFO, logger="sglang_tuner.outputs")
+    state = TunerState()
+    settings = load_settings(None, {"hold_for_seconds": 10, "keep_firing_for_seconds": 0})
+    outputs = Outputs(settings, state, None)
+    targets = _targets("gpu-a")
+    outputs.publish(targets, _judged("gpu-a"), {}, 100.0)
+    assert state.latest().advice[0].state == "pending"
+    outputs.publish(targets, _judged("gpu-a"), {}, 110.0)
+    assert state.latest().advice[0].state == "firing"
+    outputs.publish(targets, _judged("gpu-a", holds=False), {}, 120.0)
+    assert state.latest().advice == ()
+    assert [row[3] for row in outputs.history] == ["pending", "firing", "resolved"]
+    assert "advice resolved for gpu-a: queue_empty client: faster" in caplog.text
+    assert state.latest().evaluations_total == 3
+
+
+def test_outputs_persist_and_restore_windows_and_alerts(tmp_path):
+    settings = load_settings(None, {"hold_for_seconds": 0})
+    store = Store(tmp_path / "tuner.db")
+    outputs = Outputs(settings, TunerState(), store)
+    targets = _targets("gpu-a")
+    outputs.publish(targets, _judged("gpu-a"), {}, 100.0)
+    outputs.persist(targets, 100.0)
+    assert outputs.history == []  # stored
+
+    fresh = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
+    restored = {"gpu-a": TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 10)}
+    fresh.restore(restored, 160.0)
+    assert restored["gpu-a"].window.view(160.0, 600.0).values("q") == [1.0]
+    assert fresh.tracker.state_of(("gpu-a", "queue_empty"))[0] == "firing"
+
+
+@needs_alertmanager
+async def test_outputs_forget_resolves_a_removed_targets_alerts_in_alertmanager(alertmanager):
+    settings = load_settings(
+        None, {"hold_for_seconds": 0, "alertmanager": {"urls": [alertmanager.url]}}
+    )
+    outputs = Outputs(settings, TunerState(), None)
+    await outputs.start()
+    try:
+        targets = _targets("gpu-a", "gpu-b")
+        now = time.time()  # Alertmanager compares endsAt with its own clock
+        outputs.publish(targets, _judged("gpu-a", "gpu-b"), {}, now)
+
+        async def both_active() -> bool:
+            return all([await am_alerts(alertmanager.url, t) for t in ("gpu-a", "gpu-b")])
+
+        await eventually(both_active)
+        # Alertmanager keeps a resolve whose endsAt is still ahead of its clock as active.
+        outputs.forget("gpu-a", time.time())
+        del targets["gpu-a"]
+
+        async def only_b_active() -> bool:
+            gone = await am_alerts(alertmanager.url, "gpu-a") == []
+            return gone and len(await am_alerts(alertmanager.url, "gpu-b")) == 1
+
+        await eventually(only_b_active)
+        assert [a.target for a in outputs.tracker.advice()] == ["gpu-b"]
+    finally:
+        await outputs.stop()
