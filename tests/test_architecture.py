@@ -36,17 +36,22 @@ FLOORS: dict[str, int] = {
     "exporter": 8,
     "alertmanager": 8,
     "store": 8,
-    "api": 11,
-    "outputs": 12,
-    "loop": 13,
-    "server": 14,
-    "check": 15,
-    "demo": 15,
-    "__main__": 16,
+    "api_context": 11,
+    "api_advice": 12,
+    "api": 13,
+    "outputs": 14,
+    "loop": 15,
+    "server": 16,
+    "check": 17,
+    "demo": 17,
+    "__main__": 18,
     "__init__": 0,
 }
 # The outputs see only what was published: never the sources, target state or judge.
-OUTPUTS = ("schemas", "schemas_inventory", "advice_report", "exporter", "api", "store")
+OUTPUTS = (
+    "schemas", "schemas_inventory", "advice_report", "exporter", "store",
+    "api_context", "api_advice", "api",
+)  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.
 PURE = ("rules", "window", "values", "signals", "judge", "target_state", "publish", "alerting")

@@ -1,32 +1,25 @@
 """The HTTP API: advice, targets and tuning rules read from the latest evaluation, and /metrics."""
 
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client.registry import CollectorRegistry
 
-from . import __version__
-from .advice_report import AdviceFilter, select_advice
+from . import __version__, api_advice
+from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
 from .config import Settings
 from .evaluation import Evaluation, TargetStatus, TunerState
 from .exporter import health_score, render_metrics
 from .rules.base import Rule
-from .schemas import AdviceList, RuleResultOut, StatusOut, advice_text
+from .schemas import StatusOut
 from .schemas_inventory import RuleList, RuleOut, TargetList, TargetOut
-from .values import Severity
 
 logger = logging.getLogger(__name__)
 
-_TEXT: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/plain": {}}, "description": "JSON, or text with ?format=text"}
-}
 _LINKS = ("/advice", "/advice?format=text", "/targets", "/rules", "/metrics", "/docs")
 _LANDING = (
     "<!doctype html><html><head><title>sglang-tuner</title></head><body>"
@@ -35,105 +28,7 @@ _LANDING = (
     + "".join(f'<li><a href="{p}">{p}</a></li>' for p in _LINKS)
     + "</ul></body></html>"
 )
-# A media range and its q-value (RFC 9110 qvalue grammar); no q means 1.
-_MEDIA_RANGE = re.compile(r"([^\s,;]+)[^,]*?(?:;\s*q=(0(?:\.\d*)?|1(?:\.0*)?))?\s*(?:,|$)")
-
-
-@dataclass(frozen=True, slots=True)
-class ApiContext:
-    """What the handlers read: the published state and fixed wiring."""
-
-    state: TunerState
-    registry: CollectorRegistry
-    rules: dict[str, Rule]
-    settings: Settings
-    clock: Callable[[], float]
-    # Rendered /advice answers for the latest evaluation only: with 1,000 targets building one
-    # takes tens of ms, and clients poll far more often than the evaluation changes.
-    advice_cache: dict[tuple[object, ...], tuple[bytes, str]] = field(default_factory=dict)
-
-
-def get_context(request: Request) -> ApiContext:
-    """The app's `ApiContext`."""
-    ctx: ApiContext = request.app.state.ctx
-    return ctx
-
-
-ContextDep = Annotated[ApiContext, Depends(get_context)]
-
-
-def get_state(ctx: ContextDep) -> TunerState:
-    """The daemon state the loop publishes to."""
-    return ctx.state
-
-
-StateDep = Annotated[TunerState, Depends(get_state)]
-
-
-def get_evaluation(state: StateDep) -> Evaluation:
-    """The evaluation published when the request arrived: one consistent view per request."""
-    return state.latest()
-
-
-EvaluationDep = Annotated[Evaluation, Depends(get_evaluation)]
-
-
-def advice_filter(
-    severity: Annotated[Severity | None, Query(description="Only this severity")] = None,
-    state: Annotated[
-        Literal["pending", "firing"] | None, Query(description="Only this alert state")
-    ] = None,
-) -> AdviceFilter:
-    """The `severity` and `state` query filters of /advice."""
-    return AdviceFilter(severity, state)
-
-
-FilterDep = Annotated[AdviceFilter, Depends(advice_filter)]
-TargetQuery = Annotated[str | None, Query(description="Only this target")]
-FormatQuery = Annotated[
-    Literal["json", "text"] | None,
-    Query(alias="format", description="text: a readable report (also via Accept: text/plain)"),
-]
 router = APIRouter()
-
-
-@router.get("/advice", response_model=AdviceList, responses=_TEXT, tags=["advice"])
-def list_advice(
-    request: Request,
-    ev: EvaluationDep,
-    ctx: ContextDep,
-    f: FilterDep,
-    target: TargetQuery = None,
-    fmt: FormatQuery = None,
-) -> Response:
-    """Pending and firing advice for every target, with what has no data and why."""
-    if target is not None:
-        _require_target(ev, target)
-    return _advice_response(request, ev, ctx, f, target, fmt)
-
-
-@router.get("/advice/{target}", response_model=AdviceList, responses=_TEXT, tags=["advice"])
-def read_target_advice(
-    request: Request,
-    target: str,
-    ev: EvaluationDep,
-    ctx: ContextDep,
-    f: FilterDep,
-    fmt: FormatQuery = None,
-) -> Response:
-    """Pending and firing advice for one target, with what has no data and why."""
-    _require_target(ev, target)
-    return _advice_response(request, ev, ctx, f, target, fmt)
-
-
-@router.get("/advice/{target}/{rule}", tags=["advice"])
-def read_rule_advice(target: str, rule: str, ev: EvaluationDep, ctx: ContextDep) -> RuleResultOut:
-    """One tuning rule for one target: health, state, advice or the reason there is none."""
-    _require_target(ev, target)
-    known = _require_rule(ctx, rule)
-    result = next((r for r in ev.results.get(target, ()) if r.rule == rule), None)
-    advice = next((a for a in ev.advice if (a.target, a.rule) == (target, rule)), None)
-    return RuleResultOut.from_result(target, known, result, advice, ev.ts)
 
 
 @router.get("/targets", tags=["targets"])
@@ -147,7 +42,7 @@ def list_targets(ev: EvaluationDep, ctx: ContextDep) -> TargetList:
 @router.get("/targets/{target}", tags=["targets"])
 def read_target(target: str, ev: EvaluationDep, ctx: ContextDep) -> TargetOut:
     """One watched SGLang server."""
-    return _target_out(ev, _require_target(ev, target), ctx.clock())
+    return _target_out(ev, require_target(ev, target), ctx.clock())
 
 
 @router.get("/rules", tags=["rules"])
@@ -160,7 +55,7 @@ def list_rules(ctx: ContextDep) -> RuleList:
 @router.get("/rules/{rule}", tags=["rules"])
 def read_rule(rule: str, ctx: ContextDep) -> RuleOut:
     """One tuning rule."""
-    return RuleOut.from_rule(_require_rule(ctx, rule), ctx.settings)
+    return RuleOut.from_rule(require_rule(ctx, rule), ctx.settings)
 
 
 @router.get("/healthz", response_model_exclude_none=True, tags=["daemon"])
@@ -217,11 +112,8 @@ def create_app(
     ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
     app.state.ctx = ctx
 
-    def prerender(ev: Evaluation) -> None:
-        """Render the plain /advice answer as each evaluation is published: no request waits."""
-        _rendered(ctx, ev, AdviceFilter(), None, False)
-
-    state.subscribe(prerender)
+    state.subscribe(lambda ev: api_advice.prerender(ctx, ev))
+    app.include_router(api_advice.router)
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     app.middleware("http")(_contain_errors)
@@ -232,61 +124,6 @@ def _target_out(ev: Evaluation, t: TargetStatus, now: float) -> TargetOut:
     results = list(ev.results.get(t.name, ()))
     score = None if t.up is None else health_score(t, results)
     return TargetOut.from_status(t, results, score, now)
-
-
-def _require_target(ev: Evaluation, name: str) -> TargetStatus:
-    target = ev.targets.get(name)
-    if target is None:
-        raise HTTPException(404, f"Unknown target '{name}'")
-    return target
-
-
-def _require_rule(ctx: ApiContext, rule_id: str) -> Rule:
-    rule = ctx.rules.get(rule_id)
-    if rule is None:
-        raise HTTPException(404, f"Unknown rule '{rule_id}'")
-    return rule
-
-
-def _advice_response(
-    request: Request,
-    ev: Evaluation,
-    ctx: ApiContext,
-    f: AdviceFilter,
-    target: str | None,
-    fmt: str | None,
-) -> Response:
-    """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
-    as_text = fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
-    body, media_type = _rendered(ctx, ev, f, target, as_text)
-    return Response(body, media_type=media_type)
-
-
-def _rendered(
-    ctx: ApiContext, ev: Evaluation, f: AdviceFilter, target: str | None, as_text: bool
-) -> tuple[bytes, str]:
-    key = (id(ev), ev.ts, target, f.severity, f.state, as_text)
-    cached = ctx.advice_cache.get(key)
-    if cached is None:
-        if ctx.advice_cache and next(iter(ctx.advice_cache))[:2] != key[:2]:
-            ctx.advice_cache.clear()  # a newer evaluation was published
-        out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
-        if as_text:
-            cached = (advice_text(out).encode(), "text/plain; charset=utf-8")
-        else:
-            cached = (out.model_dump_json().encode(), "application/json")
-        ctx.advice_cache[key] = cached
-    return cached
-
-
-def _prefers_text(accept: str) -> bool:
-    """True when the Accept header gives text/plain (or text/*) a higher q than JSON."""
-    kinds = {"text/plain": 0, "text/*": 0, "application/json": 1, "application/*": 1}
-    best = [0.0, 0.0]
-    for media, q in _MEDIA_RANGE.findall(accept.lower()):
-        if media in kinds:
-            best[kinds[media]] = max(best[kinds[media]], float(q or 1))
-    return best[0] > best[1]
 
 
 async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

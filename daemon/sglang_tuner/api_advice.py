@@ -1,0 +1,123 @@
+"""The /advice routes: answers rendered once per evaluation, as JSON or a text report."""
+
+import re
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from .advice_report import AdviceFilter, select_advice
+from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
+from .evaluation import Evaluation
+from .schemas import AdviceList, RuleResultOut, advice_text
+from .values import Severity
+
+_TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {}}, "description": "JSON, or text with ?format=text"}
+}
+# A media range and its q-value (RFC 9110 qvalue grammar); no q means 1.
+_MEDIA_RANGE = re.compile(r"([^\s,;]+)[^,]*?(?:;\s*q=(0(?:\.\d*)?|1(?:\.0*)?))?\s*(?:,|$)")
+
+
+def advice_filter(
+    severity: Annotated[Severity | None, Query(description="Only this severity")] = None,
+    state: Annotated[
+        Literal["pending", "firing"] | None, Query(description="Only this alert state")
+    ] = None,
+) -> AdviceFilter:
+    """The `severity` and `state` query filters of /advice."""
+    return AdviceFilter(severity, state)
+
+
+FilterDep = Annotated[AdviceFilter, Depends(advice_filter)]
+TargetQuery = Annotated[str | None, Query(description="Only this target")]
+FormatQuery = Annotated[
+    Literal["json", "text"] | None,
+    Query(alias="format", description="text: a readable report (also via Accept: text/plain)"),
+]
+router = APIRouter()
+
+
+@router.get("/advice", response_model=AdviceList, responses=_TEXT, tags=["advice"])
+def list_advice(
+    request: Request,
+    ev: EvaluationDep,
+    ctx: ContextDep,
+    f: FilterDep,
+    target: TargetQuery = None,
+    fmt: FormatQuery = None,
+) -> Response:
+    """Pending and firing advice for every target, with what has no data and why."""
+    if target is not None:
+        require_target(ev, target)
+    return _advice_response(request, ev, ctx, f, target, fmt)
+
+
+@router.get("/advice/{target}", response_model=AdviceList, responses=_TEXT, tags=["advice"])
+def read_target_advice(
+    request: Request,
+    target: str,
+    ev: EvaluationDep,
+    ctx: ContextDep,
+    f: FilterDep,
+    fmt: FormatQuery = None,
+) -> Response:
+    """Pending and firing advice for one target, with what has no data and why."""
+    require_target(ev, target)
+    return _advice_response(request, ev, ctx, f, target, fmt)
+
+
+@router.get("/advice/{target}/{rule}", tags=["advice"])
+def read_rule_advice(target: str, rule: str, ev: EvaluationDep, ctx: ContextDep) -> RuleResultOut:
+    """One tuning rule for one target: health, state, advice or the reason there is none."""
+    require_target(ev, target)
+    known = require_rule(ctx, rule)
+    result = next((r for r in ev.results.get(target, ()) if r.rule == rule), None)
+    advice = next((a for a in ev.advice if (a.target, a.rule) == (target, rule)), None)
+    return RuleResultOut.from_result(target, known, result, advice, ev.ts)
+
+
+def _advice_response(
+    request: Request,
+    ev: Evaluation,
+    ctx: ApiContext,
+    f: AdviceFilter,
+    target: str | None,
+    fmt: str | None,
+) -> Response:
+    """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
+    as_text = fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
+    body, media_type = _rendered(ctx, ev, f, target, as_text)
+    return Response(body, media_type=media_type)
+
+
+def _rendered(
+    ctx: ApiContext, ev: Evaluation, f: AdviceFilter, target: str | None, as_text: bool
+) -> tuple[bytes, str]:
+    key = (id(ev), ev.ts, target, f.severity, f.state, as_text)
+    cached = ctx.advice_cache.get(key)
+    if cached is None:
+        if ctx.advice_cache and next(iter(ctx.advice_cache))[:2] != key[:2]:
+            ctx.advice_cache.clear()  # a newer evaluation was published
+        out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
+        if as_text:
+            cached = (advice_text(out).encode(), "text/plain; charset=utf-8")
+        else:
+            cached = (out.model_dump_json().encode(), "application/json")
+        ctx.advice_cache[key] = cached
+    return cached
+
+
+def _prefers_text(accept: str) -> bool:
+    """True when the Accept header gives text/plain (or text/*) a higher q than JSON."""
+    kinds = {"text/plain": 0, "text/*": 0, "application/json": 1, "application/*": 1}
+    best = [0.0, 0.0]
+    for media, q in _MEDIA_RANGE.findall(accept.lower()):
+        if media in kinds:
+            best[kinds[media]] = max(best[kinds[media]], float(q or 1))
+    return best[0] > best[1]
+
+
+def prerender(ctx: ApiContext, ev: Evaluation) -> None:
+    """Render the plain /advice answer as each evaluation is published: no request waits."""
+    _rendered(ctx, ev, AdviceFilter(), None, False)
