@@ -1,5 +1,6 @@
 """The docs describe the code: every setting is documented, README starts with the two commands."""
 
+import textwrap
 from pathlib import Path
 
 from sglang_tuner.config import AlertmanagerSettings, FileSDSettings, Settings, TargetSettings
@@ -22,3 +23,19 @@ def test_readme_starts_with_make_demo_and_make_test():
 
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_contributing_rule_recipe_works_as_written():
+    from helpers import evaluate, window_from
+    from sglang_tuner.values import Finding, Pass
+
+    text = (ROOT / "docs" / "contributing.md").read_text()
+    recipe = text.split("## Add a tuning rule", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(textwrap.dedent(recipe), "contributing.md", "exec"), namespace)
+    rule = namespace["POOL_IDLE"]
+    idle = window_from(token_usage="0.1x10", num_queue_reqs="0x10")
+    assert isinstance(evaluate(rule, idle), Finding)
+    assert isinstance(
+        evaluate(rule, window_from(token_usage="0.9x10", num_queue_reqs="0x10")), Pass
+    )
