@@ -26,6 +26,7 @@ FLOORS: dict[str, int] = {
     "sources": 3,
     "target_state": 3,
     "judge": 4,
+    "plan": 5,
     "alerting": 5,
     "evaluation": 6,
     "publish": 7,
@@ -54,7 +55,9 @@ OUTPUTS = (
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.
-PURE = ("rules", "window", "values", "signals", "judge", "target_state", "publish", "alerting")
+PURE = (
+    "rules", "window", "values", "signals", "judge", "plan", "target_state", "publish", "alerting",
+)  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 CLI = ("__main__", "demo", "check")
 

@@ -54,11 +54,11 @@ def test_outputs_publish_logs_and_records_each_advice_change(caplog):
     settings = load_settings(None, {"hold_for_seconds": 10, "keep_firing_for_seconds": 0})
     outputs = Outputs(settings, state, None)
     targets = _targets("gpu-a")
-    outputs.publish(targets, _judged("gpu-a"), {}, 100.0)
+    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
     assert state.latest().advice[0].state == "pending"
-    outputs.publish(targets, _judged("gpu-a"), {}, 110.0)
+    outputs.publish(targets, _judged("gpu-a"), {}, {}, 110.0)
     assert state.latest().advice[0].state == "firing"
-    outputs.publish(targets, _judged("gpu-a", holds=False), {}, 120.0)
+    outputs.publish(targets, _judged("gpu-a", holds=False), {}, {}, 120.0)
     assert state.latest().advice == ()
     assert [row[3] for row in outputs.history] == ["pending", "firing", "resolved"]
     assert "advice resolved for gpu-a: queue_empty client: faster" in caplog.text
@@ -70,7 +70,7 @@ def test_outputs_persist_and_restore_windows_and_alerts(tmp_path):
     store = Store(tmp_path / "tuner.db")
     outputs = Outputs(settings, TunerState(), store)
     targets = _targets("gpu-a")
-    outputs.publish(targets, _judged("gpu-a"), {}, 100.0)
+    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
     outputs.persist(targets, 100.0)
     assert outputs.history == []  # stored
 
@@ -91,7 +91,7 @@ async def test_outputs_forget_resolves_a_removed_targets_alerts_in_alertmanager(
     try:
         targets = _targets("gpu-a", "gpu-b")
         now = time.time()  # Alertmanager compares endsAt with its own clock
-        outputs.publish(targets, _judged("gpu-a", "gpu-b"), {}, now)
+        outputs.publish(targets, _judged("gpu-a", "gpu-b"), {}, {}, now)
 
         async def both_active() -> bool:
             return all([await am_alerts(alertmanager.url, t) for t in ("gpu-a", "gpu-b")])

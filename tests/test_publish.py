@@ -50,7 +50,7 @@ def _judged(ts: float = 100.0) -> TargetJudgement:
 
 
 def test_active_advice_is_one_per_finding_with_the_targets_labels():
-    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, 100.0)
+    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, {}, 100.0)
     assert list(advice) == [("gpu-a", "queue_empty")]
     (a,) = advice.values()
     assert (a.state, a.since, a.evidence, a.action.text) == (
@@ -60,7 +60,7 @@ def test_active_advice_is_one_per_finding_with_the_targets_labels():
 
 
 def test_active_advice_skips_judgements_of_targets_no_longer_watched():
-    assert active_advice({}, {"gone": _judged()}, 100.0) == {}
+    assert active_advice({}, {"gone": _judged()}, {}, 100.0) == {}
 
 
 def test_target_status_shows_the_last_scrape_config_and_judged_samples():
@@ -73,7 +73,7 @@ def test_target_status_shows_the_last_scrape_config_and_judged_samples():
 
 def test_rule_results_carry_the_one_alert_state():
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
-    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, 100.0)
+    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, {}, 100.0)
     tracker.update(advice, 100.0)
     results = {r.rule: r for r in rule_results("gpu-a", _judged(), tracker)}
     assert (results["queue_empty"].state, results["queue_empty"].fired_at) == ("firing", 100.0)
@@ -86,10 +86,10 @@ def test_build_evaluation_lists_advice_of_watched_targets_only():
     tracker = AlertTracker(hold_for=60.0, keep_firing_for=0.0)
     targets = {"gpu-a": _target(), "gpu-b": _target("gpu-b")}
     judged = {"gpu-a": _judged(), "gpu-b": _judged()}
-    tracker.update(active_advice(targets, judged, 100.0), 100.0)
+    tracker.update(active_advice(targets, judged, 100.0), {}, 100.0)
     del targets["gpu-b"]
     ev = build_evaluation(
-        targets, judged, tracker, rule_failures={"queue_empty": 2},
+        targets, judged, {}, tracker, rule_failures={"queue_empty": 2},
         alertmanager=AlertmanagerStatus(), count=7, now=110.0,
     )  # fmt: skip
     assert [(a.target, a.rule, a.state) for a in ev.advice] == [("gpu-a", "queue_empty", "pending")]

@@ -7,6 +7,7 @@ the Alertmanager path and the store read only this.
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .plan import Plan
 from .values import Advice, AlertState, Health, Outcome, ServerConfig, Severity
 
 
@@ -73,6 +74,7 @@ class Evaluation:
     targets: Mapping[str, TargetStatus] = field(default_factory=dict)
     results: Mapping[str, tuple[RuleResult, ...]] = field(default_factory=dict)
     advice: tuple[Advice, ...] = ()
+    plans: Mapping[str, Plan] = field(default_factory=dict)  # per target: the next change first
     rule_evaluation_failures: Mapping[str, int] = field(default_factory=dict)
     alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
     evaluations_total: int = 0

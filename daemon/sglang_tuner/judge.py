@@ -101,6 +101,7 @@ def _rule_input(
         now=now,
         config_error=target.config_error,
         error_reason=None if last is None or last.is_up else last.error_reason,
+        history=target.history,
     )
 
 

@@ -22,6 +22,7 @@ from .config import Settings
 from .evaluation import TunerState
 from .judge import TargetJudgement, is_due, judge_target, rule_settings
 from .outputs import Outputs
+from .plan import Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
 from .sources.target import TargetSource
@@ -57,6 +58,8 @@ class Tuner:
         self.targets: dict[str, TargetState] = {}
         self.sources: dict[str, TargetSource] = {}
         self.judged: dict[str, TargetJudgement] = {}
+        self.plans: dict[str, Plan] = {}
+        self._order = {rule.id: i for i, rule in enumerate(self.rules)}  # the guide's order
         self.rule_failures: Counter[str] = Counter()
         self.outputs = Outputs(settings, self.state, store)
         self._file_sd = FileSD(settings.file_sd)
@@ -142,6 +145,7 @@ class Tuner:
     def _remove_target(self, name: str) -> None:
         self.targets.pop(name, None)
         self.judged.pop(name, None)
+        self.plans.pop(name, None)
         source = self.sources.pop(name, None)
         if source is not None:
             self._spawn(source.aclose())
@@ -168,10 +172,12 @@ class Tuner:
             self.judge(name, now)
 
     def judge(self, name: str, now: float) -> None:
-        """Judge every rule for one target and keep the judgement for the next publish."""
-        judgement = judge_target(self.targets[name], self.rules, self.settings, now)
+        """Judge every rule for one target, then plan: both kept for the next publish."""
+        target = self.targets[name]
+        judgement = judge_target(target, self.rules, self.settings, now)
         self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judged[name] = judgement
+        self.plans[name] = plan_target(name, judgement, target.history, self._order)
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
@@ -214,7 +220,7 @@ class Tuner:
         for name in self.targets:
             if refresh or name not in self.judged:
                 self.judge(name, now)
-        self.outputs.publish(self.targets, self.judged, self.rule_failures, now)
+        self.outputs.publish(self.targets, self.judged, self.plans, self.rule_failures, now)
 
     # -- configuration and persistence ------------------------------------------------------
     async def refresh_targets_job(self) -> None:

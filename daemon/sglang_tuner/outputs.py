@@ -14,6 +14,7 @@ from .alertmanager import AlertmanagerClient, to_alertmanager_json
 from .config import Settings, external_url
 from .evaluation import AlertmanagerStatus, Evaluation, TunerState
 from .judge import TargetJudgement, rule_settings
+from .plan import Plan
 from .publish import active_advice, build_evaluation
 from .store import Store
 from .target_state import TargetState
@@ -62,17 +63,18 @@ class Outputs:
         self,
         targets: Mapping[str, TargetState],
         judged: Mapping[str, TargetJudgement],
+        plans: Mapping[str, Plan],
         rule_failures: Mapping[str, int],
         now: float,
     ) -> Evaluation:
         """Advance alert state, notify Alertmanager, and publish a new evaluation."""
-        changes = self.tracker.update(active_advice(targets, judged, now), now)
+        changes = self.tracker.update(active_advice(targets, judged, plans, now), now)
         self._record(changes, now)
         self._notify(now)
         self.publications += 1
         am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
         evaluation = build_evaluation(
-            targets, judged, self.tracker,
+            targets, judged, plans, self.tracker,
             rule_failures=rule_failures, alertmanager=am, count=self.publications, now=now,
         )  # fmt: skip
         self.state.publish(evaluation)

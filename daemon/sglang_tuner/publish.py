@@ -9,21 +9,26 @@ from collections.abc import Mapping
 from .alerting import AlertTracker, Key
 from .evaluation import AlertmanagerStatus, Evaluation, RuleResult, TargetStatus
 from .judge import Judgement, TargetJudgement
+from .plan import Plan
 from .target_state import TargetState
 from .values import Advice, AlertState, Finding
 
 
 def active_advice(
-    targets: Mapping[str, TargetState], judged: Mapping[str, TargetJudgement], now: float
+    targets: Mapping[str, TargetState],
+    judged: Mapping[str, TargetJudgement],
+    plans: Mapping[str, Plan],
+    now: float,
 ) -> dict[Key, Advice]:
-    """Advice for every (target, rule) whose finding holds in the target's latest judgement."""
+    """Advice for every (target, rule) whose finding holds in the target's latest judgement
+    and is not held back by the target's plan."""
     active = {}
     for name, judgement in judged.items():
-        target = targets.get(name)
+        target, plan = targets.get(name), plans.get(name)
         if target is None:
             continue
         for j in judgement.judgements:
-            if j.finding is not None:
+            if j.finding is not None and (plan is None or j.rule.id in plan.advised):
                 active[(name, j.rule.id)] = advice_for(j, j.finding, target, now)
     return active
 
@@ -100,6 +105,7 @@ def rule_results(
 def build_evaluation(
     targets: Mapping[str, TargetState],
     judged: Mapping[str, TargetJudgement],
+    plans: Mapping[str, Plan],
     tracker: AlertTracker,
     *,
     rule_failures: Mapping[str, int],
@@ -114,6 +120,7 @@ def build_evaluation(
         targets={n: target_status(t, judged.get(n)) for n, t in targets.items()},
         results={n: rule_results(n, judged.get(n), tracker) for n in targets},
         advice=tuple(a for a in advice if a.target in targets),
+        plans={n: p for n, p in plans.items() if n in targets},
         rule_evaluation_failures=dict(rule_failures),
         alertmanager=alertmanager,
         evaluations_total=count,

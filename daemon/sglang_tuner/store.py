@@ -118,8 +118,13 @@ def _alert(data: dict[str, Any]) -> Alert:
     return Alert(**data)
 
 
+def _action(data: dict[str, Any]) -> Action:
+    data["companions"] = tuple(_action(c) for c in data.get("companions", ()))
+    return Action(**data)
+
+
 def _advice(data: dict[str, Any]) -> Advice:
-    data["action"] = Action(**data["action"])
+    data["action"] = _action(data["action"])
     data["severity"] = Severity(data["severity"])
     data["confidence"] = Confidence(data["confidence"])
     return Advice(**data)

@@ -8,9 +8,15 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 
-from .signals import CRASH_EVENT_SIGNALS, GPU_FB_FREE_GB, RESTARTS
+from .signals import (
+    CRASH_EVENT_SIGNALS,
+    DECODE_OOM_EVENTS,
+    GPU_FB_FREE_GB,
+    PREFILL_OOM_EVENTS,
+    RESTARTS,
+)
 from .targets import TargetSpec
-from .values import ScrapeResult, ServerConfig, Snapshot
+from .values import FlagHistory, FlagOutcome, ScrapeResult, ServerConfig, Snapshot
 from .window import Window
 
 # Knobs whose change after a restart makes the old window describe another configuration.
@@ -29,6 +35,16 @@ TUNING_FIELDS = (
 )
 
 
+# Crash signal -> the flag (ServerConfig field) whose value it blames, and whether the crash says
+# that value was too low rather than too high.
+CRASH_BLAME: dict[str, tuple[str, bool]] = {
+    PREFILL_OOM_EVENTS: ("chunked_prefill_size", False),
+    DECODE_OOM_EVENTS: ("max_running_requests", False),
+}
+# A configuration that served this long without a crash has safe flag values (one window).
+SAFE_AFTER_SECONDS = 300.0
+
+
 class TargetState:
     """One SGLang server: its window, its flags, and the record of its scrapes."""
 
@@ -44,6 +60,8 @@ class TargetState:
         self.scrapes_total = 0
         self.failures: Counter[str] = Counter()
         self.needs_server_info = True  # at start and after a restart
+        self.history = FlagHistory()  # the last safe and last failing value of each flag
+        self.up_since: float | None = None  # first good scrape since the last restart
 
     @property
     def name(self) -> str:
@@ -55,19 +73,51 @@ class TargetState:
         self.scrapes_total += 1
         self.last = result
         log_values = log_values or {}
+        crashed = any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS)
+        if crashed:
+            self._remember_crash(log_values, result.ts)
         if result.snapshot is None:
             self.failures[result.error_reason or "unknown"] += 1
+            self.up_since = None
             # While down, crash lines still count: a crash loop is exactly when they matter.
-            if any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS):
+            if crashed:
                 self.window.append(Snapshot(self.name, result.ts, dict(log_values)))
             return
         self.last_success_ts = result.ts
         values = {**log_values, **result.snapshot.values}  # metrics win; the log fills gaps
         if self.gpu_fb_free_gb is not None:
             values[GPU_FB_FREE_GB] = self.gpu_fb_free_gb
-        if values.get(RESTARTS, 0) > 0:
+        restarted = values.get(RESTARTS, 0) > 0
+        if restarted:
             self.needs_server_info = True
+        if self.up_since is None or restarted or crashed:
+            self.up_since = result.ts
+        self._remember_safe(result.ts)
         self.window.append(Snapshot(self.name, result.ts, values))
+
+    def _remember_crash(self, values: Mapping[str, float], ts: float) -> None:
+        """The flag values the server just crashed with are failing values from now on."""
+        if self.config is None:
+            return
+        failing = dict(self.history.failing)
+        for signal, (field, too_low) in CRASH_BLAME.items():
+            value = getattr(self.config, field)
+            if values.get(signal, 0) > 0 and value is not None:
+                failing[field] = FlagOutcome(value, ts, signal, too_low)
+        self.history = dataclasses.replace(self.history, failing=failing)
+
+    def _remember_safe(self, ts: float) -> None:
+        """Flag values that served `SAFE_AFTER_SECONDS` without a crash are safe values."""
+        up_since, config = self.up_since, self.config
+        if config is None or up_since is None or ts - up_since < SAFE_AFTER_SECONDS:
+            return
+        safe = dict(self.history.safe)
+        for field in TUNING_FIELDS:
+            value = getattr(config, field)
+            if value is not None and (field not in safe or safe[field].value != value):
+                safe[field] = FlagOutcome(value, ts)
+        if safe != self.history.safe:
+            self.history = dataclasses.replace(self.history, safe=safe)
 
     def apply_server_info(self, config: ServerConfig | None, error: str | None) -> bool:
         """A `/server_info` read; True when tuning flags changed (the window starts afresh)."""

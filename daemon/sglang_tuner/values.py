@@ -121,13 +121,25 @@ class ScrapeResult:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """The change to make: `flag current -> suggested`, or a non-flag instruction in `text`."""
+    """The change to make: `flag current -> suggested`, or a non-flag instruction in `text`.
+
+    `companions` are flags changed in the same restart (e.g. `--mem-fraction-static` lowered
+    to pay for more CUDA graphs); `expected` says what the change should move, by about how
+    much, and on what basis.
+    """
 
     text: str
     flag: str | None = None
     current: str | None = None
     suggested: str | None = None
     note: str = ""
+    expected: str = ""
+    companions: tuple["Action", ...] = ()
+
+    def flags(self) -> dict[str, str]:
+        """Every flag this change sets, with its value (the restart's command-line delta)."""
+        changes = [self, *self.companions]
+        return {a.flag: a.suggested for a in changes if a.flag and a.suggested is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,3 +189,48 @@ class Advice:
     confidence: Confidence
     condition_ratio: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+
+
+# The tuning flags the advice turns, by command-line spelling -> `ServerConfig` field.
+FLAG_FIELDS: Mapping[str, str] = {
+    "--schedule-conservativeness": "schedule_conservativeness",
+    "--mem-fraction-static": "mem_fraction_static",
+    "--chunked-prefill-size": "chunked_prefill_size",
+    "--max-running-requests": "max_running_requests",
+    "--cuda-graph-max-bs": "cuda_graph_max_bs",
+    "--cuda-graph-max-bs-decode": "cuda_graph_max_bs",  # the v0.5.14+ spelling
+    "--schedule-policy": "schedule_policy",
+    "--attention-backend": "attention_backend",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--quantization": "quantization",
+    "--tp-size": "tp_size",
+    "--dp-size": "dp_size",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FlagOutcome:
+    """A value one tuning flag had on this server, and how it went."""
+
+    value: float | str
+    ts: float  # when it was last seen running safely, or when the server crashed with it
+    crash: str | None = None  # the crash signal (e.g. prefill_oom_events); None: ran safely
+    too_low: bool = False  # the crash says the value was too low (startup: pool too small)
+
+
+@dataclass(frozen=True, slots=True)
+class FlagHistory:
+    """Per `ServerConfig` field: the last value that ran safely and the last one that crashed."""
+
+    safe: Mapping[str, FlagOutcome] = field(default_factory=dict)
+    failing: Mapping[str, FlagOutcome] = field(default_factory=dict)
+
+    def crashes_with(self, flag: str, value: float | str) -> FlagOutcome | None:
+        """The crash a suggested value would repeat: at or past the last failing value."""
+        failed = self.failing.get(FLAG_FIELDS.get(flag, flag))
+        if failed is None:
+            return None
+        if isinstance(failed.value, str) or isinstance(value, str):
+            return failed if str(failed.value) == str(value) else None
+        crossed = value <= failed.value if failed.too_low else value >= failed.value
+        return failed if crossed else None

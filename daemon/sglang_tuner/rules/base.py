@@ -13,6 +13,7 @@ from ..values import (
     Action,
     Confidence,
     Finding,
+    FlagHistory,
     NoData,
     Outcome,
     Pass,
@@ -36,6 +37,7 @@ class RuleInput:
     now: float
     config_error: str | None = None  # why `config` is missing (e.g. /server_info needs an API key)
     error_reason: str | None = None  # the latest scrape's failure reason, when it failed
+    history: FlagHistory = field(default_factory=FlagHistory)  # this server's flag outcomes
 
 
 Check = Callable[[RuleInput], Outcome]
@@ -59,6 +61,10 @@ class Rule:
     profiles: tuple[str, ...] = PROFILES
     needs_up: bool = True  # False: also judged while scrapes fail (crash loops, startup facts)
     needs_window: bool = True  # False: judges config or events, not min_samples scrapes
+    stability: bool = False  # a crash or out-of-memory: its change comes before any other
+    ours: bool = False  # not in the guide: our own advice (`source` says why)
+    # Where each threshold comes from: "guide <seed>: ..." or "ours: <reason>".
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
     def thresholds_for(
         self, profile: str, overrides: Mapping[str, float] | None = None, legacy: bool = False
