@@ -86,7 +86,7 @@ def test_build_evaluation_lists_advice_of_watched_targets_only():
     tracker = AlertTracker(hold_for=60.0, keep_firing_for=0.0)
     targets = {"gpu-a": _target(), "gpu-b": _target("gpu-b")}
     judged = {"gpu-a": _judged(), "gpu-b": _judged()}
-    tracker.update(active_advice(targets, judged, 100.0), {}, 100.0)
+    tracker.update(active_advice(targets, judged, {}, 100.0), 100.0)
     del targets["gpu-b"]
     ev = build_evaluation(
         targets, judged, {}, tracker, rule_failures={"queue_empty": 2},
