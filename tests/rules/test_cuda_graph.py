@@ -15,10 +15,10 @@ GRAPH_256 = ServerConfig(version="0.5.9", cuda_graph_max_bs=256, mem_fraction_st
 def test_cuda_graph_not_covering_fires_when_batch_exceeds_max_bs():
     out = evaluate(CUDA_GRAPH_NOT_COVERING, BIG_BATCH, config=GRAPH_256)
     assert isinstance(out, Finding)
-    assert out.action.text == "--cuda-graph-max-bs 256 -> 512"
-    assert out.action.note == (
-        "CUDA graphs take more memory: also lower --mem-fraction-static 0.88 -> 0.86"
-    )
+    # the p99 batch (300) rounded up to a captured size, paid for with less static memory
+    assert out.action.text == "--cuda-graph-max-bs 256 -> 304, --mem-fraction-static 0.88 -> 0.86"
+    assert out.action.flags() == {"--cuda-graph-max-bs": "304", "--mem-fraction-static": "0.86"}
+    assert "p99 batch 300" in out.action.expected
     assert out.evidence.startswith(
         "running batch per rank above the CUDA-graph max bs 256 in 100% of 20 samples"
     )
@@ -28,7 +28,7 @@ def test_cuda_graph_not_covering_uses_renamed_flag_from_0_5_14():
     config = ServerConfig(version="0.5.14", cuda_graph_max_bs=256, mem_fraction_static=0.88)
     out = evaluate(CUDA_GRAPH_NOT_COVERING, BIG_BATCH, config=config)
     assert isinstance(out, Finding)
-    assert out.action.text == "--cuda-graph-max-bs-decode 256 -> 512"
+    assert out.action.text.startswith("--cuda-graph-max-bs-decode 256 -> 304")
 
 
 def test_graph_flag_by_version():
@@ -37,10 +37,26 @@ def test_graph_flag_by_version():
     assert graph_flag(None) == "--cuda-graph-max-bs"
 
 
-def test_cuda_graph_not_covering_goes_to_768_for_larger_batches():
-    view = window_from(num_running_reqs_max_rank="600x20")
+def test_cuda_graph_not_covering_sizes_to_the_batches_seen_not_the_guides_512():
+    # 90 % of batches are at most 137: one step to the captured size above the p99, not 512
+    view = window_from(num_running_reqs_max_rank="100x9 137x9 60x2", cuda_graph_pass_ratio="0.2x20")
+    config = ServerConfig(version="0.5.9", cuda_graph_max_bs=32, mem_fraction_static=0.88)
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=config)
+    assert isinstance(out, Finding) and out.action.suggested == "144"
+
+
+def test_cuda_graph_not_covering_no_memory_change_when_startup_left_plenty_free():
+    view = window_from(num_running_reqs_max_rank="300x20", startup_available_gpu_mem_gb="12x20")
     out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=GRAPH_256)
-    assert isinstance(out, Finding) and out.action.text == "--cuda-graph-max-bs 256 -> 768"
+    assert isinstance(out, Finding)
+    assert out.action.text == "--cuda-graph-max-bs 256 -> 304" and out.action.companions == ()
+    assert "12.0 GB covers the extra graphs" in out.action.note
+
+
+def test_cuda_graph_not_covering_caps_at_768_for_larger_batches():
+    view = window_from(num_running_reqs_max_rank="900x20")
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=GRAPH_256)
+    assert isinstance(out, Finding) and out.action.suggested == "768"
 
 
 def test_cuda_graph_not_covering_never_beyond_768():
@@ -59,7 +75,7 @@ def test_cuda_graph_not_covering_from_pass_ratio_with_unknown_max_bs():
     out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=None, config_error="http_401")
     assert isinstance(out, Finding)
     assert out.action.text == "--cuda-graph-max-bs ? -> 512"
-    assert out.action.note.startswith("current value unknown (http_401); CUDA graphs take")
+    assert out.action.note.startswith("current value unknown (http_401); no running-batch sizes")
     assert "decode passes ran without a CUDA graph" in out.evidence
 
 

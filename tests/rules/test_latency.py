@@ -22,21 +22,50 @@ def test_batch_too_large_for_latency_fires_on_slow_tokens_and_large_batch():
     config = ServerConfig(max_running_requests=256)
     out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, config=config, profile="online")
     assert isinstance(out, Finding)
-    assert out.action.text == "--max-running-requests 256 -> 150"
+    # one batch size only, so no fit: ITL taken as proportional, 200 x 30 ms / 80 ms = 75
+    assert out.action.text == "--max-running-requests 256 -> 75"
     assert "itl_p50_seconds p50 0.08" in out.evidence
+    assert out.action.expected.startswith("ITL p50 from 80 ms to about 30 ms at 75 requests")
 
 
 def test_batch_too_large_for_latency_unknown_value_noted():
     out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, config=None, config_error="http_401")
     assert isinstance(out, Finding)
-    assert out.action.text == "--max-running-requests ? -> 150"
+    assert out.action.text == "--max-running-requests ? -> 75"
     assert out.action.note == "current value unknown (http_401)"
 
 
-def test_batch_too_large_for_latency_never_below_large_batch_floor():
-    view = window_from(itl_p50_seconds="0.08x20", num_running_reqs="70x20")
-    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=ServerConfig(max_running_requests=80))
-    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 80 -> 64"
+# ITL = 10 ms + 0.2 ms per running request: the 30 ms target is met at 100 per rank.
+FITTED = window_from(
+    itl_p50_seconds=" ".join(f"{0.01 + 0.0002 * b:.4f}" for b in range(120, 320, 10)),
+    num_running_reqs_max_rank=" ".join(str(b) for b in range(120, 320, 10)),
+)
+
+
+def test_batch_too_large_for_latency_computes_the_batch_from_a_fit_of_itl_on_batch():
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, FITTED, config=ServerConfig(max_running_requests=512)
+    )
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 512 -> 100"
+    assert "linear fit of ITL on batch over 20 samples" in out.action.expected
+
+
+def test_batch_too_large_for_latency_speaks_per_rank_under_data_parallelism():
+    for dp in (2, 4):  # each DP rank is its own scheduler: the flag is per rank
+        config = ServerConfig(
+            dp_size=dp, max_running_requests=256 * dp, max_running_requests_per_dp=256
+        )
+        out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, FITTED, config=config)
+        assert isinstance(out, Finding) and out.action.text == "--max-running-requests 256 -> 100"
+    # with DP attention the scheduler divides the flag by the DP size: the flag is the total
+    config = ServerConfig(
+        dp_size=4,
+        enable_dp_attention=True,
+        max_running_requests=1024,
+        max_running_requests_per_dp=256,
+    )
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, FITTED, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 1024 -> 400"
 
 
 def test_batch_too_large_for_latency_silent_when_tokens_fast_or_batch_small():
@@ -50,11 +79,7 @@ def test_batch_too_large_for_latency_threshold_override():
     out = evaluate(
         BATCH_TOO_LARGE_FOR_LATENCY,
         window_from(itl_p50_seconds="0.03x20", num_running_reqs_max_rank="200x20"),
-        thresholds={
-            "itl_p50_max_seconds": 0.02,
-            "large_batch_min": 64,
-            "max_running_step_ratio": 0.25,
-        },
+        thresholds={"itl_p50_max_seconds": 0.02, "large_batch_min": 64},
     )
     assert isinstance(out, Finding)
 

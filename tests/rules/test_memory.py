@@ -134,14 +134,24 @@ def test_mem_fraction_too_high_no_data_without_startup_memory():
 
 
 PINNED = window_from(token_usage="0.99x20", num_queue_reqs="50x20", retractions_per_minute="0x20")
+RETRACTING = window_from(
+    token_usage="0.95x20", num_queue_reqs="50x20", retractions_per_minute="3x20"
+)
 CONSERVATIVE = ServerConfig(schedule_conservativeness=1.3, kv_cache_dtype="auto")
 
 
-def test_kv_cache_pressure_fires_when_pinned_and_conservative():
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=CONSERVATIVE)
+def test_kv_cache_pressure_fires_when_retracting_and_conservative_with_accuracy_caveat():
+    out = evaluate(KV_CACHE_PRESSURE, RETRACTING, config=CONSERVATIVE)
     assert isinstance(out, Finding)
     assert out.action.text == "--kv-cache-dtype auto -> fp8_e4m3"
     assert "--schedule-conservativeness already 1.3" in out.evidence
+    assert "check accuracy" in out.action.note
+    assert "fewer retractions" in out.action.expected
+
+
+def test_kv_cache_pressure_silent_on_a_healthy_saturated_server():
+    # A full pool with a queue and no retractions is what the guide calls good utilization.
+    assert isinstance(evaluate(KV_CACHE_PRESSURE, PINNED, config=CONSERVATIVE), Pass)
 
 
 def test_kv_cache_pressure_fires_on_persistent_retractions():
@@ -152,7 +162,7 @@ def test_kv_cache_pressure_fires_on_persistent_retractions():
 
 def test_kv_cache_pressure_after_fp8_kv_suggests_fp8_weights():
     config = ServerConfig(schedule_conservativeness=1.5, kv_cache_dtype="fp8_e4m3")
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    out = evaluate(KV_CACHE_PRESSURE, RETRACTING, config=config)
     assert isinstance(out, Finding)
     assert out.action.text == "--quantization none -> fp8"
 
@@ -161,23 +171,25 @@ def test_kv_cache_pressure_when_all_fp8_suggests_more_gpus():
     config = ServerConfig(
         schedule_conservativeness=1.5, kv_cache_dtype="fp8_e5m2", quantization="fp8"
     )
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    out = evaluate(KV_CACHE_PRESSURE, RETRACTING, config=config)
     assert isinstance(out, Finding) and out.action.flag is None
 
 
 def test_kv_cache_pressure_leaves_conservativeness_advice_first():
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=ServerConfig(schedule_conservativeness=1.0))
+    out = evaluate(
+        KV_CACHE_PRESSURE, RETRACTING, config=ServerConfig(schedule_conservativeness=1.0)
+    )
     assert isinstance(out, Pass) and "can still rise" in out.detail
 
 
 def test_kv_cache_pressure_unknown_config_assumes_default_conservativeness():
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=None, config_error="http_401")
+    out = evaluate(KV_CACHE_PRESSURE, RETRACTING, config=None, config_error="http_401")
     assert isinstance(out, Pass)
 
 
 def test_kv_cache_pressure_unknown_dtype_noted():
     config = ServerConfig(schedule_conservativeness=1.3)
-    out = evaluate(KV_CACHE_PRESSURE, PINNED, config=config)
+    out = evaluate(KV_CACHE_PRESSURE, RETRACTING, config=config)
     assert isinstance(out, Finding)
     assert out.action.text == "--kv-cache-dtype auto -> fp8_e4m3"
     assert "current value unknown" in out.action.note
@@ -192,7 +204,9 @@ def test_kv_cache_pressure_silent_on_healthy_usage():
 
 def test_kv_cache_pressure_no_data():
     assert isinstance(evaluate(KV_CACHE_PRESSURE, window_from(num_queue_reqs="1x20")), NoData)
-    assert isinstance(evaluate(KV_CACHE_PRESSURE, window_from(token_usage="1x3")), NoData)
+    assert isinstance(
+        evaluate(KV_CACHE_PRESSURE, window_from(retractions_per_minute="1x3")), NoData
+    )
 
 
 def test_mem_fraction_too_high_computes_the_way_back_into_the_band():

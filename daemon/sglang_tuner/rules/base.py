@@ -6,7 +6,7 @@ The judge step (`judge.py`) runs the common preamble from the rule's data before
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..values import (
     PROFILES,
@@ -183,8 +183,12 @@ def choice_action(
 
 def with_note(action: Action, extra: str) -> Action:
     """The action with `extra` appended to its note."""
-    note = f"{action.note}; {extra}" if action.note else extra
-    return Action(action.text, action.flag, action.current, action.suggested, note)
+    return replace(action, note=f"{action.note}; {extra}" if action.note else extra)
+
+
+def with_expected(action: Action, expected: str) -> Action:
+    """The action, saying what it should move, by about how much, on what basis."""
+    return replace(action, expected=expected)
 
 
 def _num(value: float | int | None) -> str | None:

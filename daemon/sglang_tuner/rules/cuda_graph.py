@@ -1,7 +1,7 @@
 """Guide sections "Tune CUDA Graph Coverage" and "Additional Optimizations / Torch Compile"."""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..signals import (
     CUDA_GRAPH_FALSE_RATIO,
@@ -19,10 +19,12 @@ from .base import (
     format_duration,
     idle,
     judged,
+    with_expected,
     with_note,
 )
 from .hardware import model_params_billion
-from .oom import per_rank_batch
+from .memory import surplus_memory
+from .units import per_rank_batch
 from .versions import version_at_least
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
@@ -93,24 +95,54 @@ def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
     return None if seen else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
 
 
+def captured_batch_sizes(max_bs: int) -> list[int]:
+    """The batch sizes SGLang captures graphs for up to `max_bs` (a batch runs padded to the next
+    one): 1, 2, 4, 8, then steps of 8 to 256, of 16 to 512, of 32 beyond."""
+    sizes = [1, 2, 4, 8, *range(16, 257, 8), *range(272, 513, 16), *range(544, 4097, 32)]
+    return [s for s in sizes if s <= max_bs] or [max_bs]
+
+
+def round_up_to_captured(batch: float) -> int:
+    """The smallest captured size at or above `batch`."""
+    return next(s for s in captured_batch_sizes(4096) if s >= batch)
+
+
 def _raise_graph_bs(inp: RuleInput) -> Action:
-    """Next of the guide's 512 / 768 above the p90 batch; pay for it with mem-fraction - 0.02."""
+    """The p99 per-rank batch rounded up to a captured size (one step, not a jump to 512);
+    where startup left under 8 GB free, pay for the graphs with --mem-fraction-static - 0.02."""
     config = inp.config
     if config is not None and config.disable_cuda_graph:
         return Action("re-enable CUDA graphs: drop --disable-cuda-graph from the launch command")
     flag = graph_flag(config.version if config else None)
     current = config.cuda_graph_max_bs if config else None
-    p90 = per_rank_batch(inp.view, 0.9) or 0.0
-    steps = (int(inp.thresholds["graph_bs_step_1"]), int(inp.thresholds["graph_bs_max"]))
-    higher = [s for s in steps if s > (current or 0)]
-    if not higher:
+    p99 = per_rank_batch(inp.view, 0.99)
+    ceiling = int(inp.thresholds["graph_bs_max"])
+    if p99 is None:  # no batch sizes seen: the guide's first example value
+        return _pay_for_graphs(
+            with_note(flag_action(flag, current, 512, inp), "no running-batch sizes seen: the "
+                      "guide's example value"), inp)  # fmt: skip
+    suggested = min(ceiling, round_up_to_captured(max(p99, (current or 0) + 1)))
+    if current is not None and suggested <= current:
         return Action(f"{flag} is already {current}: lower --max-running-requests to {current}")
-    suggested = next((s for s in higher if s >= p90), higher[-1])
-    action = flag_action(flag, current, suggested, inp)
-    mfs = config.mem_fraction_static if config else None
+    expected = (
+        f"decode batches up to {suggested} per rank run as CUDA graphs (now up to "
+        f"{current or '?'}; p99 batch {p99:.0f}): shorter decode steps, higher throughput"
+    )
+    action = with_expected(flag_action(flag, current, suggested, inp), expected)
+    return _pay_for_graphs(action, inp)
+
+
+def _pay_for_graphs(action: Action, inp: RuleInput) -> Action:
+    """Companion change: less static memory, unless startup left the guide's top band free."""
+    surplus = surplus_memory(inp)
+    if surplus is not None and surplus[0] >= inp.thresholds["free_gb_no_pay"]:
+        return with_note(action, f"{surplus[1]} {surplus[0]:.1f} GB covers the extra graphs")
+    mfs = inp.config.mem_fraction_static if inp.config else None
     pay = inp.thresholds["mem_fraction_cost"]
-    lower = f"{mfs:g} -> {round(mfs - pay, 2):g}" if mfs else f"by about {pay:g}"
-    return with_note(action, f"CUDA graphs take more memory: also lower {MEM_FLAG} {lower}")
+    if mfs is None:
+        return with_note(action, f"CUDA graphs take more memory: also lower {MEM_FLAG} by {pay:g}")
+    companion = flag_action(MEM_FLAG, mfs, round(mfs - pay, 2), inp)
+    return replace(action, text=f"{action.text}, {companion.text}", companions=(companion,))
 
 
 def _check_coverage(inp: RuleInput) -> Outcome:
@@ -135,10 +167,20 @@ CUDA_GRAPH_NOT_COVERING = Rule(
     source=GRAPH_SOURCE,
     signals=(NUM_RUNNING_REQS_MAX_RANK, CUDA_GRAPH_PASS_RATIO, CUDA_GRAPH_FALSE_RATIO),
     thresholds={
-        "graph_pass_ratio_min": 0.5,  # a sample counts when most decode passes ran graph-less
-        "graph_bs_step_1": 512.0,
+        "graph_pass_ratio_min": 0.5,
         "graph_bs_max": 768.0,
         "mem_fraction_cost": 0.02,
+        "free_gb_no_pay": 8.0,
+    },
+    provenance={
+        "graph_pass_ratio_min": "ours: a sample counts when most of its decode passes ran "
+        "without a graph",
+        "graph_bs_max": "guide (newest): 'to a larger value (e.g., 512, 768)'; the largest "
+        "example is our cap",
+        "mem_fraction_cost": "ours: the guide says 'reduce --mem-fraction-static at the same "
+        "time' without a number",
+        "free_gb_no_pay": "guide (newest): the top of the 5-8 GB 'good' band; above it the "
+        "extra graphs fit without lowering --mem-fraction-static",
     },
     check=_check_coverage,
 )

@@ -12,9 +12,19 @@ from ..signals import (
 )
 from ..values import Action, NoData, Outcome, Severity
 from ..window import Row, frequently
-from .base import Rule, RuleInput, flag_action, frequently_evidence, idle, judged, with_note
+from .base import (
+    Rule,
+    RuleInput,
+    flag_action,
+    frequently_evidence,
+    idle,
+    judged,
+    with_expected,
+    with_note,
+)
 from .cuda_graph import batch_signal
-from .oom import default_chunked_prefill, per_rank_batch
+from .oom import default_chunked_prefill
+from .units import flag_from_per_rank, max_running_flag, per_rank_batch
 
 SOURCE = "Troubleshooting / High Latency"
 ONLINE = ("online",)
@@ -23,14 +33,51 @@ ONLINE = ("online",)
 SMALLEST_DEFAULT_CHUNK = 2048  # SGLang's default --chunked-prefill-size on small GPUs
 
 
+def itl_fit(inp: RuleInput) -> tuple[float, float, int] | None:
+    """(intercept, slope, samples) of ITL p50 against the per-rank batch over the window: a
+    decode step reads the weights (fixed) and every running request's KV (per request)."""
+    batch = batch_signal(inp)
+    rows = [r for r in inp.view.rows((ITL_P50_SECONDS, batch)) if r[batch] > 0]
+    if len(rows) < 3:
+        return None
+    xs, ys = [r[batch] for r in rows], [r[ITL_P50_SECONDS] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    if spread <= 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+    return my - slope * mx, slope, len(rows)
+
+
+def _batch_for_target(inp: RuleInput, batch: float, itl: float) -> tuple[int, float, str]:
+    """(per-rank batch, ITL expected there, basis) meeting the ITL target."""
+    target = inp.thresholds["itl_p50_max_seconds"]
+    fit = itl_fit(inp)
+    if fit is not None and fit[1] > 0 and fit[0] < target:
+        per_rank = math.floor((target - fit[0]) / fit[1] + 1e-9)
+        basis = f"a linear fit of ITL on batch over {fit[2]} samples"
+        return max(1, per_rank), fit[0] + fit[1] * max(1, per_rank), basis
+    per_rank = math.floor(batch * target / itl)  # ITL taken as proportional to the batch
+    return max(1, per_rank), target, "ITL taken as proportional to the batch (no usable fit)"
+
+
 def _lower_max_running(inp: RuleInput) -> Action:
-    """A quarter below the batch that ran slow, never under the 'large batch' floor."""
-    current = inp.config.max_running_requests if inp.config else None
+    """The per-rank batch at which ITL p50 meets the profile's target, from the window."""
     batch = per_rank_batch(inp.view, 0.5) or 0.0
-    base = min(batch, current) if current else batch
-    floor = inp.thresholds["large_batch_min"]
-    suggested = max(floor, math.floor(base * (1 - inp.thresholds["max_running_step_ratio"])))
-    return flag_action("--max-running-requests", current, suggested, inp)
+    itl = inp.view.quantile(ITL_P50_SECONDS, 0.5) or 0.0
+    current = max_running_flag(inp.config)
+    if batch <= 0 or itl <= 0:
+        return flag_action("--max-running-requests", current, current or 1, inp)
+    per_rank, predicted, basis = _batch_for_target(inp, batch, itl)
+    per_rank = min(per_rank, max(1, math.floor(batch) - 1))  # always below today's batch
+    action = flag_action(
+        "--max-running-requests", current, flag_from_per_rank(inp.config, per_rank), inp
+    )
+    expected = (
+        f"ITL p50 from {itl * 1000:.0f} ms to about {predicted * 1000:.0f} ms at {per_rank} "
+        f"requests per rank (batch p50 now {batch:.0f}), from {basis}; less total throughput"
+    )
+    return with_expected(action, expected)
 
 
 def _check_batch(inp: RuleInput) -> Outcome:
@@ -61,10 +108,12 @@ BATCH_TOO_LARGE_FOR_LATENCY = Rule(
     action="Lower --max-running-requests: trade throughput for lower latency.",
     source=SOURCE + " / Check Batch Size",
     signals=(ITL_P50_SECONDS, NUM_RUNNING_REQS_MAX_RANK),
-    thresholds={
-        "itl_p50_max_seconds": 0.03,  # ours: ~33 tokens/s per stream
-        "large_batch_min": 64.0,  # ours
-        "max_running_step_ratio": 0.25,
+    thresholds={"itl_p50_max_seconds": 0.03, "large_batch_min": 64.0},
+    provenance={
+        "itl_p50_max_seconds": "ours: the guide gives no latency number; 30 ms is ~33 tokens/s "
+        "per stream, faster than people read",
+        "large_batch_min": "ours: 'if batch size is too large' has no number; below 64 a "
+        "smaller batch saves little per step",
     },
     profiles=ONLINE,
     check=_check_batch,
@@ -104,7 +153,11 @@ QUEUE_WAIT_DOMINATES = Rule(
     check=_check_queue_wait,
     signals=(QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS),
     requires=(QUEUE_TIME_P50_SECONDS, E2E_P50_SECONDS),
-    thresholds={"queue_share_of_e2e": 0.5},  # ours ("requests are waiting too long")
+    thresholds={"queue_share_of_e2e": 0.5},
+    provenance={
+        "queue_share_of_e2e": "ours: 'requests are waiting too long in queue' has no number; "
+        "half the end-to-end latency",
+    },
     profiles=ONLINE,
 )
 
@@ -164,11 +217,16 @@ LONG_PROMPTS_DOMINATE_TTFT = Rule(
     source=SOURCE + " / Check Prefill Time",
     signals=(TTFT_P50_SECONDS, PROMPT_TOKENS_MEAN, QUEUE_TIME_P50_SECONDS),
     thresholds={
-        "ttft_p50_max_seconds": 1.0,  # ours
-        "prefill_share_of_ttft": 0.5,  # ours: most of the TTFT is prefill, not queueing
-        "chunked_prefill_max": 16384.0,  # SGLang's largest default (GPUs >= 160 GB)
+        "ttft_p50_max_seconds": 1.0,
+        "prefill_share_of_ttft": 0.5,
+        "chunked_prefill_max": 16384.0,
     },
-    profile_thresholds={"long_context": {"ttft_p50_max_seconds": 5.0}},  # ours
+    profile_thresholds={"long_context": {"ttft_p50_max_seconds": 5.0}},
+    provenance={
+        "ttft_p50_max_seconds": "ours: the guide gives no latency number (long_context: 5 s)",
+        "prefill_share_of_ttft": "ours: most of the TTFT is prefill, not queueing",
+        "chunked_prefill_max": "SGLang's largest default --chunked-prefill-size (GPUs >= 160 GB)",
+    },
     profiles=("online", "long_context"),
     check=_check_prefill,
 )

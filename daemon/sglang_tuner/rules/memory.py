@@ -5,15 +5,12 @@ import math
 from ..signals import (
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
-    NUM_QUEUE_REQS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
     RETRACTIONS_PER_MINUTE,
     STARTUP_AVAILABLE_GPU_MEM_GB,
-    TOKEN_USAGE,
 )
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from ..window import frequently
 from .base import (
     Rule,
     RuleInput,
@@ -21,7 +18,8 @@ from .base import (
     confidence_for,
     flag_action,
     format_duration,
-    format_value,
+    with_expected,
+    with_note,
 )
 from .hardware import gpu_memory_gb
 from .scheduling import DEFAULT_CONSERVATIVENESS
@@ -161,6 +159,12 @@ MEM_FRACTION_TOO_LOW = Rule(
         "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
     },
     check=_check_mem_too_low,
+    provenance={
+        "available_gpu_mem_too_high_gb": "guide (newest, Chinese translation): '10-20 GB: too "
+        "high, increase --mem-fraction-static'",
+        "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",
+        "mem_fraction_max": "ours: past 0.95 activations have no room on any GPU we know",
+    },
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
 )
@@ -180,12 +184,27 @@ MEM_FRACTION_TOO_HIGH = Rule(
         "mem_fraction_floor": 0.7,
     },
     check=_check_mem_too_high,
+    provenance={
+        "available_gpu_mem_too_low_gb": "guide (newest, Chinese translation): '< 5 GB: too low, "
+        "risk of OOM'",
+        "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",
+        "oom_restarts": "ours: one restart with OOM lines is enough to act on",
+        "mem_fraction_step_1": "guide (newest): General OOM, 'reduce to 0.8 or 0.7'",
+        "mem_fraction_floor": "guide (newest): General OOM, 'reduce to 0.8 or 0.7'",
+    },
+    stability=True,
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
 )
 
 
 EFFICIENCY_SOURCE = "Troubleshooting / Memory Issues / Increase Memory Efficiency"
+
+
+FP8_CAVEAT = (
+    "FP8 KV cache (and FP8 weights) can change outputs slightly: check accuracy on your own "
+    "evaluation before rolling it out"
+)
 
 
 def _use_fp8(inp: RuleInput) -> Action:
@@ -200,47 +219,30 @@ def _use_fp8(inp: RuleInput) -> Action:
     return Action("KV cache and weights are already FP8: add GPUs or lower --max-running-requests")
 
 
-def _pressure(inp: RuleInput) -> tuple[str, float, int] | None:
-    """(what, ratio, samples) when retractions persist or usage is pinned with a queue."""
-    th, view = inp.thresholds, inp.view
-    rates = view.values(RETRACTIONS_PER_MINUTE)
-    if rates and sum(rates) / len(rates) > th["retractions_per_minute"]:
-        per_minute = sum(rates) / len(rates)
-        return f"{per_minute:.1f} retractions/min", 1.0, len(rates)
-    freq = frequently(
-        view,
-        lambda r: r[TOKEN_USAGE] >= th["pinned_token_usage"] and r[NUM_QUEUE_REQS] > 0,
-        (TOKEN_USAGE, NUM_QUEUE_REQS),
-        inp.frequently_ratio,
-    )
-    if freq.held:
-        usage = format_value(view.quantile(TOKEN_USAGE, 0.5))
-        return (
-            f"token usage pinned (p50 {usage}) with requests waiting",
-            freq.ratio,
-            freq.considered,
-        )
-    return None
-
-
 def _check_kv_pressure(inp: RuleInput) -> Outcome:
-    """Retractions above ~1/min on average, or usage >= 0.99 with a queue frequently; only
-    once --schedule-conservativeness is already >= 1.3 (else retractions_frequent comes first).
-    """
-    if inp.view.present(TOKEN_USAGE) == 0 and inp.view.present(RETRACTIONS_PER_MINUTE) == 0:
-        return NoData("neither token usage nor retractions are exposed", inp.view.window_seconds)
-    found = _pressure(inp)
-    if found is None:
-        return Pass()
+    """Retractions above ~1/min on average although --schedule-conservativeness is already
+    >= 1.3 (below it, retractions_frequent's advice comes first). A full pool with a queue and
+    no retractions is a healthy saturated server, not pressure."""
+    rates = inp.view.values(RETRACTIONS_PER_MINUTE)
+    if not rates:
+        return NoData(
+            "retractions are not exposed (nor read from the log)", inp.view.window_seconds
+        )
+    per_minute = sum(rates) / len(rates)
+    if per_minute <= inp.thresholds["retractions_per_minute"]:
+        return Pass(detail=f"{per_minute:.1f} retractions/min")
     current = inp.config.schedule_conservativeness if inp.config else None
     conservativeness = DEFAULT_CONSERVATIVENESS if current is None else current
     if conservativeness < inp.thresholds["conservativeness_high"]:
-        # retractions_frequent's advice (raise --schedule-conservativeness) comes first.
         return Pass(detail=f"--schedule-conservativeness {conservativeness:g} can still rise")
-    what, ratio, samples = found
     span = format_duration(inp.view.window_seconds)
-    evidence = f"{what} over {span} with --schedule-conservativeness already {conservativeness:g}"
-    return Finding(evidence, _use_fp8(inp), confidence_for(inp), ratio, samples)
+    evidence = (
+        f"{per_minute:.1f} retractions/min over {span} with --schedule-conservativeness "
+        f"already {conservativeness:g}"
+    )
+    action = with_note(_use_fp8(inp), FP8_CAVEAT)
+    expected = "about twice the KV tokens in the same memory: fewer retractions"
+    return Finding(evidence, with_expected(action, expected), confidence_for(inp), 1.0, len(rates))
 
 
 KV_CACHE_PRESSURE = Rule(
@@ -249,11 +251,12 @@ KV_CACHE_PRESSURE = Rule(
     summary="The KV cache stays full although the scheduler is already conservative.",
     action="Shrink the KV cache: --kv-cache-dtype fp8_e4m3, then --quantization fp8.",
     source=EFFICIENCY_SOURCE,
-    signals=(RETRACTIONS_PER_MINUTE, TOKEN_USAGE, NUM_QUEUE_REQS),
-    thresholds={
-        "retractions_per_minute": 1.0,  # the guide's "~1 retraction per minute is fine"
-        "pinned_token_usage": 0.99,
-        "conservativeness_high": 1.3,  # the guide's "raise it to about 1.3" already applied
-    },
     check=_check_kv_pressure,
+    signals=(RETRACTIONS_PER_MINUTE,),
+    thresholds={"retractions_per_minute": 1.0, "conservativeness_high": 1.3},
+    provenance={
+        "retractions_per_minute": "guide (newest): '~1 retraction per minute is acceptable'",
+        "conservativeness_high": "guide (all versions): 'increase to a value like 1.3', already "
+        "applied",
+    },
 )

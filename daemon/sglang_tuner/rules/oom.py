@@ -3,17 +3,11 @@
 import math
 from collections.abc import Callable
 
-from ..signals import (
-    DECODE_OOM_EVENTS,
-    NUM_DP_RANKS,
-    NUM_RUNNING_REQS,
-    NUM_RUNNING_REQS_MAX_RANK,
-    PREFILL_OOM_EVENTS,
-)
+from ..signals import DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK, PREFILL_OOM_EVENTS
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from ..window import WindowView
-from .base import Rule, RuleInput, flag_action
+from .base import Rule, RuleInput, flag_action, with_expected
 from .hardware import gpu_memory_gb
+from .units import flag_from_per_rank, max_running_flag, max_running_per_rank, per_rank_batch
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 MEM_FLAG = "--mem-fraction-static"
@@ -21,15 +15,7 @@ _NO_OOM_LINES = (
     "OOM errors are read from the SGLang log only: set the target's log_file "
     "('Prefill out of memory' / 'Decode out of memory' lines)"
 )
-
-
-def per_rank_batch(view: WindowView, q: float) -> float | None:
-    """Running batch of the busiest DP rank (the unit --max-running-requests applies to)."""
-    value = view.quantile(NUM_RUNNING_REQS_MAX_RANK, q)
-    if value is not None:
-        return value
-    total, ranks = view.quantile(NUM_RUNNING_REQS, q), view.last(NUM_DP_RANKS) or 1.0
-    return None if total is None else total / max(1.0, ranks)
+NO_CRASH = "no more out-of-memory crashes"
 
 
 def default_chunked_prefill(inp: RuleInput) -> int | None:
@@ -53,22 +39,31 @@ def _lower_chunked_prefill(inp: RuleInput) -> Action:
     if base is not None and 0 < base <= floor:
         return Action(f"--chunked-prefill-size is already {base}: lower {MEM_FLAG} (0.8 / 0.7)")
     target = first if base is None or base < 0 or base > first else floor
-    return flag_action("--chunked-prefill-size", current, target, inp, default)
+    action = flag_action("--chunked-prefill-size", current, target, inp, default)
+    shrink = (
+        f"prefill activations about {target / base:.0%} of today's" if base and base > 0 else ""
+    )
+    expected = (
+        f"{NO_CRASH}: {shrink or 'smaller prefill activations'}; slower prefill of long prompts"
+    )
+    return with_expected(action, expected)
 
 
 def _lower_max_running(inp: RuleInput) -> Action:
     """Below the batch that ran out of memory: the p90 per-rank batch minus one step."""
-    current = inp.config.max_running_requests if inp.config else None
+    current = max_running_per_rank(inp.config)
     batch = per_rank_batch(inp.view, 0.9)
-    step = inp.thresholds["max_running_step_ratio"]
     base = batch if batch is not None else current
     if base is None:
         why = inp.config_error or "/server_info did not report it and no running batch was seen"
         return Action("--max-running-requests: lower it", "--max-running-requests", note=why)
     if current is not None:
         base = min(base, current)
-    suggested = max(1, math.floor(base * (1 - step)))
-    return flag_action("--max-running-requests", current, suggested, inp)
+    per_rank = max(1, math.floor(base * (1 - inp.thresholds["max_running_step_ratio"])))
+    suggested = flag_from_per_rank(inp.config, per_rank)
+    action = flag_action("--max-running-requests", max_running_flag(inp.config), suggested, inp)
+    expected = f"{NO_CRASH}: at most {per_rank} requests per rank, {base:.0f} ran out of memory"
+    return with_expected(action, f"{expected}; lower peak concurrency")
 
 
 def _check_events(
@@ -95,21 +90,29 @@ def _check_decode_oom(inp: RuleInput) -> Outcome:
     return _check_events(inp, DECODE_OOM_EVENTS, "Decode", _lower_max_running)
 
 
+_ONE_CRASH = "ours: one crash in the window is enough to act on"
+
 PREFILL_OOM = Rule(
     id="prefill_oom",
     severity=Severity.CRITICAL,
     summary="The server ran out of memory during prefill.",
     action="Lower --chunked-prefill-size to 4096, then 2048 (slower prefill for long prompts).",
     source=SOURCE + " (OOM During Prefill)",
+    check=_check_prefill_oom,
     signals=(PREFILL_OOM_EVENTS,),
     thresholds={
         "oom_events": 1.0,
         "chunked_prefill_step_1": 4096.0,
         "chunked_prefill_floor": 2048.0,
     },
-    check=_check_prefill_oom,
+    provenance={
+        "oom_events": _ONE_CRASH,
+        "chunked_prefill_step_1": "guide (all versions): 'to 4096 or 2048'",
+        "chunked_prefill_floor": "guide (all versions): 'to 4096 or 2048'",
+    },
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
+    stability=True,
 )
 
 DECODE_OOM = Rule(
@@ -118,9 +121,15 @@ DECODE_OOM = Rule(
     summary="The server ran out of memory during decoding.",
     action="Lower --max-running-requests below the batch that ran out (limits concurrency).",
     source=SOURCE + " (OOM During Decoding)",
+    check=_check_decode_oom,
     signals=(DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
     thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
-    check=_check_decode_oom,
+    provenance={
+        "oom_events": _ONE_CRASH,
+        "max_running_step_ratio": "ours: the guide says 'lower' without a number; a quarter "
+        "below the p90 batch that crashed",
+    },
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
+    stability=True,
 )

@@ -12,7 +12,9 @@ from .base import (
     format_value,
     frequently_evidence,
     judged,
+    with_expected,
 )
+from .units import flag_from_per_rank, max_running_flag, max_running_per_rank, per_rank_batch
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
 FLAG = "--schedule-conservativeness"
@@ -25,11 +27,16 @@ def _current(inp: RuleInput) -> float | None:
 
 def _lower_conservativeness(inp: RuleInput) -> Action:
     """One step down toward the guide's 0.3; never below it."""
-    running = inp.view.quantile(NUM_RUNNING_REQS, 0.5)
-    cap = inp.config.max_running_requests if inp.config else None
+    running, cap = per_rank_batch(inp.view, 0.5), max_running_per_rank(inp.config)
     if cap and running is not None and running >= 0.95 * cap:
         # The batch is at --max-running-requests: admission is capped, not conservative.
-        return flag_action("--max-running-requests", cap, cap * 2, inp)
+        suggested = flag_from_per_rank(inp.config, cap * 2)
+        action = flag_action("--max-running-requests", max_running_flag(inp.config), suggested, inp)
+        usage = format_value(inp.view.quantile(TOKEN_USAGE, 0.5))
+        return with_expected(
+            action, f"up to {cap * 2} requests per rank (now capped at {cap}): token usage up from "
+            f"p50 {usage}, higher throughput while the pool has room",
+        )  # fmt: skip
     floor, step = inp.thresholds["conservativeness_floor"], inp.thresholds["step"]
     current = _current(inp)
     base = DEFAULT_CONSERVATIVENESS if current is None else current  # at the floor: vetoed
@@ -103,6 +110,15 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
         "retractions_per_minute": 1.0,
         "retraction_samples_ratio": 0.1,
     },
+    provenance={
+        "token_usage_target": "guide (all versions): 'token usage > 0.9 means good utilization'",
+        "conservativeness_floor": "guide (all versions): 'decrease to a value like 0.3'",
+        "step": "ours: the guide gives a target value, not a step",
+        "retractions_per_minute": "guide (newest): 'occasional retractions (~1 per minute) are "
+        "acceptable'",
+        "retraction_samples_ratio": "ours: retractions come in bursts; bursts in a tenth of the "
+        "samples mean the pool overflows",
+    },
 )
 
 
@@ -142,6 +158,13 @@ RETRACTIONS_FREQUENT = Rule(
         "high_token_usage": 0.85,
         "conservativeness_ceiling": 1.3,
         "step": 0.3,
+    },
+    provenance={
+        "retractions_per_minute": "guide (newest): 'occasional retractions (~1 per minute) are "
+        "acceptable'",
+        "high_token_usage": "ours: the guide says 'token usage very high' without a number",
+        "conservativeness_ceiling": "guide (all versions): 'increase to a value like 1.3'",
+        "step": "ours: the guide gives a target value, not a step",
     },
     check=_check_retractions,
 )

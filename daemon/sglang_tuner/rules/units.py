@@ -1,0 +1,47 @@
+"""Per-rank units: `--max-running-requests` and the running batch, as the flag counts them.
+
+With plain `--dp-size N` every DP rank is its own scheduler and takes the flag as its own limit;
+with `--enable-dp-attention` the scheduler divides the flag by the DP size. The running batch a
+rule reasons about is the busiest rank's.
+"""
+
+from ..signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
+from ..values import ServerConfig
+from ..window import WindowView
+
+
+def per_rank_batch(view: WindowView, q: float) -> float | None:
+    """Running batch of the busiest DP rank (the unit --max-running-requests applies to)."""
+    value = view.quantile(NUM_RUNNING_REQS_MAX_RANK, q)
+    if value is not None:
+        return value
+    total, ranks = view.quantile(NUM_RUNNING_REQS, q), view.last(NUM_DP_RANKS) or 1.0
+    return None if total is None else total / max(1.0, ranks)
+
+
+def ranks_per_flag(config: ServerConfig | None) -> int:
+    """How many DP ranks share one `--max-running-requests` value (1 unless DP attention)."""
+    if config is None or not config.enable_dp_attention:
+        return 1
+    return max(1, config.dp_size or 1)
+
+
+def max_running_per_rank(config: ServerConfig | None) -> int | None:
+    """The effective limit of one DP rank, where the server says (or its flag implies)."""
+    if config is None:
+        return None
+    if config.max_running_requests_per_dp is not None:
+        return config.max_running_requests_per_dp
+    flag = config.max_running_requests  # without per-rank figures this is the flag's value
+    return None if flag is None else flag // ranks_per_flag(config)
+
+
+def max_running_flag(config: ServerConfig | None) -> int | None:
+    """The current `--max-running-requests` in the flag's own unit."""
+    per_rank = max_running_per_rank(config)
+    return None if per_rank is None else per_rank * ranks_per_flag(config)
+
+
+def flag_from_per_rank(config: ServerConfig | None, per_rank: int) -> int:
+    """A per-rank limit as the value to pass to `--max-running-requests`."""
+    return max(1, per_rank) * ranks_per_flag(config)
