@@ -147,5 +147,25 @@ def test_catalogue_doc_lists_every_rule_with_its_source():
     text = render_markdown(ALL_RULES)
     for rule in ALL_RULES:
         assert f"## `{rule.id}`" in text
-        assert f"- **Guide section:** {rule.source}" in text
+        assert f"- **{'Source' if rule.ours else 'Guide section'}:** {rule.source}" in text
     assert "`healthy_queue_max`: 2000 (legacy guide 1000)" in text
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_every_threshold_says_whose_number_it_is(rule):
+    assert set(rule.provenance) == set(rule.thresholds)
+    for name, origin in rule.provenance.items():
+        assert origin.startswith(("guide (", "ours: ", "SGLang", "yours: ")), (name, origin)
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+def test_catalogue_rules_not_in_the_guide_are_marked_ours(rule):
+    assert rule.ours == rule.source.startswith("ours:")
+
+
+def test_catalogue_doc_marks_our_rules_and_sources_each_threshold():
+    text = render_markdown(ALL_RULES)
+    assert "## `stale_metrics` (ours)" in text
+    assert "| [`stale_metrics`](#stale_metrics) | warning | ours |" in text
+    assert "guide (all versions): 'token usage > 0.9 means good utilization'" in text
+    assert "(unsourced)" not in text

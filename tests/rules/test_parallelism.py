@@ -1,5 +1,6 @@
 """prefer_data_parallel and attention_backend_for_gpu."""
 
+import pytest
 from helpers import evaluate, window_from
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
 from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
@@ -69,16 +70,21 @@ def test_attention_backend_for_gpu_hopper_wants_fa3():
     assert "on NVIDIA H100 80GB HBM3 (hopper): the guide's choice is fa3" in out.evidence
 
 
-def test_attention_backend_for_gpu_blackwell_mha_and_mla():
+def test_attention_backend_for_gpu_blackwell_mha():
     out = _backend("NVIDIA B200", "triton")
     assert (
         isinstance(out, Finding) and out.action.text == "--attention-backend triton -> trtllm_mha"
     )
-    out = _backend("NVIDIA B200", "flashinfer", "deepseek-ai/DeepSeek-V3")
-    assert (
-        isinstance(out, Finding)
-        and out.action.text == "--attention-backend flashinfer -> trtllm_mla"
-    )
+
+
+@pytest.mark.parametrize(
+    "model", ["deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3.2-Exp"]
+)
+@pytest.mark.parametrize("gpu", ["NVIDIA B200", H100])
+def test_attention_backend_for_gpu_leaves_mla_and_nsa_models_to_sglang(model, gpu):
+    # SGLang picks these models' backend itself (the reported value is its own choice)
+    out = _backend(gpu, "flashinfer", model)
+    assert isinstance(out, Pass) and "MLA/NSA" in out.detail
 
 
 def test_attention_backend_for_gpu_ampere_and_ada_want_flashinfer():

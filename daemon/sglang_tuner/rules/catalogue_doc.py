@@ -22,6 +22,19 @@ scrapes before they judge. Thresholds can be overridden per rule (`rules.<id>.th
 target can select the older guide's values with `guide_version: legacy`.
 
 Profiles: `offline` (default, throughput), `online` (latency), `long_context`, `multi_turn`.
+
+**Where the numbers come from.** Every threshold says whether it is the guide's or ours. The guide
+versions: *newest* (the web page with the available_gpu_mem bands, retraction rate, attention
+backends and troubleshooting tree), *docs* (the Markdown version: queue 100-2000, token usage >
+0.9), *older* (queue 50-1000, "decode out of memory happened"), *Chinese translation* (the
+startup line and the 5-8 GB rule), *torch.compile notes*. "Ours" numbers are defaults where the
+guide gives none, each with its reason; a rule marked **ours** is not in the guide at all.
+
+**One change at a time.** The findings of one target become a plan (`/advice` leads with it): a
+crash or out-of-memory comes first, then by severity, the guide's advice before ours, and the
+guide's order (this page's order). A finding that would move a flag the other way of a
+higher-ranked one, change a flag it already changes, or set a value this server crashed with, is
+held back with the reason.
 """
 
 
@@ -43,7 +56,7 @@ def _thresholds(rule: Rule) -> list[str]:
         if name in rule.legacy_thresholds:
             extra.append(f"legacy guide {rule.legacy_thresholds[name]:g}")
         tail = f" ({'; '.join(extra)})" if extra else ""
-        lines.append(f"  - `{name}`: {value:g}{tail}")
+        lines.append(f"  - `{name}`: {value:g}{tail}. {rule.provenance.get(name, '(unsourced)')}")
     return lines or ["  - none"]
 
 
@@ -51,7 +64,7 @@ def _section(rule: Rule) -> str:
     profiles = "all" if rule.profiles == PROFILES else ", ".join(rule.profiles)
     signals = ", ".join(f"`{s}`" for s in rule.signals) or "none (server config only)"
     lines = [
-        f"## `{rule.id}`",
+        f"## `{rule.id}`" + (" (ours)" if rule.ours else ""),
         "",
         rule.summary,
         "",
@@ -62,8 +75,10 @@ def _section(rule: Rule) -> str:
         "- **Thresholds:**",
         *_thresholds(rule),
         f"- **Action:** {rule.action}",
-        f"- **Guide section:** {rule.source}",
+        f"- **{'Source' if rule.ours else 'Guide section'}:** {rule.source}",
     ]
+    if rule.stability:
+        lines.append("- Planned first: a crash or out-of-memory comes before any other change.")
     if not rule.needs_up:
         lines.append("- Judged also while scrapes fail.")
     return "\n".join(lines)
@@ -72,8 +87,12 @@ def _section(rule: Rule) -> str:
 def render_markdown(rules: Iterable[Rule]) -> str:
     """The whole catalogue as Markdown: an index table, then one section per rule."""
     rules = tuple(rules)
-    index = ["| rule | severity | summary |", "|---|---|---|"]
-    index += [f"| [`{r.id}`](#{r.id}) | {r.severity.value} | {r.summary} |" for r in rules]
+    index = ["| rule | severity | from | summary |", "|---|---|---|---|"]
+    index += [
+        f"| [`{r.id}`](#{r.id}) | {r.severity.value} | {'ours' if r.ours else 'guide'} "
+        f"| {r.summary} |"
+        for r in rules
+    ]
     body = "\n\n".join(_section(rule) for rule in rules)
     return f"{HEADER}\n" + "\n".join(index) + f"\n\n{body}\n"
 

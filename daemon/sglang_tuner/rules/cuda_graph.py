@@ -194,6 +194,8 @@ def _enable_compile(_inp: RuleInput) -> Action:
         "false",
         "true",
         "the first start compiles (slow); share the cache directory between machines",
+        expected="shorter decode steps at batches up to 32 (modest; benchmark it); the first "
+        "start takes minutes longer",
     )
 
 
@@ -239,10 +241,11 @@ TORCH_COMPILE_SMALL_BATCH = Rule(
     action="Add --enable-torch-compile with a persistent TORCHINDUCTOR_CACHE_DIR.",
     source=COMPILE_SOURCE,
     signals=(NUM_RUNNING_REQS_MAX_RANK, NUM_RUNNING_REQS),
-    thresholds={
-        # Heuristic: "small model" = the model path names <= 8B parameters ("Llama-3.1-8B").
-        "small_model_max_billion_params": 8.0,
-        "small_batch_max": 32.0,  # SGLang's --torch-compile-max-bs default
+    thresholds={"small_model_max_billion_params": 8.0, "small_batch_max": 32.0},
+    provenance={
+        "small_model_max_billion_params": "ours: the guide says 'small models' without a "
+        "size; read from '<N>B' in the model path",
+        "small_batch_max": "SGLang's default --torch-compile-max-bs (the batches it compiles)",
     },
     check=_check_compile,
 )

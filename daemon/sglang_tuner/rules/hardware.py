@@ -92,6 +92,14 @@ def weight_gb(config: ServerConfig) -> float | None:
     return params * per_param
 
 
+_NSA_MODELS = re.compile(r"deepseek-v3\.2", re.IGNORECASE)
+
+
+def is_nsa_model(model_path: str | None) -> bool:
+    """DeepSeek-V3.2 uses native sparse attention (NSA), whose backend SGLang picks itself."""
+    return bool(model_path and _NSA_MODELS.search(model_path))
+
+
 def is_mla_model(model_path: str | None) -> bool:
     """DeepSeek-V2/V3/R1 and Kimi-K2 use MLA attention (R1 distills are Llama/Qwen: MHA)."""
     return bool(model_path and _MLA_MODELS.search(model_path))

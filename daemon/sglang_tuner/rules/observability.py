@@ -1,16 +1,15 @@
 """Guide section "Monitoring and Metrics": metrics on, every rank reported, gauges alive."""
 
-from collections.abc import Mapping
-
 from ..signals import (
     GENERATION_TOKENS_RATE,
     NUM_DP_RANKS,
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
-    NUM_USED_TOKENS,
+    PROMPT_TOKENS_RATE,
+    REQUEST_RATE,
 )
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from ..window import Row, frequency_of
+from ..window import frequently
 from .base import Rule, RuleInput, confidence_for, format_duration
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
@@ -23,6 +22,7 @@ def _enable_metrics(_inp: RuleInput) -> Action:
         "--enable-metrics",
         "false",
         "true",
+        expected="/metrics answers, and every other rule can judge this server",
     )
 
 
@@ -83,61 +83,73 @@ METRICS_ONLY_FIRST_RANK = Rule(
     severity=Severity.WARNING,
     summary="Only the first DP rank exports scheduler metrics: the others' load is invisible.",
     action="Add --enable-metrics-for-all-schedulers.",
-    source=SOURCE + " (DP attention)",
+    source="ours: SGLang exports scheduler metrics of the first DP rank only unless "
+    "--enable-metrics-for-all-schedulers (the guide's Enable Metrics Collection)",
     signals=(NUM_DP_RANKS,),
     check=_check_first_rank,
     needs_window=False,
+    ours=True,
 )
 
 
 def _investigate_hang(_inp: RuleInput) -> Action:
     return Action(
-        "the server looks stuck: check its log and GET /health_generate; restart it if that "
-        "hangs too (and report the log to SGLang)"
+        "the server looks stuck: check its log and GET /health_generate; restart it only if "
+        "that hangs too (and report the log to SGLang)",
+        expected="a server that answers /health_generate is slow, not stuck: then nothing to do",
     )
 
 
-def _hung(row: Row, prev: Row | None, th: Mapping[str, float]) -> str | None:
-    """Which hang pattern the sample shows, if any (`prev` is the sample before it)."""
-    if row[NUM_RUNNING_REQS] == 0 and row[NUM_QUEUE_REQS] >= th["hang_queue_min"]:
-        return "nothing running while requests wait"
-    # SGLang counts generated tokens when requests finish, so a zero rate alone is no hang:
-    # the gauges must also be frozen (refreshed every 40 decode steps on a live server).
-    frozen = prev is not None and all(prev[k] == v for k, v in row.items())
-    if frozen and row[NUM_RUNNING_REQS] > 0 and row.get(GENERATION_TOKENS_RATE, 0.0) == 0:
-        return "#running-req and #token frozen with no token generated"
-    return None
+# Counters that move whenever the server finishes work of any kind (generation, embeddings,
+# scoring): SGLang counts tokens when a request finishes, so all of them stay flat only when no
+# request at all finished.
+PROGRESS = (REQUEST_RATE, PROMPT_TOKENS_RATE, GENERATION_TOKENS_RATE)
 
 
 def _check_stale(inp: RuleInput) -> Outcome:
-    """Frequently: running 0 with a queue, or running > 0 with every gauge frozen."""
+    """Requests run or wait in most samples, yet no request finished and no token was counted
+    over the whole window, which spans at least `stuck_seconds`."""
     view = inp.view
-    optional = tuple(s for s in (GENERATION_TOKENS_RATE, NUM_USED_TOKENS) if view.present(s))
-    rows = view.rows((NUM_RUNNING_REQS, NUM_QUEUE_REQS, *optional))
-    if not rows:
-        return NoData("running / queued request gauges are not exposed", view.window_seconds)
-    patterns = [_hung(r, rows[i - 1] if i else None, inp.thresholds) for i, r in enumerate(rows)]
-    hits = [p for p in patterns if p]
-    freq = frequency_of(len(hits), len(rows), inp.frequently_ratio)
-    if not freq.held:
-        return Pass(freq.ratio, freq.considered)
-    commonest = max(sorted(set(hits)), key=hits.count)
-    last = rows[-1]
-    evidence = (
-        f"{commonest} in {freq.ratio:.0%} of {len(rows)} samples over "
-        f"{format_duration(view.window_seconds)}; last #running-req "
-        f"{last[NUM_RUNNING_REQS]:.0f}, #queue-req {last[NUM_QUEUE_REQS]:.0f}"
+    progress = [s for s in PROGRESS if view.present(s)]
+    if not progress:
+        return NoData("no request or token counters (rates need two scrapes)", view.window_seconds)
+    busy = frequently(
+        view,
+        lambda r: r[NUM_RUNNING_REQS] + r[NUM_QUEUE_REQS] > 0,
+        (NUM_RUNNING_REQS, NUM_QUEUE_REQS),
+        inp.frequently_ratio,
     )
-    return Finding(evidence, _investigate_hang(inp), confidence_for(inp), freq.ratio, len(rows))
+    if busy.considered == 0:
+        return NoData("running / queued request gauges are not exposed", view.window_seconds)
+    if any(v > 0 for s in progress for v in view.values(s)):
+        return Pass(busy.ratio, busy.considered, "requests finish")
+    if not busy.held or view.span_seconds < inp.thresholds["stuck_seconds"]:
+        return Pass(busy.ratio, busy.considered)
+    running, queued = view.last(NUM_RUNNING_REQS) or 0, view.last(NUM_QUEUE_REQS) or 0
+    evidence = (
+        f"no request finished and no token was counted for {format_duration(view.span_seconds)} "
+        f"while requests ran or waited in {busy.ratio:.0%} of {busy.considered} samples; last "
+        f"#running-req {running:.0f}, #queue-req {queued:.0f}"
+    )
+    return Finding(
+        evidence, _investigate_hang(inp), confidence_for(inp), busy.ratio, busy.considered
+    )
 
 
 STALE_METRICS = Rule(
     id="stale_metrics",
-    severity=Severity.CRITICAL,
-    summary="Scheduler gauges are frozen in a hang pattern: the server may be stuck.",
-    action="Check the log and /health_generate; restart the server if it is stuck.",
-    source="Monitoring and Metrics / Key Metrics to Monitor",
-    signals=(NUM_RUNNING_REQS, NUM_QUEUE_REQS, GENERATION_TOKENS_RATE, NUM_USED_TOKENS),
-    thresholds={"hang_queue_min": 1.0},
+    severity=Severity.WARNING,
+    summary="Requests are running or waiting but none finishes: the server may be stuck.",
+    action="Check the log and /health_generate; restart the server only if that hangs too.",
+    source="ours: a stuck server, seen in the guide's Key Metrics (no request finishes while "
+    "#running-req or #queue-req stays up)",
     check=_check_stale,
+    signals=(NUM_RUNNING_REQS, NUM_QUEUE_REQS, *PROGRESS),
+    requires=(NUM_RUNNING_REQS, NUM_QUEUE_REQS),
+    thresholds={"stuck_seconds": 180.0},
+    provenance={
+        "stuck_seconds": "ours: three minutes without a single finished request; a slow server "
+        "finishes something in that time",
+    },
+    ours=True,
 )

@@ -1,8 +1,8 @@
 """Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
 
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from .base import Rule, RuleInput, choice_action
-from .hardware import gpu_facts, gpu_memory_gb, is_mla_model, weight_gb
+from .base import Rule, RuleInput, choice_action, with_expected
+from .hardware import gpu_facts, gpu_memory_gb, is_mla_model, is_nsa_model, weight_gb
 
 PARALLEL_SOURCE = "Hyperparameter Tuning / Optimize Parallelism Strategy"
 BACKEND_SOURCE = "Optimizing for Different Workloads / Online Serving / Use Fast Attention Backend"
@@ -22,6 +22,8 @@ def _to_data_parallel(inp: RuleInput) -> Action:
         str(tp),
         "1",
         "data parallelism through the gateway, not --dp-size; benchmark before switching",
+        expected=f"{tp} independent servers instead of one: up to {tp}x the requests in flight, "
+        "no all-reduce per layer",
     )
 
 
@@ -62,10 +64,10 @@ PREFER_DATA_PARALLEL = Rule(
     summary="Tensor parallelism is used for a model that fits one GPU: data parallelism is faster.",
     action="Serve tp-size-1 replicas behind the SGLang Model Gateway instead of --tp-size > 1.",
     source=PARALLEL_SOURCE,
-    thresholds={
-        # Heuristic: weights (from /server_info, else '<N>B' x dtype bytes) under half a GPU
-        # leave at least as much for the KV cache and activations.
-        "max_weight_share_of_gpu": 0.5,
+    thresholds={"max_weight_share_of_gpu": 0.5},
+    provenance={
+        "max_weight_share_of_gpu": "ours: the guide says 'when there is enough GPU memory'; "
+        "weights under half of one GPU leave as much again for the KV cache",
     },
     profiles=("offline", "long_context", "multi_turn"),  # the guide argues for throughput
     check=_check_data_parallel,
@@ -95,7 +97,12 @@ def _recommended(inp: RuleInput) -> tuple[str, tuple[str, ...], str] | None:
 def _suggest_backend(inp: RuleInput) -> Action:
     pick = _recommended(inp)
     current = inp.config.attention_backend if inp.config else None
-    return choice_action("--attention-backend", current, pick[0] if pick else "?", inp)
+    action = choice_action("--attention-backend", current, pick[0] if pick else "?", inp)
+    return with_expected(
+        action,
+        "faster attention kernels on this GPU generation: shorter "
+        "steps; benchmark before and after, as the guide says",
+    )
 
 
 def _check_backend(inp: RuleInput) -> Outcome:
@@ -106,6 +113,8 @@ def _check_backend(inp: RuleInput) -> Outcome:
     pick = _recommended(inp)
     if pick is None:
         return NoData(_NO_GPU + " (a known model)", inp.view.window_seconds)
+    if is_mla_model(config.model_path) or is_nsa_model(config.model_path):
+        return Pass(detail="SGLang picks the attention backend of MLA/NSA models itself")
     current = config.attention_backend
     if current is None:
         return Pass(detail="attention backend auto-selected by SGLang")

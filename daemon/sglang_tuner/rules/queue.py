@@ -11,7 +11,10 @@ SOURCE = "Hyperparameter Tuning / Adjust the request submission speed to control
 def _submit_faster(inp: RuleInput) -> Action:
     running = inp.view.quantile(NUM_RUNNING_REQS, 0.5)
     hint = f" (running batch p50 {running:.0f})" if running is not None else ""
-    return Action(f"client: submit requests faster / raise client concurrency{hint}")
+    return Action(
+        f"client: submit requests faster / raise client concurrency{hint}",
+        expected="a standing queue (#queue-req 100-2000): larger batches, higher throughput",
+    )
 
 
 def _check_empty(inp: RuleInput) -> Outcome:
@@ -51,7 +54,8 @@ def _check_long(inp: RuleInput) -> Outcome:
     )
     action = Action(
         f"client: slow request submission until #queue-req stays under {limit:g}, "
-        "or add data-parallel replicas behind the SGLang router"
+        "or add data-parallel replicas behind the SGLang router",
+        expected=f"#queue-req under {limit:g}: less scheduling overhead, shorter queueing",
     )
     evidence = frequently_evidence(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS))
     return judged(freq, inp, evidence, action)
@@ -69,4 +73,8 @@ QUEUE_TOO_LONG = Rule(
     # Current guide: healthy 100-2000; the older guide said 50-1000 (guide_version: legacy).
     thresholds={"healthy_queue_max": 2000.0},
     legacy_thresholds={"healthy_queue_max": 1000.0},
+    provenance={
+        "healthy_queue_max": "guide (docs, newest): 'a healthy range is 100-2000'; the older "
+        "guide said 50-1000",
+    },
 )

@@ -10,6 +10,7 @@ from .base import (
     format_value,
     frequently_evidence,
     judged,
+    with_expected,
     with_note,
 )
 from .versions import version_at_least
@@ -56,11 +57,17 @@ def _to_lpm(inp: RuleInput) -> Action:
         f"lpm falls back to fcfs while more than {limit:g} requests wait, adds scheduling "
         "overhead, and can starve cache-cold requests (watch the TTFT tail)"
     )
-    return with_note(action, caveat)
+    action = with_note(action, caveat)
+    return with_expected(
+        action,
+        "more requests scheduled next to the prefix they share: a "
+        "higher prefix-cache hit ratio, less prefill work per request",
+    )
 
 
 def _check_lpm(inp: RuleInput) -> Outcome:
-    """Policy lpm; frequently: prefix hit ratio < low and #queue-req >= the long-queue mark."""
+    """Policy lpm; frequently: prefix hit ratio < low while 1-128 requests wait (above 128 lpm
+    falls back to fcfs by itself, so only a queue it still sorts pays its overhead)."""
     early = _not_judgeable(inp, "lpm")
     if early is not None:
         return early
@@ -69,12 +76,16 @@ def _check_lpm(inp: RuleInput) -> Outcome:
         inp.view,
         lambda r: (
             r[PREFIX_CACHE_HIT_RATIO] < th["prefix_hit_ratio_low"]
-            and r[NUM_QUEUE_REQS] >= th["queue_reqs_long"]
+            and 0 < r[NUM_QUEUE_REQS] <= th["lpm_fallback_queue"]
         ),
         SIGNALS,
         inp.frequently_ratio,
     )
-    return judged(freq, inp, frequently_evidence(freq, inp, SIGNALS), _to_fcfs(inp))
+    action = with_expected(
+        _to_fcfs(inp), "no prefix matching and sorting in each scheduling round: slightly "
+        "lower scheduling overhead; the cache hit ratio stays as low as it is",
+    )  # fmt: skip
+    return judged(freq, inp, frequently_evidence(freq, inp, SIGNALS), action)
 
 
 def _reuse(inp: RuleInput) -> str | None:
@@ -125,9 +136,13 @@ LPM_WITHOUT_PREFIX_REUSE = Rule(
     action="Switch to --schedule-policy fcfs (no shared prefixes to exploit).",
     source=SOURCE,
     signals=SIGNALS,
-    thresholds={"prefix_hit_ratio_low": 0.1, "queue_reqs_long": 100.0},
-    # The older guide's healthy queue started at 50 (now 100).
-    legacy_thresholds={"queue_reqs_long": 50.0},
+    thresholds={"prefix_hit_ratio_low": 0.1, "lpm_fallback_queue": 128.0},
+    provenance={
+        "prefix_hit_ratio_low": "ours: the guide says 'high prefix reuse' without a number; "
+        "under a tenth of prompt tokens from the cache is none to speak of",
+        "lpm_fallback_queue": "SGLang's schedule_policy.py (_determine_active_policy): lpm "
+        "turns into fcfs above 128 waiting requests",
+    },
     # Prefix reuse is the point of these workloads: only call it absent when it really is.
     profile_thresholds={
         "long_context": {"prefix_hit_ratio_low": 0.05},
@@ -152,6 +167,14 @@ FCFS_WITH_PREFIX_REUSE = Rule(
     profile_thresholds={
         "long_context": {"prefix_hit_ratio_high": 0.3},
         "multi_turn": {"prefix_hit_ratio_high": 0.3},
+    },
+    provenance={
+        "prefix_hit_ratio_high": "ours: 'high prefix reuse' has no number; half the prompt "
+        "tokens from the cache (long_context, multi_turn: 0.3)",
+        "prefix_hit_ratio_thrash": "ours: above the noise of prompts that share nothing",
+        "pinned_token_usage": "ours: a pool this full leaves the radix cache no room",
+        "lpm_fallback_queue": "SGLang's schedule_policy.py (_determine_active_policy): lpm "
+        "turns into fcfs above 128 waiting requests",
     },
     check=_check_fcfs,
 )
