@@ -25,6 +25,7 @@ from sglang_tuner.evaluation import (
     TunerState,
 )
 from sglang_tuner.exporter import TunerCollector
+from sglang_tuner.plan import Held, Plan, Step
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.values import (
     Action,
@@ -127,6 +128,15 @@ def _results() -> dict[str, tuple[RuleResult, ...]]:
     }  # fmt: skip
 
 
+HELD = Action("--mem-fraction-static 0.85 -> 0.9", "--mem-fraction-static", "0.85", "0.9")
+PLAN = Plan(
+    "gpu-a",
+    next=Step("scheduler_too_conservative", Severity.WARNING, ACTION, "summary"),
+    after=(Step("queue_empty", Severity.INFO, Action("client: submit faster"), "s"),),
+    held=(Held("mem_fraction_too_low", Severity.INFO, HELD, "mem_fraction_too_high moves it"),),
+)
+
+
 def _evaluation() -> Evaluation:
     return Evaluation(
         ts=NOW,
@@ -136,6 +146,7 @@ def _evaluation() -> Evaluation:
             _advice("gpu-a", "queue_empty", Severity.INFO, AlertState.PENDING),
             _advice("gpu-a", "scheduler_too_conservative", Severity.WARNING, AlertState.FIRING),
         ),
+        plans={"gpu-a": PLAN, "gpu-b": Plan("gpu-b")},
         evaluations_total=12,
     )
 
@@ -180,6 +191,8 @@ def test_advice_lists_firing_first_with_action_and_since(client: TestClient) -> 
         "current": "1",
         "suggested": "0.3",
         "note": "",
+        "expected": "",
+        "companions": [],
     }
     assert first["confidence"] == "high" and first["condition_ratio"] == 0.83
     assert first["links"]["advice"] == "/advice/gpu-a/scheduler_too_conservative"
@@ -224,6 +237,25 @@ def test_advice_unknown_target_filter_404(client: TestClient) -> None:
     response = client.get("/advice", params={"target": "nope"})
     assert response.status_code == 404
     assert response.json() == {"detail": "Unknown target 'nope'"}
+
+
+def test_advice_leads_with_one_plan_per_target_that_has_one(client: TestClient) -> None:
+    body = client.get("/advice").json()
+    assert list(body)[0] == "plans"
+    (plan,) = body["plans"]  # gpu-b's plan is empty: not listed
+    assert plan["target"] == "gpu-a"
+    assert plan["next"]["action"]["text"] == "--schedule-conservativeness 1 -> 0.3"
+    assert [s["rule"] for s in plan["after"]] == ["queue_empty"]
+    assert plan["held"][0]["reason"] == "mem_fraction_too_high moves it"
+
+
+def test_advice_text_starts_each_target_with_its_next_change(client: TestClient) -> None:
+    text = client.get("/advice", params={"format": "text"}).text
+    block = text.split("== gpu-a\n", 1)[1]
+    assert block.startswith(
+        "next change: --schedule-conservativeness 1 -> 0.3   (scheduler_too_conservative, warning)"
+    )
+    assert "  held:     mem_fraction_too_low: mem_fraction_too_high moves it" in block
 
 
 def test_advice_text_format_shows_blocks_and_no_data(client: TestClient) -> None:

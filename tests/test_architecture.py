@@ -33,6 +33,7 @@ FLOORS: dict[str, int] = {
     # outputs: they read the published evaluation (and the static rule catalogue)
     "schemas": 8,
     "schemas_inventory": 9,
+    "advice_text": 9,
     "advice_report": 10,
     "exporter": 8,
     "alertmanager": 8,
@@ -50,7 +51,7 @@ FLOORS: dict[str, int] = {
 }
 # The outputs see only what was published: never the sources, target state or judge.
 OUTPUTS = (
-    "schemas", "schemas_inventory", "advice_report", "exporter", "store",
+    "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
     "api_context", "api_advice", "api",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")

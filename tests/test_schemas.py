@@ -1,6 +1,7 @@
 """Response models and the /advice report: conversions a user reads in JSON and text."""
 
 from sglang_tuner.advice_report import AdviceFilter, select_advice
+from sglang_tuner.advice_text import advice_text
 from sglang_tuner.config import Settings
 from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus
 from sglang_tuner.rules import ALL_RULES
@@ -8,7 +9,6 @@ from sglang_tuner.schemas import (
     AdviceList,
     AdviceOut,
     NoDataOut,
-    advice_text,
     api_path,
     rfc3339,
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .evaluation import Evaluation, TargetStatus
 from .rules import ALL_RULES
-from .schemas import AdviceList, AdviceOut, NoDataOut, RuleErrorOut, rfc3339
+from .schemas import AdviceList, AdviceOut, NoDataOut, PlanOut, RuleErrorOut, rfc3339
 from .values import Advice, Health, Severity
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
@@ -54,7 +54,13 @@ def select_advice(
         if target in (None, name):
             _explain(ev, name, severity, retry_seconds, no_data, errors)
     data = [AdviceOut.from_advice(a) for a in advice]
+    plans = [
+        PlanOut.from_plan(p)
+        for name, p in sorted(ev.plans.items())
+        if target in (None, name) and (p.next is not None or p.held)
+    ]
     return AdviceList(
+        plans=plans,
         data=data,
         count=len(data),
         no_data=no_data,

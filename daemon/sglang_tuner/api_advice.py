@@ -7,9 +7,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from .advice_report import AdviceFilter, select_advice
+from .advice_text import advice_text
 from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
 from .evaluation import Evaluation
-from .schemas import AdviceList, RuleResultOut, advice_text
+from .schemas import AdviceList, RuleResultOut
 from .values import Severity
 
 _TEXT: dict[int | str, dict[str, Any]] = {

@@ -7,11 +7,11 @@ import sys
 import time
 
 from .advice_report import AdviceFilter, select_advice
+from .advice_text import advice_text
 from .config import Settings, load_settings
 from .evaluation import Evaluation
 from .logsetup import configure_logging
 from .loop import Tuner
-from .schemas import advice_text
 
 
 def check_settings(args: argparse.Namespace) -> Settings:

@@ -12,10 +12,10 @@ from pathlib import Path
 from sglang_sim import ServerSpec, SimFleet
 
 from .advice_report import AdviceFilter, select_advice
+from .advice_text import advice_text
 from .config import Settings, load_settings
 from .evaluation import Evaluation
 from .logsetup import configure_logging
-from .schemas import advice_text
 from .server import build
 
 SCENARIOS = (

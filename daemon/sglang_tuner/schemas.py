@@ -7,6 +7,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from .evaluation import RuleResult
+from .plan import Plan, Step
 from .rules.base import Rule
 from .values import Advice, Confidence, Health, NoData, Severity
 
@@ -37,6 +38,10 @@ class ActionOut(FromAttributes):
     current: str | None = Field(None, description="Its current value, from /server_info")
     suggested: str | None = Field(None, description="The value to set")
     note: str = Field("", description="Caveat, e.g. why the current value had to be assumed")
+    expected: str = Field("", description="What the change should move, by how much, and why")
+    companions: list["ActionOut"] = Field(
+        default_factory=list, description="Flags changed in the same restart"
+    )
 
 
 class AdviceOut(BaseModel):
@@ -114,9 +119,66 @@ class RuleErrorOut(BaseModel):
     error: str
 
 
+class StepOut(BaseModel):
+    """One change of a plan."""
+
+    rule: str
+    severity: Severity
+    summary: str
+    action: ActionOut
+
+
+class HeldOut(BaseModel):
+    """A finding held back by the plan, and why."""
+
+    rule: str
+    severity: Severity
+    action: ActionOut
+    reason: str
+
+
+class PlanOut(BaseModel):
+    """One target's plan: change one thing at a time, the most urgent first."""
+
+    target: str
+    next: StepOut | None = Field(description="The change to make now (None: nothing to change)")
+    after: list[StepOut] = Field(description="Then look at these, in order")
+    held: list[HeldOut] = Field(description="Not offered, each with the reason")
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> "PlanOut":
+        """The API view of one `Plan`."""
+        return cls(
+            target=plan.target,
+            next=_step(plan.next) if plan.next else None,
+            after=[_step(s) for s in plan.after],
+            held=[
+                HeldOut(
+                    rule=h.rule,
+                    severity=h.severity,
+                    action=ActionOut.model_validate(h.action),
+                    reason=h.reason,
+                )
+                for h in plan.held
+            ],
+        )
+
+
+def _step(step: Step) -> StepOut:
+    return StepOut(
+        rule=step.rule,
+        severity=step.severity,
+        summary=step.summary,
+        action=ActionOut.model_validate(step.action),
+    )
+
+
 class AdviceList(BaseModel):
     """Advice, plus what could not be judged and why: never a silent empty list."""
 
+    plans: list[PlanOut] = Field(
+        default_factory=list, description="Per target with advice: the next change first"
+    )
     data: list[AdviceOut]
     count: int
     no_data: list[NoDataOut] = Field(default_factory=list)
@@ -174,39 +236,3 @@ class StatusOut(BaseModel):
 
     status: str
     detail: str | None = None  # why not ready
-
-
-def advice_text(out: AdviceList) -> str:
-    """`/advice` as a fixed-width text report: one block per advice, then what has no data."""
-    when = out.evaluated_at or "never (no evaluation has finished yet)"
-    head = f"{out.count} advice, {len(out.no_data)} no data, {len(out.errors)} error(s)"
-    lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
-    for a in out.data:
-        lines += [
-            f"{a.target}  {a.rule}",
-            f"  {a.severity.upper()} {a.state} since {a.since}, {a.confidence} confidence",
-            f"  summary:  {a.summary}",
-            f"  evidence: {a.evidence}",
-            f"  action:   {a.action.text}",
-            *([f"  note:     {a.action.note}"] if a.action.note else []),
-            f"  source:   {a.source}",
-            "",
-        ]
-    if not out.data:
-        lines += ["No advice is pending or firing.", ""]
-    rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
-    lines += _table("no data (why nothing could be judged yet):", rows)
-    lines += _table("errors:", [(e.target, e.rule, e.error) for e in out.errors])
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _retry(n: NoDataOut) -> str:
-    return f"{n.reason} (retry in {n.retry_after_seconds:g}s)"
-
-
-def _table(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
-    """A titled three-column block whose first two columns are padded to a common width."""
-    if not rows:
-        return []
-    w1, w2 = (max(len(r[i]) for r in rows) for i in (0, 1))
-    return [title, *(f"  {a:<{w1}}  {b:<{w2}}  {c}" for a, b, c in rows), ""]
