@@ -1,4 +1,4 @@
-"""Every simulator scenario, every SGLang version: the advice an expert would give first.
+"""Every simulator scenario, every SGLang version: the whole plan an expert would make.
 
 Runs the simulator in simulated time through the daemon's real mapper, log follower,
 /server_info parser, windows and rules (`tests/scenario_harness.py`), with default settings.
@@ -6,44 +6,46 @@ Runs the simulator in simulated time through the daemon's real mapper, log follo
 
 import pytest
 from sglang_sim import SCENARIOS, VERSIONS
-from sglang_tuner.advice_report import advice_rank
-from sglang_tuner.rules import RULES_BY_ID
-from sglang_tuner.values import Advice
+from sglang_tuner.judge import TargetJudgement
+from sglang_tuner.plan import Plan, plan_target
+from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.values import FlagHistory
 
 from tests.scenario_harness import ScenarioRun, run_scenario
 
 H100 = "NVIDIA H100 80GB HBM3"  # the simulated GPU, as a user would configure gpu_model
 
-# scenario -> (profile, the first advice an expert gives, or None for "no advice at all")
+# scenario -> (profile, the next change, what follows it in order, what is held back)
 EXPECTED = {
-    "healthy": ("offline", None),
-    "idle": ("offline", None),
-    "client_too_slow": ("offline", "queue_empty"),
-    "queue_flood": ("offline", "queue_too_long"),
-    "scheduler_too_conservative": ("offline", "scheduler_too_conservative"),
-    "retraction_storm": ("offline", "retractions_frequent"),
-    "mem_fraction_too_low": ("offline", "mem_fraction_too_low"),
-    "mem_fraction_too_high": ("offline", "mem_fraction_too_high"),
-    "prefill_oom": ("offline", "prefill_oom"),
-    "cuda_graph_not_covering": ("offline", "cuda_graph_not_covering"),
-    "lpm_no_prefix_reuse": ("offline", "lpm_without_prefix_reuse"),
-    "fcfs_heavy_prefix_reuse": ("offline", "fcfs_with_prefix_reuse"),
-    "tp_where_dp_fits": ("offline", "prefer_data_parallel"),
-    "online_batch_too_large": ("online", "batch_too_large_for_latency"),
-    "metrics_disabled": ("offline", "metrics_disabled"),
-    "crash_loop": ("offline", "prefill_oom"),
+    "healthy": ("offline", None, (), ()),
+    "idle": ("offline", None, (), ()),
+    "client_too_slow": ("offline", "queue_empty", ("torch_compile_small_batch",), ()),
+    "queue_flood": ("offline", "queue_too_long", (), ()),
+    "scheduler_too_conservative": ("offline", "scheduler_too_conservative", (), ()),
+    "retraction_storm": ("offline", "retractions_frequent", (), ()),
+    "mem_fraction_too_low": ("offline", "mem_fraction_too_low", (), ()),
+    "mem_fraction_too_high": ("offline", "mem_fraction_too_high", (), ()),
+    "prefill_oom": ("offline", "prefill_oom", ("mem_fraction_too_high",), ()),
+    "cuda_graph_not_covering": ("offline", "cuda_graph_not_covering", (), ()),
+    "lpm_no_prefix_reuse": ("offline", "lpm_without_prefix_reuse", (), ()),
+    "fcfs_heavy_prefix_reuse": ("offline", "fcfs_with_prefix_reuse", (), ()),
+    "tp_where_dp_fits": ("offline", "prefer_data_parallel", ("queue_empty",), ()),
+    "online_batch_too_large": (
+        "online",
+        "mem_fraction_too_high",
+        ("retractions_frequent", "batch_too_large_for_latency"),
+        (),
+    ),
+    "metrics_disabled": ("offline", "metrics_disabled", (), ()),
+    "crash_loop": ("offline", "prefill_oom", ("mem_fraction_too_high",), ()),
 }
+ORDER = {rule.id: i for i, rule in enumerate(ALL_RULES)}
 
 
-def _first(run: ScenarioRun) -> str | None:
-    """The advice `/advice` lists first for this target (most severe, then the guide's order)."""
-    ranked = sorted((_as_advice(rule_id) for rule_id in run.fired), key=advice_rank)
-    return ranked[0].rule if ranked else None
-
-
-def _as_advice(rule_id: str) -> Advice:
-    rule = RULES_BY_ID[rule_id]
-    return Advice("sim", rule_id, rule.severity, "firing", 0.0, "", "", None, "", None)  # type: ignore[arg-type]
+def _plan(run: ScenarioRun) -> Plan:
+    """The plan the daemon makes of the run's judgements."""
+    judgement = TargetJudgement(0.0, True, 0, tuple(run.evaluations))
+    return plan_target(run.scenario, judgement, FlagHistory(), ORDER)
 
 
 def test_expected_covers_every_scenario():
@@ -52,16 +54,15 @@ def test_expected_covers_every_scenario():
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("scenario", sorted(EXPECTED))
-def test_scenario_first_advice_is_the_experts(scenario, version):
-    profile, expected = EXPECTED[scenario]
-    run = run_scenario(scenario, version, profile=profile, gpu_model=H100)
-    if expected is None:
-        assert run.fired == [], f"{scenario} on {version} should get no advice"
-    elif scenario == "online_batch_too_large":
-        # A huge online batch also retracts; the latency advice must be there either way.
-        assert expected in run.fired
-    else:
-        assert _first(run) == expected, f"{scenario} on {version}: fired {run.fired}"
+def test_scenario_whole_plan_is_the_experts(scenario, version):
+    profile, first, after, held = EXPECTED[scenario]
+    plan = _plan(run_scenario(scenario, version, profile=profile, gpu_model=H100))
+    got = (
+        plan.next.rule if plan.next else None,
+        tuple(s.rule for s in plan.after),
+        tuple(h.rule for h in plan.held),
+    )
+    assert got == (first, after, held), f"{scenario} on {version}"
 
 
 @pytest.mark.parametrize(
