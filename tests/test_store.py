@@ -2,7 +2,15 @@
 
 from sglang_tuner.alerting import AlertTracker
 from sglang_tuner.store import Store
-from sglang_tuner.values import Action, Advice, Confidence, Severity, Snapshot
+from sglang_tuner.values import (
+    Action,
+    Advice,
+    Confidence,
+    FlagHistory,
+    FlagOutcome,
+    Severity,
+    Snapshot,
+)
 from sglang_tuner.window import Window
 
 KEY = ("gpu-a", "queue_empty")
@@ -66,3 +74,13 @@ def test_store_restores_firing_alerts_with_their_advice_after_a_short_outage(tmp
 
     assert store.load_alerts({"gpu-a"}, now=200.0 + 3601) == []  # past the outage tolerance
     assert store.load_alerts({"gpu-b"}, now=200.0 + 1800) == []  # a target no longer watched
+
+
+def test_store_keeps_each_targets_flag_history(tmp_path):
+    crashed = FlagOutcome(8192, 50.0, "prefill_oom_events")
+    history = FlagHistory(safe={"chunked_prefill_size": FlagOutcome(4096, 40.0)},
+                          failing={"chunked_prefill_size": crashed})  # fmt: skip
+    store = Store(tmp_path / "t.db")
+    store.save({}, [], [], now=60.0, flags={"gpu-a": history, "gpu-b": FlagHistory()})
+    loaded = Store(tmp_path / "t.db").load_flag_histories({"gpu-a"})
+    assert loaded == {"gpu-a": history}

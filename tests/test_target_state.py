@@ -77,3 +77,26 @@ def test_apply_server_info_new_tuning_flags_start_a_fresh_window():
     assert len(state.window) == 1
     assert state.apply_server_info(ServerConfig(schedule_conservativeness=0.3), None)
     assert len(state.window) == 0
+
+
+def test_a_crash_marks_the_value_it_blames_as_failing():
+    state = TargetState(SPEC, 10)
+    state.apply_server_info(ServerConfig(chunked_prefill_size=8192, max_running_requests=256), None)
+    state.ingest(_down(50.0), {PREFILL_OOM_EVENTS: 1.0})
+    failed = state.history.failing["chunked_prefill_size"]
+    assert (failed.value, failed.crash, failed.ts) == (8192, PREFILL_OOM_EVENTS, 50.0)
+    assert "max_running_requests" not in state.history.failing  # a prefill OOM blames the chunk
+    assert state.history.crashes_with("--chunked-prefill-size", 8192) is failed
+    assert state.history.crashes_with("--chunked-prefill-size", 16384) is failed
+    assert state.history.crashes_with("--chunked-prefill-size", 4096) is None
+
+
+def test_flag_values_that_served_five_minutes_without_a_crash_are_safe():
+    state = TargetState(SPEC, 100)
+    state.apply_server_info(ServerConfig(cuda_graph_max_bs=256, mem_fraction_static=0.85), None)
+    for k in range(61):
+        state.ingest(_up(k * 5.0, num_queue_reqs=1.0))
+        if k == 59:
+            assert "cuda_graph_max_bs" not in state.history.safe  # 295 s: not yet
+    assert state.history.safe["cuda_graph_max_bs"].value == 256
+    assert state.history.safe["mem_fraction_static"].value == 0.85

@@ -109,7 +109,8 @@ class Outputs:
         if self.store is None:
             return
         windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
-        self.store.save(windows, self.tracker.alerts(), self.history, now)
+        flags = {n: t.history for n, t in targets.items()}
+        self.store.save(windows, self.tracker.alerts(), self.history, now, flags)
         self.history.clear()
 
     def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
@@ -122,6 +123,8 @@ class Outputs:
             for snapshot in snapshots:
                 targets[name].window.append(snapshot)
             restored += len(snapshots)
+        for name, history in self.store.load_flag_histories(targets).items():
+            targets[name].history = history
         alerts = self.store.load_alerts(targets, now)
         self.tracker.restore(alerts)
         if restored or alerts:

@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from .alerting import Alert, HistoryRow
-from .values import Action, Advice, AlertState, Confidence, Severity, Snapshot
+from .values import (
+    Action,
+    Advice,
+    AlertState,
+    Confidence,
+    FlagHistory,
+    FlagOutcome,
+    Severity,
+    Snapshot,
+)
 from .window import WindowView
 
 logger = logging.getLogger(__name__)
@@ -23,6 +32,7 @@ CREATE INDEX IF NOT EXISTS samples_target ON samples (target, ts);
 CREATE TABLE IF NOT EXISTS alerts (
     saved_at REAL NOT NULL, target TEXT NOT NULL, alert TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS flag_history (target TEXT PRIMARY KEY, history TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS advice_history (
     ts REAL NOT NULL, target TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
     action TEXT NOT NULL, evidence TEXT NOT NULL
@@ -53,9 +63,14 @@ class Store:
         alerts: Iterable[Alert],
         history: Sequence[HistoryRow],
         now: float,
+        flags: Mapping[str, FlagHistory] | None = None,
     ) -> None:
-        """Replace the stored windows and alert state; append advice transitions."""
+        """Replace the stored windows, alert state and flag histories; append transitions."""
         with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
+                [(name, json.dumps(asdict(h))) for name, h in (flags or {}).items()],
+            )
             self._db.execute("DELETE FROM samples")
             for name, view in windows.items():
                 rows = [
@@ -84,6 +99,11 @@ class Store:
             rows = reversed(cursor.fetchall())
             out[name] = [Snapshot(name, ts, json.loads(signals)) for ts, signals in rows]
         return out
+
+    def load_flag_histories(self, targets: Container[str]) -> dict[str, FlagHistory]:
+        """Each watched target's last safe and last failing flag values."""
+        rows = self._db.execute("SELECT target, history FROM flag_history").fetchall()
+        return {name: _flag_history(json.loads(text)) for name, text in rows if name in targets}
 
     def load_alerts(self, targets: Container[str], now: float) -> list[Alert]:
         """Alerts saved within the outage tolerance, for targets still watched."""
@@ -116,6 +136,12 @@ def _alert(data: dict[str, Any]) -> Alert:
     data["state"] = AlertState(data["state"])
     data["advice"] = _advice(data["advice"])
     return Alert(**data)
+
+
+def _flag_history(data: dict[str, Any]) -> FlagHistory:
+    safe = {k: FlagOutcome(**v) for k, v in data.get("safe", {}).items()}
+    failing = {k: FlagOutcome(**v) for k, v in data.get("failing", {}).items()}
+    return FlagHistory(safe=safe, failing=failing)
 
 
 def _action(data: dict[str, Any]) -> Action:
