@@ -69,14 +69,39 @@ def test_apply_server_info_uses_the_configured_gpu_model_and_keeps_the_last_good
     assert state.needs_server_info
 
 
-def test_apply_server_info_new_tuning_flags_start_a_fresh_window():
-    state = TargetState(SPEC, 10)
+def _served(state: TargetState, start: float, end: float, **values: float) -> None:
+    t = start
+    while t <= end:
+        state.ingest(_up(t, **values))
+        t += 5.0
+
+
+def test_apply_server_info_new_tuning_flags_after_a_restart_start_a_fresh_window():
+    state = TargetState(SPEC, 100)
     state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
-    state.ingest(_up(5.0, num_queue_reqs=3.0))
-    assert not state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
-    assert len(state.window) == 1
-    assert state.apply_server_info(ServerConfig(schedule_conservativeness=0.3), None)
-    assert len(state.window) == 0
+    _served(state, 5.0, 100.0, num_queue_reqs=3.0)
+    assert state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None) is None
+    state.ingest(_down(105.0))
+    state.ingest(_up(140.0, **{RESTARTS: 1.0, "num_queue_reqs": 9.0}))  # a new process
+    change = state.apply_server_info(ServerConfig(schedule_conservativeness=0.3), None)
+    assert change is not None and change.kind == "flags"
+    assert (change.before, change.after, change.at) == (
+        {"--schedule-conservativeness": "1"}, {"--schedule-conservativeness": "0.3"}, 140.0,
+    )  # fmt: skip
+    assert change.before_window.signals["num_queue_reqs"].samples == 20
+    assert state.window.view(140.0, 600.0).values("num_queue_reqs") == [9.0]  # only the new
+
+
+def test_a_restart_with_the_same_flags_is_recorded_not_judged():
+    state = TargetState(SPEC, 100)
+    state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
+    _served(state, 5.0, 100.0, num_queue_reqs=3.0)
+    state.ingest(_up(105.0, **{RESTARTS: 1.0}))
+    change = state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)
+    assert change is not None and (change.kind, change.before, change.after) == ("restart", {}, {})
+    assert len(state.window) == 21  # nothing forgotten: the same configuration
+    _served(state, 110.0, 600.0, num_queue_reqs=3.0)
+    assert state.changes.changes[-1].verdict is None
 
 
 def test_a_crash_marks_the_value_it_blames_as_failing():
@@ -100,3 +125,22 @@ def test_flag_values_that_served_five_minutes_without_a_crash_are_safe():
             assert "cuda_graph_max_bs" not in state.history.safe  # 295 s: not yet
     assert state.history.safe["cuda_graph_max_bs"].value == 256
     assert state.history.safe["mem_fraction_static"].value == 0.85
+
+
+def test_a_flag_change_is_judged_once_the_warm_after_window_is_in():
+    state = TargetState(SPEC, 200, window_seconds=300.0, warmup_seconds=60.0)
+    state.apply_server_info(ServerConfig(schedule_conservativeness=3.0), None)
+    busy = {"num_running_reqs": 300.0, "num_queue_reqs": 400.0, "token_usage": 0.6}
+    _served(state, 5.0, 300.0, gen_throughput=4000.0, **busy)
+    state.ingest(_up(330.0, **{RESTARTS: 1.0}, **busy))
+    asked = {"--schedule-conservativeness": ("0.7", "scheduler_too_conservative")}
+    change = state.apply_server_info(ServerConfig(schedule_conservativeness=0.7), None, asked)
+    assert change is not None and change.rule == "scheduler_too_conservative"
+    # warm-up, then as long as the before window (the 5 min before the restart: 30 s to 300 s)
+    assert change.due == 330.0 + 60.0 + 270.0
+    _served(state, 335.0, 655.0, gen_throughput=4800.0, **busy | {"token_usage": 0.9})
+    assert state.changes.changes[-1].verdict is None  # not yet complete
+    _served(state, 660.0, 660.0, gen_throughput=4800.0, **busy | {"token_usage": 0.9})
+    judged = state.changes.changes[-1]
+    assert judged.verdict is not None and judged.verdict.verdict == "helped"
+    assert judged.after_window is not None and judged.after_window.start >= 390.0

@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     frequently_ratio: float = Field(0.5, gt=0, le=1, description='"Frequently" = share of samples')
     min_samples: int = Field(6, ge=1, description="Samples a window needs before rules judge it")
     hold_for_seconds: float = Field(120.0, ge=0, description="Pending this long before firing")
+    verify_warmup_seconds: float = Field(
+        60.0, ge=0, description="After a restart with new flags, skip this long before comparing"
+    )
     keep_firing_for_seconds: float = Field(300.0, ge=0, description="Keep firing after it clears")
     listen_host: str = Field("0.0.0.0", description="API and /metrics address")
     listen_port: int = Field(9877, ge=0, le=65535, description="API and /metrics port")

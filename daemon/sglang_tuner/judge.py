@@ -102,6 +102,7 @@ def _rule_input(
         config_error=target.config_error,
         error_reason=None if last is None or last.is_up else last.error_reason,
         history=target.history,
+        changes=tuple(target.changes.changes),
     )
 
 

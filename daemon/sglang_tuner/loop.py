@@ -18,11 +18,12 @@ from typing import Any
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from .changes import FLAGS
 from .config import Settings
 from .evaluation import TunerState
 from .judge import TargetJudgement, is_due, judge_target, rule_settings
 from .outputs import Outputs
-from .plan import Plan, plan_target
+from .plan import Asked, Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
 from .sources.target import TargetSource
@@ -59,6 +60,7 @@ class Tuner:
         self.sources: dict[str, TargetSource] = {}
         self.judged: dict[str, TargetJudgement] = {}
         self.plans: dict[str, Plan] = {}
+        self.asked: dict[str, Asked] = {}  # per target: what its latest plan suggests
         self._order = {rule.id: i for i, rule in enumerate(self.rules)}  # the guide's order
         self.rule_failures: Counter[str] = Counter()
         self.outputs = Outputs(settings, self.state, store)
@@ -138,7 +140,11 @@ class Tuner:
         for name, spec in wanted.items():
             if name in self.targets:
                 continue
-            self.targets[name] = TargetState(spec, capacity)
+            self.targets[name] = TargetState(
+                spec, capacity, window_seconds=self.settings.window_seconds,
+                warmup_seconds=self.settings.verify_warmup_seconds,
+                min_samples=self.settings.min_samples,
+            )  # fmt: skip
             self.sources[name] = TargetSource(spec, self._ssl or True)
             self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
 
@@ -146,6 +152,7 @@ class Tuner:
         self.targets.pop(name, None)
         self.judged.pop(name, None)
         self.plans.pop(name, None)
+        self.asked.pop(name, None)
         source = self.sources.pop(name, None)
         if source is not None:
             self._spawn(source.aclose())
@@ -177,7 +184,11 @@ class Tuner:
         judgement = judge_target(target, self.rules, self.settings, now)
         self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judged[name] = judgement
-        self.plans[name] = plan_target(name, judgement, target.history, self._order)
+        self.plans[name] = plan = plan_target(
+            name, judgement, target.history, self._order, target.changes.changes
+        )
+        if judgement.up:  # what the advice asks for now: a later restart may be its doing
+            self.asked[name] = plan.asked(judgement)
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
@@ -206,8 +217,12 @@ class Tuner:
             return  # removed while we waited
         if source.spec.dcgm_url:
             target.apply_dcgm(facts)
-        if target.apply_server_info(config, error):
-            logger.info("target %s: tuning flags changed; starting a fresh window", name)
+        asked = self.asked.get(name, Asked())
+        change = target.apply_server_info(config, error, asked.flags, asked.ratios)
+        if change is not None and change.kind == FLAGS:
+            moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
+            by = f" (asked by {change.rule})" if change.rule else ""
+            logger.info("target %s restarted with new flags: %s%s", name, moved, by)
 
     # -- alert state -> publish -> outputs --------------------------------------------------
     async def publish_job(self) -> None:

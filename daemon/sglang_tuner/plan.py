@@ -8,10 +8,15 @@ is held back with the reason; the others follow the next change, in order.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .changes import Change
 from .judge import Judgement, TargetJudgement
-from .values import FLAG_FIELDS, Action, FlagHistory, Severity
+from .values import FLAG_FIELDS, Action, Finding, FlagHistory, Severity
+from .verdicts import HURT
+
+# How much more often the condition must hold before advice that hurt is given again.
+STRONGER_BY = 0.2
 
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -37,6 +42,14 @@ class Held:
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """What a plan suggests: flag -> (value, rule), and each rule's condition ratio."""
+
+    flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    ratios: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The next change for one target, what to look at after it, and what is held back."""
 
@@ -48,8 +61,22 @@ class Plan:
     @property
     def advised(self) -> frozenset[str]:
         """Rules whose advice stands (the next change and those after it)."""
-        steps = (self.next, *self.after) if self.next else self.after
-        return frozenset(s.rule for s in steps)
+        return frozenset(s.rule for s in self.steps)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The next change and the ones after it, in order."""
+        return (self.next, *self.after) if self.next else self.after
+
+    def asked(self, judgement: TargetJudgement) -> Asked:
+        """The flag values this plan suggests, for attributing a later restart to its advice."""
+        flags = {f: (v, s.rule) for s in reversed(self.steps) for f, v in s.action.flags().items()}
+        ratios = {
+            j.rule.id: j.finding.condition_ratio
+            for j in judgement.judgements
+            if j.finding is not None and j.finding.condition_ratio is not None
+        }
+        return Asked(flags, ratios)
 
 
 def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, int]:
@@ -64,9 +91,13 @@ def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, i
 
 
 def plan_target(
-    target: str, judgement: TargetJudgement, history: FlagHistory, order: Mapping[str, int]
+    target: str,
+    judgement: TargetJudgement,
+    history: FlagHistory,
+    order: Mapping[str, int],
+    changes: Sequence[Change] = (),
 ) -> Plan:
-    """The plan for one target from its latest judgement and its flags' history."""
+    """The plan for one target from its latest judgement, its flags' history and its changes."""
     findings = [j for j in judgement.judgements if j.finding is not None]
     findings.sort(key=lambda j: precedence(j, order))
     kept: list[Step] = []
@@ -74,7 +105,11 @@ def plan_target(
     for j in findings:
         assert j.finding is not None
         action = j.finding.action
-        reason = _crashed_before(action, history) or _conflict(action, kept)
+        reason = (
+            _crashed_before(action, history)
+            or _hurt_before(j.rule.id, j.finding, changes)
+            or _conflict(action, kept)
+        )
         if reason:
             held.append(Held(j.rule.id, j.severity, action, reason))
         else:
@@ -113,6 +148,31 @@ def _crashed_before(action: Action, history: FlagHistory) -> str:
             what = failed.crash or "a crash"
             return f"{move.flag} {_text(failed.value)} crashed this server before ({what})"
     return ""
+
+
+def _hurt_before(rule: str, finding: Finding, changes: Sequence[Change]) -> str:
+    """Why advice that asked for a change which hurt waits ('' when it need not): it moves the
+    same flag the same way again, and its condition does not hold clearly more often than then."""
+    for change in reversed(changes):
+        if change.rule != rule or change.verdict is None or change.verdict.verdict != HURT:
+            continue
+        for move in _moves(finding.action):
+            flag = move.flag or ""
+            if flag not in change.after or _way(change, flag) * direction(move) <= 0:
+                continue
+            then, now = change.asked_ratio or 1.0, finding.condition_ratio or 0.0
+            if now < min(1.0, then + STRONGER_BY) or now <= then:
+                return (
+                    f"it asked for {flag} {change.before[flag]} -> {change.after[flag]}, which "
+                    f"hurt ({change.verdict.reason}); held until its evidence is clearly "
+                    f"stronger (condition held in {now:.0%} of samples, {then:.0%} then)"
+                )
+    return ""
+
+
+def _way(change: Change, flag: str) -> int:
+    """+1 when the change raised the flag, -1 when it lowered it, 0 otherwise."""
+    return direction(Action("", flag, change.before.get(flag), change.after.get(flag)))
 
 
 def _conflict(action: Action, kept: Sequence[Step]) -> str:

@@ -8,6 +8,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 
+from .changes import FLAGS, Change, ChangeLog
 from .signals import (
     CRASH_EVENT_SIGNALS,
     DECODE_OOM_EVENTS,
@@ -48,9 +49,20 @@ SAFE_AFTER_SECONDS = 300.0
 class TargetState:
     """One SGLang server: its window, its flags, and the record of its scrapes."""
 
-    def __init__(self, spec: TargetSpec, window_capacity: int) -> None:
+    def __init__(
+        self,
+        spec: TargetSpec,
+        window_capacity: int,
+        *,
+        window_seconds: float = 300.0,
+        warmup_seconds: float = 60.0,
+        min_samples: int = 6,
+    ) -> None:
         self.spec = spec
         self.window = Window(window_capacity)
+        self.changes = ChangeLog(spec.name, spec.profile, window_seconds, warmup_seconds)
+        self.min_samples = min_samples
+        self.restart_pending = False  # a restart was seen since the last /server_info read
         self.config: ServerConfig | None = None
         self.config_error: str | None = None
         self.gpu_fb_free_gb: float | None = None
@@ -90,10 +102,12 @@ class TargetState:
         restarted = values.get(RESTARTS, 0) > 0
         if restarted:
             self.needs_server_info = True
+        self.restart_pending = self.restart_pending or restarted  # counters reset: a new process
         if self.up_since is None or restarted or crashed:
             self.up_since = result.ts
         self._remember_safe(result.ts)
         self.window.append(Snapshot(self.name, result.ts, values))
+        self.changes.verify(self.window, result.ts, self.min_samples)
 
     def _remember_crash(self, values: Mapping[str, float], ts: float) -> None:
         """The flag values the server just crashed with are failing values from now on."""
@@ -119,18 +133,33 @@ class TargetState:
         if safe != self.history.safe:
             self.history = dataclasses.replace(self.history, safe=safe)
 
-    def apply_server_info(self, config: ServerConfig | None, error: str | None) -> bool:
-        """A `/server_info` read; True when tuning flags changed (the window starts afresh)."""
+    def apply_server_info(
+        self,
+        config: ServerConfig | None,
+        error: str | None,
+        asked: Mapping[str, tuple[str, str]] | None = None,
+        asked_ratio: Mapping[str, float] | None = None,
+    ) -> Change | None:
+        """A `/server_info` read. After a restart it records a change (`asked`: flag -> (value,
+        rule) the advice suggested); new tuning flags start the window afresh at the restart."""
         gpu_model = self.dcgm_gpu_model or self.spec.gpu_model  # /server_info never says
         if config is not None and gpu_model and not config.gpu_model:
             config = dataclasses.replace(config, gpu_model=gpu_model)
-        changed = config is not None and flags_changed(self.config, config)
-        if changed:
-            self.window.clear()
+        change = None
+        old, restarted_at = self.config, self.up_since
+        if config is not None and old is not None and restarted_at is not None:
+            if self.restart_pending or flags_changed(old, config):
+                change = self.changes.record(
+                    old, config, self.window, restarted_at, asked, asked_ratio
+                )
+                if change.kind == FLAGS:
+                    self.window.keep_since(restarted_at)
+        if config is not None:
+            self.restart_pending = False
         self.needs_server_info = config is None
         self.config = config or self.config
         self.config_error = error
-        return changed
+        return change
 
     def apply_dcgm(self, facts: Mapping[str, float | str]) -> None:
         """A DCGM exporter read: free framebuffer memory and the GPU model."""

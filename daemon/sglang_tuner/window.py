@@ -80,6 +80,16 @@ class Window:
         self._next = (i + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
 
+    def keep_since(self, ts: float) -> None:
+        """Forget the samples older than `ts` (a server restarted with new flags at `ts`)."""
+        latest = max((t for t in self._ts if t == t), default=ts)
+        view = self.view(latest, latest - ts + 1.0)
+        kept = [(t, k) for k, t in enumerate(view.ts) if t >= ts]
+        self.clear()
+        for t, k in kept:
+            values = {n: col[k] for n, col in view.columns.items() if col[k] == col[k]}
+            self.append(Snapshot("", t, values))
+
     def clear(self) -> None:
         """Forget every sample (after a server restart with new flags, say)."""
         self._columns.clear()

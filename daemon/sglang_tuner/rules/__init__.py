@@ -11,6 +11,7 @@ from .parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
 from .queue import QUEUE_EMPTY, QUEUE_TOO_LONG
 from .scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
 from .scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
+from .verification import TUNING_REGRESSION
 
 ALL_RULES: tuple[Rule, ...] = (
     QUEUE_EMPTY,
@@ -42,6 +43,8 @@ ALL_RULES: tuple[Rule, ...] = (
     STALE_METRICS,
     # Diagnosis
     LOW_THROUGHPUT,
+    # Change verification (ours)
+    TUNING_REGRESSION,
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in ALL_RULES}

@@ -8,6 +8,7 @@ The judge step (`judge.py`) runs the common preamble from the rule's data before
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from ..changes import Change
 from ..values import (
     PROFILES,
     Action,
@@ -38,6 +39,7 @@ class RuleInput:
     config_error: str | None = None  # why `config` is missing (e.g. /server_info needs an API key)
     error_reason: str | None = None  # the latest scrape's failure reason, when it failed
     history: FlagHistory = field(default_factory=FlagHistory)  # this server's flag outcomes
+    changes: tuple[Change, ...] = ()  # this server's recorded restarts, newest last
 
 
 Check = Callable[[RuleInput], Outcome]

@@ -1,0 +1,142 @@
+"""The change record of one server: flags before -> after, and the verdict once it is warm.
+
+A change is a difference in a tuning flag between two `/server_info` reads around a restart
+(or a restart with the same flags: recorded, not judged). The window before the restart is
+summarized at once; the window after it is gathered once the server is warm (the first
+`warmup_seconds` skipped) over the same length, then compared (`verdicts.compare`). Pure.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from .values import ServerConfig
+from .verdicts import LOAD_SIGNALS, Verdict, WindowSummary, compare, metrics_for, summarize
+from .window import Window
+
+FLAGS = "flags"  # the tuning flags changed: judged
+RESTART = "restart"  # same flags, new process: recorded only
+MAX_KEPT = 20  # changes kept per target
+
+# ServerConfig field -> command-line flag, for the fields a change is about.
+CHANGE_FLAGS: Mapping[str, str] = {
+    "schedule_conservativeness": "--schedule-conservativeness",
+    "mem_fraction_static": "--mem-fraction-static",
+    "chunked_prefill_size": "--chunked-prefill-size",
+    "max_running_requests_per_dp": "--max-running-requests",
+    "cuda_graph_max_bs": "--cuda-graph-max-bs",
+    "tp_size": "--tp-size",
+    "dp_size": "--dp-size",
+    "schedule_policy": "--schedule-policy",
+    "attention_backend": "--attention-backend",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "quantization": "--quantization",
+    "enable_torch_compile": "--enable-torch-compile",
+    "disable_radix_cache": "--disable-radix-cache",
+    "version": "version",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One restart of one server and what it changed; the verdict once the after-window is in."""
+
+    target: str
+    at: float  # the first good scrape after the restart
+    kind: str  # FLAGS or RESTART
+    before: Mapping[str, str]  # changed flags only, command-line spelling
+    after: Mapping[str, str]
+    rule: str | None  # the advice that asked for exactly these values, if any
+    profile: str
+    before_window: WindowSummary
+    due: float  # when the after-window is complete
+    after_window: WindowSummary | None = None
+    verdict: Verdict | None = None
+    asked_ratio: float | None = None  # the asking advice's condition ratio, for ping-pong checks
+
+    @property
+    def revert(self) -> dict[str, str]:
+        """The flag values to go back to."""
+        return {flag: value for flag, value in self.before.items() if flag != "version"}
+
+
+def flag_values(config: ServerConfig) -> dict[str, str]:
+    """The change-relevant flags of a config, as text (unset ones left out)."""
+    out = {}
+    for field, flag in CHANGE_FLAGS.items():
+        value = getattr(config, field)
+        if value is None and field == "max_running_requests_per_dp":
+            value = config.max_running_requests
+        if value is not None:
+            out[flag] = f"{value:g}" if isinstance(value, float) else str(value).lower()
+    return out
+
+
+def attribute(after: Mapping[str, str], asked: Mapping[str, tuple[str, str]]) -> str | None:
+    """The rule whose suggested values are all in `after` (`asked`: flag -> (value, rule))."""
+    rules: dict[str, bool] = {}
+    for flag, (value, rule) in asked.items():
+        rules[rule] = rules.get(rule, True) and _same(after.get(flag), value)
+    matched = [rule for rule, ok in rules.items() if ok]
+    return matched[0] if matched else None
+
+
+def _same(a: str | None, b: str) -> bool:
+    try:
+        return a is not None and float(a) == float(b)
+    except ValueError:
+        return a == b
+
+
+class ChangeLog:
+    """The changes of one server, newest last; `record` at a restart, `verify` as scrapes come."""
+
+    def __init__(
+        self, target: str, profile: str, window_seconds: float, warmup_seconds: float
+    ) -> None:
+        self.target, self.profile = target, profile
+        self.window_seconds, self.warmup_seconds = window_seconds, warmup_seconds
+        self.changes: list[Change] = []
+
+    def record(
+        self,
+        old: ServerConfig,
+        new: ServerConfig,
+        window: Window,
+        restarted_at: float,
+        asked: Mapping[str, tuple[str, str]] | None = None,
+        asked_ratio: Mapping[str, float] | None = None,
+    ) -> Change:
+        """A restart seen between two config reads; the window still holds the time before."""
+        old_flags, new_flags = flag_values(old), flag_values(new)
+        keys = old_flags.keys() | new_flags.keys()
+        changed = sorted(k for k in keys if old_flags.get(k) != new_flags.get(k))
+        before = summarize(window.view(restarted_at - 1e-6, self.window_seconds), self._names())
+        after = {k: new_flags.get(k, "unset") for k in changed}
+        rule = attribute(after, asked or {}) if changed else None
+        change = Change(
+            target=self.target, at=restarted_at, kind=FLAGS if changed else RESTART,
+            before={k: old_flags.get(k, "unset") for k in changed}, after=after, rule=rule,
+            profile=self.profile, before_window=before,
+            due=restarted_at + self.warmup_seconds + max(before.seconds, 0.0),
+            asked_ratio=(asked_ratio or {}).get(rule) if rule else None,
+        )  # fmt: skip
+        self.changes = [*self.changes, change][-MAX_KEPT:]
+        return change
+
+    def verify(self, window: Window, now: float, min_samples: int) -> Change | None:
+        """Judge the latest flag change once its warm after-window is complete (else None)."""
+        if not self.changes:
+            return None
+        change = self.changes[-1]
+        if change.kind != FLAGS or change.verdict is not None or now < change.due:
+            return None
+        span = change.due - change.at - self.warmup_seconds
+        view = window.view(change.due, span)
+        after = summarize(view, self._names())
+        verdict = compare(change.before_window, after, self.profile, min_samples=min_samples)
+        judged = replace(change, after_window=after, verdict=verdict)
+        self.changes[-1] = judged
+        return judged
+
+    def _names(self) -> tuple[str, ...]:
+        return (*metrics_for(self.profile), *LOAD_SIGNALS)

@@ -1,0 +1,75 @@
+"""Change verification: a change of tuning flags that made the server worse is undone first."""
+
+from datetime import UTC, datetime
+
+from ..changes import FLAGS, Change, flag_values
+from ..values import Action, Confidence, Finding, Outcome, Pass, Severity
+from ..verdicts import HURT, MetricVerdict
+from .base import Rule, RuleInput
+
+SOURCE = (
+    "ours: sglang-tuner checks every applied change (the guide: 'test performance after each "
+    "configuration change')"
+)
+
+
+def _latest_judged(changes: tuple[Change, ...]) -> Change | None:
+    judged = [c for c in changes if c.kind == FLAGS and c.verdict is not None]
+    return judged[-1] if judged else None
+
+
+def _still_running(change: Change, inp: RuleInput) -> bool:
+    """The server still runs the values the change set (nobody reverted it since)."""
+    current = flag_values(inp.config) if inp.config else {}
+    return all(current.get(flag) == value for flag, value in change.after.items())
+
+
+def _effect(m: MetricVerdict) -> str:
+    if m.effect_ratio is None or m.low is None or m.high is None:
+        return f"{m.metric} {m.verdict}"
+    pct = (m.effect_ratio - 1) * 100
+    return f"{m.metric} {pct:+.0f}% [{(m.low - 1) * 100:+.0f}%, {(m.high - 1) * 100:+.0f}%]"
+
+
+def revert_action(change: Change) -> Action:
+    """Back to the values before the change (every flag it moved, in one restart)."""
+    moves = [
+        Action(f"{flag} {change.after[flag]} -> {value}", flag, change.after[flag], value)
+        for flag, value in change.revert.items()
+    ]
+    head, rest = moves[0], tuple(moves[1:])
+    text = "revert: " + ", ".join(m.text for m in moves)
+    expected = "the metrics back where they were before the change"
+    return Action(text, head.flag, head.current, head.suggested, "", expected, rest)
+
+
+def _check_regression(inp: RuleInput) -> Outcome:
+    """The latest change of tuning flags was judged `hurt` (the same metrics before and after,
+    warm) and the server still runs its values."""
+    change = _latest_judged(inp.changes)
+    if change is None or change.verdict is None:
+        return Pass(detail="no judged change of tuning flags")
+    if change.verdict.verdict != HURT or not change.revert:
+        return Pass(detail=f"the latest change: {change.verdict.verdict}")
+    if not _still_running(change, inp):
+        return Pass(detail="the change has been undone since")
+    when = datetime.fromtimestamp(change.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
+    asked = f", asked by {change.rule}" if change.rule else ", not asked by any advice"
+    worse = "; ".join(_effect(m) for m in change.verdict.metrics if m.verdict == HURT)
+    evidence = f"after {moved} ({when}{asked}): {worse}"
+    return Finding(evidence, revert_action(change), Confidence.HIGH)
+
+
+TUNING_REGRESSION = Rule(
+    id="tuning_regression",
+    severity=Severity.WARNING,
+    summary="The latest change of tuning flags made this server worse.",
+    action="Revert the change to the flag values it replaced.",
+    source=SOURCE,
+    check=_check_regression,
+    needs_up=False,
+    needs_window=False,
+    stability=True,  # undo harm before anything else
+    ours=True,
+)

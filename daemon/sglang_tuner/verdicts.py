@@ -1,0 +1,232 @@
+"""Verdicts: did a change of tuning flags help? The same metrics before and after, compared.
+
+Pure functions. A window is summarized per signal (samples, mean, p50/p90/p99) with the load
+it served; two summaries give one verdict per metric the profile cares about: `helped`,
+`no_change`, `hurt` or `inconclusive`, with the effect (after/before ratio of means) and a 90 %
+interval from a moving-block bootstrap (blocks of consecutive scrapes keep their correlation;
+a fixed seed makes it repeatable).
+"""
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from . import signals as s
+from .window import WindowView
+
+# metric -> +1 when higher is better, -1 when lower is better
+OFFLINE_METRICS = {s.GEN_THROUGHPUT: 1, s.TOKEN_USAGE: 1, s.RETRACTIONS_PER_MINUTE: -1}
+ONLINE_METRICS = {
+    s.TTFT_P50_SECONDS: -1,
+    s.TTFT_P99_SECONDS: -1,
+    s.ITL_P50_SECONDS: -1,
+    s.ITL_P99_SECONDS: -1,
+    s.GEN_THROUGHPUT: 1,
+}
+LOAD_SIGNALS = (s.REQUEST_RATE, s.PROMPT_TOKENS_MEAN, s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)
+HELPED, NO_CHANGE, HURT, INCONCLUSIVE = "helped", "no_change", "hurt", "inconclusive"
+METHOD = "moving-block bootstrap of the ratio of means (blocks of 6 scrapes), 90 % interval"
+BLOCK, RESAMPLES, LEVEL = 6, 1000, 0.90
+
+
+def metrics_for(profile: str) -> Mapping[str, int]:
+    """The metrics a profile is judged on, each with the direction that is better."""
+    return ONLINE_METRICS if profile == "online" else OFFLINE_METRICS
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSummary:
+    """One signal over a window."""
+
+    samples: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSummary:
+    """A window: its span, per-signal summaries, and the raw values verdicts resample."""
+
+    start: float
+    end: float
+    signals: Mapping[str, SignalSummary]
+    values: Mapping[str, tuple[float, ...]]
+
+    @property
+    def seconds(self) -> float:
+        """Time between the first and the last sample."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class MetricVerdict:
+    """One metric before and after a change."""
+
+    metric: str
+    verdict: str
+    effect_ratio: float | None  # after / before (means); None when either is missing or zero
+    low: float | None  # the interval of the ratio
+    high: float | None
+    before: float | None  # means
+    after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The change as a whole, its metrics, and how they were compared."""
+
+    verdict: str
+    reason: str
+    metrics: tuple[MetricVerdict, ...]
+    method: str = METHOD
+
+
+def summarize(view: WindowView, names: Sequence[str]) -> WindowSummary:
+    """Per-signal summaries of the view for `names` (absent signals are left out)."""
+    summaries, values = {}, {}
+    for name in names:
+        vals = view.values(name)
+        if vals:
+            ordered = sorted(vals)
+            summaries[name] = SignalSummary(
+                len(vals), sum(vals) / len(vals), *(_rank(ordered, q) for q in (0.5, 0.9, 0.99))
+            )
+            values[name] = tuple(vals)
+    start, end = (view.ts[0], view.ts[-1]) if view.ts else (0.0, 0.0)
+    return WindowSummary(start, end, summaries, values)
+
+
+def _rank(ordered: Sequence[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def compare(
+    before: WindowSummary,
+    after: WindowSummary,
+    profile: str,
+    *,
+    min_samples: int = 6,
+    no_change_ratio: float = 0.03,
+    load_tolerance: float = 0.25,
+) -> Verdict:
+    """The verdict on a change from the window before it and the warm window after it."""
+    metrics = tuple(
+        _metric(m, better, before, after, min_samples, no_change_ratio)
+        for m, better in metrics_for(profile).items()
+    )
+    load = load_changed(before, after, load_tolerance)
+    if load:
+        return Verdict(INCONCLUSIVE, load, metrics)
+    judged = [m for m in metrics if m.verdict != INCONCLUSIVE]
+    if not judged:
+        return Verdict(INCONCLUSIVE, "too few samples of any metric in one window", metrics)
+    return _overall(metrics)
+
+
+def _overall(metrics: tuple[MetricVerdict, ...]) -> Verdict:
+    """Hurt if any metric got worse; helped if one got better and none worse; else no change."""
+    worse = [m.metric for m in metrics if m.verdict == HURT]
+    better = [m.metric for m in metrics if m.verdict == HELPED]
+    if worse:
+        return Verdict(HURT, f"worse: {', '.join(worse)}", metrics)
+    if better:
+        return Verdict(HELPED, f"better: {', '.join(better)}", metrics)
+    if all(m.verdict == NO_CHANGE for m in metrics if m.verdict != INCONCLUSIVE):
+        return Verdict(NO_CHANGE, "every judged metric within the no-change band", metrics)
+    return Verdict(INCONCLUSIVE, "the intervals are too wide to say", metrics)
+
+
+def load_changed(before: WindowSummary, after: WindowSummary, tolerance: float) -> str:
+    """Why the two windows served different load ('' when comparable).
+
+    A saturated server (requests waiting) is loaded by its clients' concurrency: running plus
+    waiting requests; one that keeps up is loaded by its request rate. Prompt length is compared
+    either way. The served rate of a saturated server follows its speed, so it is no load measure.
+    """
+    saturated = all(_mean(w, s.NUM_QUEUE_REQS) > 0.5 for w in (before, after))
+    demand = [_sum_means(w, (s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)) for w in (before, after)]
+    rate = [_mean(w, s.REQUEST_RATE) for w in (before, after)]
+    checks = [("prompt length", [_mean(w, s.PROMPT_TOKENS_MEAN) for w in (before, after)])]
+    checks.append(("running + waiting requests", demand) if saturated else ("request rate", rate))
+    for what, (old, new) in checks:
+        if old > 0 and new > 0 and abs(new / old - 1) > tolerance:
+            return f"the load changed: {what} {old:.3g} -> {new:.3g} ({new / old - 1:+.0%})"
+    return ""
+
+
+def _mean(w: WindowSummary, name: str) -> float:
+    found = w.signals.get(name)
+    return found.mean if found else 0.0
+
+
+def _sum_means(w: WindowSummary, names: Sequence[str]) -> float:
+    return sum(_mean(w, n) for n in names)
+
+
+def _metric(
+    name: str,
+    better: int,
+    before: WindowSummary,
+    after: WindowSummary,
+    min_samples: int,
+    band: float,
+) -> MetricVerdict:
+    old, new = before.values.get(name, ()), after.values.get(name, ())
+    if len(old) < min_samples or len(new) < min_samples:
+        return MetricVerdict(name, INCONCLUSIVE, None, None, None, _avg(old), _avg(new))
+    ratio, low, high = ratio_interval(old, new)
+    if ratio is None or low is None or high is None:  # a mean of zero: compare differences
+        verdict = NO_CHANGE if _avg(old) == _avg(new) else (HELPED if (
+            (_avg(new) or 0) - (_avg(old) or 0)) * better > 0 else HURT)  # fmt: skip
+        return MetricVerdict(name, verdict, None, None, None, _avg(old), _avg(new))
+    return MetricVerdict(
+        name, _classify(low, high, better, band), ratio, low, high, _avg(old), _avg(new)
+    )
+
+
+def _classify(low: float, high: float, better: int, band: float) -> str:
+    """helped / hurt when the whole interval is past the band on one side; no_change when the
+    whole interval is inside it; inconclusive otherwise."""
+    if 1 - band <= low and high <= 1 + band:
+        return NO_CHANGE
+    if low > 1 + band or high < 1 - band:
+        up = low > 1 + band
+        return HELPED if (1 if up else -1) == better else HURT
+    return INCONCLUSIVE
+
+
+def _avg(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def ratio_interval(
+    old: Sequence[float], new: Sequence[float]
+) -> tuple[float | None, float | None, float | None]:
+    """(after/before ratio of means, and its interval) by moving-block bootstrap."""
+    mean_old, mean_new = sum(old) / len(old), sum(new) / len(new)
+    if mean_old <= 0 or mean_new < 0:
+        return None, None, None
+    rng = random.Random(len(old) * 7919 + len(new))
+    ratios = []
+    for _ in range(RESAMPLES):
+        a, b = _block_mean(old, rng), _block_mean(new, rng)
+        if a > 0:
+            ratios.append(b / a)
+    if not ratios:
+        return mean_new / mean_old, None, None
+    ratios.sort()
+    tail = (1 - LEVEL) / 2
+    return mean_new / mean_old, _rank(ratios, tail), _rank(ratios, 1 - tail)
+
+
+def _block_mean(values: Sequence[float], rng: random.Random) -> float:
+    """The mean of a resample made of random blocks of consecutive values."""
+    n, block = len(values), min(BLOCK, len(values))
+    picked: list[float] = []
+    while len(picked) < n:
+        start = rng.randrange(n - block + 1)
+        picked.extend(values[start : start + block])
+    return sum(picked[:n]) / n

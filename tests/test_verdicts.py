@@ -1,0 +1,111 @@
+"""Verdicts: the same metrics before and after a change, compared with a block bootstrap."""
+
+import math
+
+from helpers import window_from
+from sglang_tuner.verdicts import (
+    HELPED,
+    HURT,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    compare,
+    ratio_interval,
+    summarize,
+)
+
+NAMES = (
+    "gen_throughput", "token_usage", "retractions_per_minute", "request_rate",
+    "num_running_reqs", "num_queue_reqs", "prompt_tokens_mean",
+)  # fmt: skip
+
+
+def _wobble(mean: float, n: int = 60, amplitude: float = 0.03) -> str:
+    """A deterministic series around `mean` (a few per cent up and down)."""
+    return " ".join(f"{mean * (1 + amplitude * math.sin(k * 1.7)):.4f}" for k in range(n))
+
+
+def _window(tput: float, usage: float = 0.9, running: float = 300, queue: float = 400, **kw):
+    return summarize(window_from(**_raw(tput, usage, running, queue, **kw)), NAMES)
+
+
+def _raw(tput: float, usage: float = 0.9, running: float = 300, queue: float = 400, **kw):
+    return {
+        "gen_throughput": _wobble(tput),
+        "token_usage": _wobble(usage, amplitude=0.01),
+        "retractions_per_minute": "0x60",
+        "request_rate": _wobble(tput / 250),
+        "num_running_reqs": _wobble(running),
+        "num_queue_reqs": _wobble(queue),
+        "prompt_tokens_mean": _wobble(1000),
+    } | kw
+
+
+def test_compare_says_helped_when_throughput_rises_beyond_the_interval():
+    verdict = compare(_window(4000), _window(4600, usage=0.93), "offline")
+    assert verdict.verdict == HELPED
+    tput = next(m for m in verdict.metrics if m.metric == "gen_throughput")
+    assert tput.verdict == HELPED and tput.effect_ratio is not None
+    assert 1.13 < tput.effect_ratio < 1.17 and tput.low is not None and tput.low > 1.03
+    assert "bootstrap" in verdict.method
+
+
+def test_compare_says_hurt_and_which_metric():
+    verdict = compare(_window(4000), _window(3400), "offline")
+    assert verdict.verdict == HURT and verdict.reason == "worse: gen_throughput"
+
+
+def test_compare_says_no_change_inside_the_band():
+    verdict = compare(_window(4000), _window(4010), "offline")
+    assert verdict.verdict == NO_CHANGE
+
+
+def test_compare_more_retractions_is_worse_even_with_more_throughput():
+    after = _window(4300, retractions_per_minute=_wobble(30))
+    before = _window(4000, retractions_per_minute=_wobble(5))
+    verdict = compare(before, after, "offline")
+    assert verdict.verdict == HURT and "retractions_per_minute" in verdict.reason
+
+
+def test_compare_inconclusive_when_the_clients_doubled_at_the_same_time():
+    verdict = compare(_window(4000), _window(5000, running=350, queue=1450), "offline")
+    assert verdict.verdict == INCONCLUSIVE
+    assert verdict.reason.startswith("the load changed: running + waiting requests 700 -> 1.8e+03")
+
+
+def test_compare_a_saturated_server_serving_more_requests_is_not_a_load_change():
+    # closed-loop clients: a faster server finishes more requests per second, same clients
+    verdict = compare(_window(4000), _window(4800), "offline")
+    assert verdict.verdict == HELPED
+
+
+def test_compare_an_unsaturated_server_judges_load_by_request_rate():
+    before = _window(2000, queue=0, request_rate=_wobble(8))
+    after = _window(2000, queue=0, request_rate=_wobble(16))
+    verdict = compare(before, after, "offline")
+    assert verdict.verdict == INCONCLUSIVE and "request rate" in verdict.reason
+
+
+def test_compare_inconclusive_with_too_few_samples():
+    short = summarize(window_from(gen_throughput="4000x3"), NAMES)
+    verdict = compare(short, _window(4600), "offline")
+    assert verdict.verdict == INCONCLUSIVE and "too few samples" in verdict.reason
+
+
+def test_compare_online_judges_latency_lower_is_better():
+    before = _raw(3000, ttft_p99_seconds=_wobble(2.0), itl_p99_seconds=_wobble(0.08))
+    after = _raw(2990, ttft_p99_seconds=_wobble(1.2), itl_p99_seconds=_wobble(0.05))
+    names = (*NAMES, "ttft_p99_seconds", "itl_p99_seconds")
+    verdict = compare(
+        summarize(window_from(**before), names), summarize(window_from(**after), names), "online"
+    )
+    by_metric = {m.metric: m.verdict for m in verdict.metrics}
+    assert by_metric["ttft_p99_seconds"] == HELPED and by_metric["itl_p99_seconds"] == HELPED
+
+
+def test_ratio_interval_is_repeatable_and_brackets_the_ratio():
+    old, new = [10.0 + (k % 3) for k in range(30)], [12.0 + (k % 3) for k in range(30)]
+    first, second = ratio_interval(old, new), ratio_interval(old, new)
+    assert first == second
+    ratio, low, high = first
+    assert low is not None and high is not None and ratio is not None
+    assert low <= ratio <= high
