@@ -6,6 +6,7 @@ Series notation: space-separated values; `VxN` repeats V N times; `_` is a missi
 
 from collections.abc import Mapping, Sequence
 
+from sglang_tuner.changes import Change
 from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
 from sglang_tuner.values import Outcome, ServerConfig, Snapshot
 from sglang_tuner.window import Window, WindowView
@@ -54,6 +55,7 @@ def rule_input(
     now: float | None = None,
     config_error: str | None = None,
     error_reason: str | None = None,
+    changes: tuple[Change, ...] = (),
 ) -> RuleInput:
     """A RuleInput with the rule's own thresholds for the profile unless given."""
     return RuleInput(
@@ -69,6 +71,7 @@ def rule_input(
         now=now if now is not None else (view.ts[-1] if view.ts else 0.0),
         config_error=config_error,
         error_reason=error_reason,
+        changes=changes,
     )
 
 

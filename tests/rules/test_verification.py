@@ -1,0 +1,84 @@
+"""tuning_regression: a change that made the server worse is undone first; no ping-pong."""
+
+from helpers import evaluate, window_from
+from sglang_tuner.changes import Change
+from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.plan import plan_target
+from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
+from sglang_tuner.rules.verification import TUNING_REGRESSION
+from sglang_tuner.values import (
+    Action,
+    Confidence,
+    Finding,
+    FlagHistory,
+    Health,
+    Pass,
+    ServerConfig,
+)
+from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
+
+EMPTY = WindowSummary(0.0, 0.0, {}, {})
+WORSE = MetricVerdict("gen_throughput", "hurt", 0.88, 0.85, 0.91, 4000.0, 3520.0)
+
+
+def _change(verdict: str = "hurt", rule: str | None = "scheduler_too_conservative") -> Change:
+    return Change(
+        target="t", at=1_795_000_000.0, kind="flags",
+        before={"--schedule-conservativeness": "1"}, after={"--schedule-conservativeness": "0.3"},
+        rule=rule, profile="offline", before_window=EMPTY, due=0.0, asked_ratio=0.7,
+        verdict=Verdict(verdict, "worse: gen_throughput", (WORSE,)),
+    )  # fmt: skip
+
+
+def test_tuning_regression_reverts_a_change_that_hurt():
+    out = evaluate(
+        TUNING_REGRESSION, window_from(), config=ServerConfig(schedule_conservativeness=0.3),
+        changes=(_change(),),
+    )  # fmt: skip
+    assert isinstance(out, Finding)
+    assert out.action.text == "revert: --schedule-conservativeness 0.3 -> 1"
+    assert out.action.flags() == {"--schedule-conservativeness": "1"}
+    assert out.evidence == (
+        "after --schedule-conservativeness 1 -> 0.3 (2026-11-18 11:06 UTC, asked by "
+        "scheduler_too_conservative): gen_throughput -12% [-15%, -9%]"
+    )
+
+
+def test_tuning_regression_silent_once_reverted_or_when_it_helped():
+    reverted = ServerConfig(schedule_conservativeness=1.0)
+    assert isinstance(evaluate(TUNING_REGRESSION, window_from(), config=reverted,
+                               changes=(_change(),)), Pass)  # fmt: skip
+    current = ServerConfig(schedule_conservativeness=0.3)
+    assert isinstance(evaluate(TUNING_REGRESSION, window_from(), config=current,
+                               changes=(_change("helped"),)), Pass)  # fmt: skip
+
+
+def _finding(ratio: float) -> TargetJudgement:
+    action = Action(
+        "--schedule-conservativeness 1 -> 0.3", "--schedule-conservativeness", "1", "0.3"
+    )
+    finding = Finding("usage low", action, Confidence.HIGH, ratio, 60)
+    rule = SCHEDULER_TOO_CONSERVATIVE
+    judgement = Judgement(rule, Health.OK, rule.severity, finding)
+    return TargetJudgement(0.0, True, 60, (judgement,))
+
+
+ORDER = {rule.id: i for i, rule in enumerate(ALL_RULES)}
+
+
+def test_advice_that_hurt_is_held_until_its_evidence_is_clearly_stronger():
+    plan = plan_target("t", _finding(0.75), FlagHistory(), ORDER, (_change(),))
+    assert plan.next is None
+    (held,) = plan.held
+    assert held.reason.startswith(
+        "it asked for --schedule-conservativeness 1 -> 0.3, which hurt (worse: gen_throughput)"
+    )
+    assert "condition held in 75% of samples, 70% then" in held.reason
+    stronger = plan_target("t", _finding(0.95), FlagHistory(), ORDER, (_change(),))
+    assert stronger.next is not None and stronger.next.rule == "scheduler_too_conservative"
+
+
+def test_advice_that_did_not_ask_for_the_change_is_not_held():
+    plan = plan_target("t", _finding(0.75), FlagHistory(), ORDER, (_change(rule=None),))
+    assert plan.next is not None
