@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from sglang_tuner.alerting import alert_name
-from sglang_tuner.exporter import SPECS
+from sglang_tuner.metric_families import SPECS
 from sglang_tuner.rules import ALL_RULES
 
 ALERTS_DIR = Path(__file__).resolve().parent.parent / "alerts"

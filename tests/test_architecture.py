@@ -35,13 +35,16 @@ FLOORS: dict[str, int] = {
     # outputs: they read the published evaluation (and the static rule catalogue)
     "schemas": 10,
     "schemas_inventory": 11,
+    "schemas_changes": 11,
     "advice_text": 11,
     "advice_report": 12,
     "exporter": 10,
+    "metric_families": 9,
     "alertmanager": 10,
     "store": 10,
     "api_context": 13,
     "api_advice": 14,
+    "api_changes": 14,
     "api": 15,
     "outputs": 16,
     "loop": 17,
@@ -54,7 +57,7 @@ FLOORS: dict[str, int] = {
 # The outputs see only what was published: never the sources, target state or judge.
 OUTPUTS = (
     "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
-    "api_context", "api_advice", "api",
+    "api_context", "api_advice", "api_changes", "api", "schemas_changes",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_tuner.exporter import SPECS
+from sglang_tuner.metric_families import SPECS
 from sglang_tuner.signals import ALL_SIGNALS
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent.parent / "dashboards"

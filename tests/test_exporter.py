@@ -15,12 +15,8 @@ from sglang_tuner.evaluation import (
     TargetStatus,
     TunerState,
 )
-from sglang_tuner.exporter import (
-    SPECS,
-    TunerCollector,
-    health_score,
-    render_metrics,
-)
+from sglang_tuner.exporter import TunerCollector, health_score, render_metrics
+from sglang_tuner.metric_families import SPECS
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.values import (
     SCRAPE_FAILURE_REASONS,

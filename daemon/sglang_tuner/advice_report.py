@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .evaluation import Evaluation, TargetStatus
 from .rules import ALL_RULES
 from .schemas import AdviceList, AdviceOut, NoDataOut, PlanOut, RuleErrorOut, rfc3339
+from .schemas_changes import ChangeOut, change_line
 from .values import Advice, Health, Severity
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
@@ -59,8 +60,14 @@ def select_advice(
         for name, p in sorted(ev.plans.items())
         if target in (None, name) and (p.next is not None or p.held)
     ]
+    last = {
+        name: change_line(ChangeOut.from_change(cs[-1]))
+        for name, cs in sorted(ev.changes.items())
+        if target in (None, name) and cs
+    }
     return AdviceList(
         plans=plans,
+        last_change=last,
         data=data,
         count=len(data),
         no_data=no_data,

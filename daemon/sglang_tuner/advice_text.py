@@ -10,11 +10,10 @@ def advice_text(out: AdviceList) -> str:
     head = f"{out.count} advice, {len(out.no_data)} no data, {len(out.errors)} error(s)"
     lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
     plans = {p.target: p for p in out.plans}
-    targets = sorted({a.target for a in out.data} | plans.keys())
+    targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
     for target in targets:
-        lines += _target_block(
-            target, plans.get(target), [a for a in out.data if a.target == target]
-        )
+        own = [a for a in out.data if a.target == target]
+        lines += _target_block(target, plans.get(target), own, out.last_change.get(target))
     if not targets:
         lines += ["No advice is pending or firing.", ""]
     rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
@@ -23,8 +22,11 @@ def advice_text(out: AdviceList) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _target_block(target: str, plan: PlanOut | None, advice: list[AdviceOut]) -> list[str]:
-    lines = [f"== {target}", *_plan_lines(plan), ""]
+def _target_block(
+    target: str, plan: PlanOut | None, advice: list[AdviceOut], change: str | None
+) -> list[str]:
+    last = [f"last change: {change}"] if change else []
+    lines = [f"== {target}", *_plan_lines(plan), *last, ""]
     for a in advice:
         lines += [
             f"{a.target}  {a.rule}",

@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client.registry import CollectorRegistry
 
-from . import __version__, api_advice
+from . import __version__, api_advice, api_changes
 from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
 from .config import Settings
 from .evaluation import Evaluation, TargetStatus, TunerState
@@ -20,7 +20,7 @@ from .schemas_inventory import RuleList, RuleOut, TargetList, TargetOut
 
 logger = logging.getLogger(__name__)
 
-_LINKS = ("/advice", "/advice?format=text", "/targets", "/rules", "/metrics", "/docs")
+_LINKS = ("/advice", "/advice?format=text", "/changes", "/targets", "/rules", "/metrics", "/docs")
 _LANDING = (
     "<!doctype html><html><head><title>sglang-tuner</title></head><body>"
     "<h1>sglang-tuner {version}</h1><p>Tuning advice for SGLang servers, from SGLang's "
@@ -114,6 +114,7 @@ def create_app(
 
     state.subscribe(lambda ev: api_advice.prerender(ctx, ev))
     app.include_router(api_advice.router)
+    app.include_router(api_changes.router)
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     app.middleware("http")(_contain_errors)

@@ -1,23 +1,25 @@
 """The /advice routes: answers rendered once per evaluation, as JSON or a text report."""
 
-import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from .advice_report import AdviceFilter, select_advice
 from .advice_text import advice_text
-from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
+from .api_context import (
+    TEXT_RESPONSES,
+    ApiContext,
+    ContextDep,
+    EvaluationDep,
+    FormatQuery,
+    require_rule,
+    require_target,
+    wants_text,
+)
 from .evaluation import Evaluation
 from .schemas import AdviceList, RuleResultOut
 from .values import Severity
-
-_TEXT: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/plain": {}}, "description": "JSON, or text with ?format=text"}
-}
-# A media range and its q-value (RFC 9110 qvalue grammar); no q means 1.
-_MEDIA_RANGE = re.compile(r"([^\s,;]+)[^,]*?(?:;\s*q=(0(?:\.\d*)?|1(?:\.0*)?))?\s*(?:,|$)")
 
 
 def advice_filter(
@@ -32,14 +34,10 @@ def advice_filter(
 
 FilterDep = Annotated[AdviceFilter, Depends(advice_filter)]
 TargetQuery = Annotated[str | None, Query(description="Only this target")]
-FormatQuery = Annotated[
-    Literal["json", "text"] | None,
-    Query(alias="format", description="text: a readable report (also via Accept: text/plain)"),
-]
 router = APIRouter()
 
 
-@router.get("/advice", response_model=AdviceList, responses=_TEXT, tags=["advice"])
+@router.get("/advice", response_model=AdviceList, responses=TEXT_RESPONSES, tags=["advice"])
 def list_advice(
     request: Request,
     ev: EvaluationDep,
@@ -54,7 +52,9 @@ def list_advice(
     return _advice_response(request, ev, ctx, f, target, fmt)
 
 
-@router.get("/advice/{target}", response_model=AdviceList, responses=_TEXT, tags=["advice"])
+@router.get(
+    "/advice/{target}", response_model=AdviceList, responses=TEXT_RESPONSES, tags=["advice"]
+)
 def read_target_advice(
     request: Request,
     target: str,
@@ -87,7 +87,7 @@ def _advice_response(
     fmt: str | None,
 ) -> Response:
     """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
-    as_text = fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
+    as_text = wants_text(request, fmt)
     body, media_type = _rendered(ctx, ev, f, target, as_text)
     return Response(body, media_type=media_type)
 
@@ -107,16 +107,6 @@ def _rendered(
             cached = (out.model_dump_json().encode(), "application/json")
         ctx.advice_cache[key] = cached
     return cached
-
-
-def _prefers_text(accept: str) -> bool:
-    """True when the Accept header gives text/plain (or text/*) a higher q than JSON."""
-    kinds = {"text/plain": 0, "text/*": 0, "application/json": 1, "application/*": 1}
-    best = [0.0, 0.0]
-    for media, q in _MEDIA_RANGE.findall(accept.lower()):
-        if media in kinds:
-            best[kinds[media]] = max(best[kinds[media]], float(q or 1))
-    return best[0] > best[1]
 
 
 def prerender(ctx: ApiContext, ev: Evaluation) -> None:

@@ -1,11 +1,12 @@
 """What the API handlers read: the published state and fixed wiring, as FastAPI dependencies."""
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Query, Request
 from prometheus_client.registry import CollectorRegistry
 
 from .config import Settings
@@ -66,3 +67,29 @@ def require_rule(ctx: ApiContext, rule_id: str) -> Rule:
     if rule is None:
         raise HTTPException(404, f"Unknown rule '{rule_id}'")
     return rule
+
+
+TEXT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {}}, "description": "JSON, or text with ?format=text"}
+}
+FormatQuery = Annotated[
+    Literal["json", "text"] | None,
+    Query(alias="format", description="text: a readable report (also via Accept: text/plain)"),
+]
+# A media range and its q-value (RFC 9110 qvalue grammar); no q means 1.
+_MEDIA_RANGE = re.compile(r"([^\s,;]+)[^,]*?(?:;\s*q=(0(?:\.\d*)?|1(?:\.0*)?))?\s*(?:,|$)")
+
+
+def wants_text(request: Request, fmt: str | None) -> bool:
+    """?format=text, or (without ?format) an Accept header preferring text/plain over JSON."""
+    return fmt == "text" or (fmt is None and _prefers_text(request.headers.get("accept", "")))
+
+
+def _prefers_text(accept: str) -> bool:
+    """True when the Accept header gives text/plain (or text/*) a higher q than JSON."""
+    kinds = {"text/plain": 0, "text/*": 0, "application/json": 1, "application/*": 1}
+    best = [0.0, 0.0]
+    for media, q in _MEDIA_RANGE.findall(accept.lower()):
+        if media in kinds:
+            best[kinds[media]] = max(best[kinds[media]], float(q or 1))
+    return best[0] > best[1]

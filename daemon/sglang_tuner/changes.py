@@ -6,6 +6,7 @@ summarized at once; the window after it is gathered once the server is warm (the
 `warmup_seconds` skipped) over the same length, then compared (`verdicts.compare`). Pure.
 """
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -96,6 +97,7 @@ class ChangeLog:
         self.target, self.profile = target, profile
         self.window_seconds, self.warmup_seconds = window_seconds, warmup_seconds
         self.changes: list[Change] = []
+        self.verdicts: Counter[str] = Counter()  # judged changes by verdict (monotonic)
 
     def record(
         self,
@@ -136,6 +138,7 @@ class ChangeLog:
         verdict = compare(change.before_window, after, self.profile, min_samples=min_samples)
         judged = replace(change, after_window=after, verdict=verdict)
         self.changes[-1] = judged
+        self.verdicts[verdict.verdict] += 1
         return judged
 
     def _names(self) -> tuple[str, ...]:

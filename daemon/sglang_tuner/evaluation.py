@@ -7,6 +7,7 @@ the Alertmanager path and the store read only this.
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .changes import Change
 from .plan import Plan
 from .values import Advice, AlertState, Health, Outcome, ServerConfig, Severity
 
@@ -75,6 +76,8 @@ class Evaluation:
     results: Mapping[str, tuple[RuleResult, ...]] = field(default_factory=dict)
     advice: tuple[Advice, ...] = ()
     plans: Mapping[str, Plan] = field(default_factory=dict)  # per target: the next change first
+    changes: Mapping[str, tuple[Change, ...]] = field(default_factory=dict)  # newest last
+    verdict_counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # target ->
     rule_evaluation_failures: Mapping[str, int] = field(default_factory=dict)
     alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
     evaluations_total: int = 0

@@ -5,17 +5,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from . import __version__
 from .evaluation import Evaluation, RuleResult, TargetStatus
+from .metric_families import add, add_info, new_families
 from .rules.base import Rule
 from .values import SCRAPE_FAILURE_REASONS, AlertState, Health, Severity
+from .verdicts import VERDICTS
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
 # prometheus_client >= 0.23 OpenMetrics escaping path altogether (tooling.md §8).
@@ -26,95 +25,6 @@ SEVERITY_PENALTY: Mapping[Severity, float] = {
     Severity.INFO: 5.0,
     Severity.WARNING: 20.0,
     Severity.CRITICAL: 40.0,
-}
-
-_KINDS: Mapping[str, Callable[..., Metric]] = {
-    "gauge": GaugeMetricFamily,
-    "counter": CounterMetricFamily,
-    "info": InfoMetricFamily,
-}
-
-# name -> (kind, HELP text saying why it matters, label names). Counters drop `_total` here and
-# info families drop `_info`; prometheus_client adds the suffix back on the samples.
-Spec = tuple[str, str, tuple[str, ...]]
-
-
-def _gauge(doc: str, *labels: str) -> Spec:
-    return ("gauge", doc, labels)
-
-
-def _counter(doc: str, *labels: str) -> Spec:
-    return ("counter", doc, labels)
-
-
-_T, _TR = ("target",), ("target", "rule")
-SPECS: Mapping[str, Spec] = {
-    "sglang_tuner_build": ("info", "Version of sglang-tuner running (always 1).", ()),
-    "sglang_tuner_targets": _gauge("SGLang servers configured to watch."),
-    "sglang_tuner_target_up": _gauge(
-        "1 if the last scrape of the SGLang server succeeded; 0 means no fresh advice.", *_T
-    ),
-    "sglang_tuner_scrape_duration_seconds": _gauge(
-        "Duration of the last scrape; near the timeout means the server is struggling.", *_T
-    ),
-    "sglang_tuner_scrapes": _counter("Scrapes attempted per SGLang server.", *_T),
-    "sglang_tuner_scrape_failures": _counter(
-        "Failed scrapes by reason; the reason says what to fix.", "target", "reason"
-    ),
-    "sglang_tuner_last_success_timestamp_seconds": _gauge(
-        "Unix time of the last successful scrape (0 = never); advice older is stale.", *_T
-    ),
-    "sglang_tuner_last_evaluation_timestamp_seconds": _gauge(
-        "Unix time of the last rule evaluation; if it stops moving, advice is frozen."
-    ),
-    "sglang_tuner_evaluations": _counter("Evaluation rounds completed."),
-    "sglang_tuner_rule_evaluation_failures": _counter(
-        "Tuning-rule evaluations that raised; while it rises that rule gives no advice.", "rule"
-    ),
-    "sglang_tuner_rule_health": _gauge(
-        "1 for the rule's current health (ok, err, no_data): could it judge the target.",
-        *_TR,
-        "health",
-    ),
-    "sglang_tuner_alertmanager_sends": _counter("Alertmanager POSTs attempted.", "alertmanager"),
-    "sglang_tuner_alertmanager_send_failures": _counter(
-        "Alertmanager POSTs that failed: advice is not reaching people.", "alertmanager"
-    ),
-    "sglang_tuner_alertmanager_alerts_sent": _counter(
-        "Alerts delivered to Alertmanager.", "alertmanager"
-    ),
-    "sglang_tuner_alertmanager_queue_length": _gauge(
-        "Alerts waiting to be sent; grows while Alertmanager is unreachable."
-    ),
-    "sglang_tuner_alertmanager_dropped": _counter(
-        "Alerts dropped because the send queue was full: notifications were lost."
-    ),
-    "sglang_tuner_advice_active": _gauge(
-        "1 while the tuning rule's advice is firing for the target: a flag to change.",
-        *_TR,
-        "severity",
-    ),
-    "sglang_tuner_advice_pending": _gauge(
-        "1 while the advice is pending: the condition holds, the hold time is not over.",
-        *_TR,
-        "severity",
-    ),
-    "sglang_tuner_rule_condition_ratio": _gauge(
-        "Share of the window's samples where the rule's condition held; fires at >= 0.5 "
-        "(frequently_ratio).",
-        *_TR,
-    ),
-    "sglang_tuner_health_score": _gauge(
-        "Tuning health 0-100: minus 5/20/40 per firing info/warning/critical advice; 0 if down.",
-        *_T,
-    ),
-    "sglang_tuner_signal": _gauge(
-        "Latest value of a canonical SGLang signal, as the tuning rules see it.", "target", "signal"
-    ),
-    "sglang_tuner_window_samples": _gauge(
-        "Samples in the target's window; rules answer no_data until there are enough.", *_T
-    ),
-    "sglang_tuner_target": ("info", "SGLang version and workload profile of a target.", _T),
 }
 
 
@@ -156,49 +66,30 @@ class TunerCollector(Collector):
 
     def describe(self) -> Iterator[Metric]:
         """Empty families, so registering checks names without calling `collect()`."""
-        yield from _new_families().values()
+        yield from new_families().values()
 
     def collect(self) -> Iterator[Metric]:
         """Every family, built from the evaluation published at this moment."""
         evaluation = self._latest()
-        families = _new_families()
+        families = new_families()
         _add_daemon(families, evaluation, self._rules)
         for target in evaluation.targets.values():
             _add_target(families, target)
             _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
+            _add_changes(families, target.name, evaluation)
         yield from families.values()
-
-
-def _new_families() -> dict[str, Metric]:
-    return {
-        name: _KINDS[kind](name, doc, labels=labels) for name, (kind, doc, labels) in SPECS.items()
-    }
-
-
-def _add(families: Mapping[str, Metric], name: str, labels: Sequence[str], value: float) -> None:
-    family = families[name]
-    assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
-    family.add_metric(labels, value)
-
-
-def _add_info(
-    families: Mapping[str, Metric], name: str, labels: Sequence[str], value: dict[str, str]
-) -> None:
-    family = families[name]
-    assert isinstance(family, InfoMetricFamily)
-    family.add_metric(labels, value)
 
 
 def _add_daemon(families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule]) -> None:
     """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
-    _add_info(families, "sglang_tuner_build", [], {"version": __version__})
-    _add(families, "sglang_tuner_targets", [], len(ev.targets))
+    add_info(families, "sglang_tuner_build", [], {"version": __version__})
+    add(families, "sglang_tuner_targets", [], len(ev.targets))
     if ev.ts is not None:
-        _add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
-    _add(families, "sglang_tuner_evaluations", [], ev.evaluations_total)
+        add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
+    add(families, "sglang_tuner_evaluations", [], ev.evaluations_total)
     failures = {rule.id: 0 for rule in rules} | dict(ev.rule_evaluation_failures)
     for rule_id, count in sorted(failures.items()):
-        _add(families, "sglang_tuner_rule_evaluation_failures", [rule_id], count)
+        add(families, "sglang_tuner_rule_evaluation_failures", [rule_id], count)
     am = ev.alertmanager
     counters = {
         "sglang_tuner_alertmanager_sends": am.sends_total,
@@ -208,28 +99,28 @@ def _add_daemon(families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[
     urls = sorted(set().union(*counters.values()))
     for name, counts in counters.items():
         for url in urls:
-            _add(families, name, [url], counts.get(url, 0))
-    _add(families, "sglang_tuner_alertmanager_queue_length", [], am.queue_length)
-    _add(families, "sglang_tuner_alertmanager_dropped", [], am.dropped_total)
+            add(families, name, [url], counts.get(url, 0))
+    add(families, "sglang_tuner_alertmanager_queue_length", [], am.queue_length)
+    add(families, "sglang_tuner_alertmanager_dropped", [], am.dropped_total)
 
 
 def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
     """Scrape self-metrics, latest signals and window size of one target."""
     name = t.name
-    _add(families, "sglang_tuner_target_up", [name], 1.0 if t.up else 0.0)
+    add(families, "sglang_tuner_target_up", [name], 1.0 if t.up else 0.0)
     if t.scrape_duration_seconds is not None:
-        _add(families, "sglang_tuner_scrape_duration_seconds", [name], t.scrape_duration_seconds)
-    _add(families, "sglang_tuner_scrapes", [name], t.scrapes_total)
+        add(families, "sglang_tuner_scrape_duration_seconds", [name], t.scrape_duration_seconds)
+    add(families, "sglang_tuner_scrapes", [name], t.scrapes_total)
     failures = dict.fromkeys(SCRAPE_FAILURE_REASONS, 0) | dict(t.failures_by_reason)
     for reason, count in failures.items():
-        _add(families, "sglang_tuner_scrape_failures", [name, reason], count)
-    _add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
+        add(families, "sglang_tuner_scrape_failures", [name, reason], count)
+    add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):
         if not math.isnan(value):  # NaN means "not exposed": no series rather than a fake value
-            _add(families, "sglang_tuner_signal", [name, signal], value)
-    _add(families, "sglang_tuner_window_samples", [name], t.samples_in_window)
+            add(families, "sglang_tuner_signal", [name, signal], value)
+    add(families, "sglang_tuner_window_samples", [name], t.samples_in_window)
     info = {"sglang_version": t.sglang_version or "unknown", "profile": t.profile}
-    _add_info(families, "sglang_tuner_target", [name], info)
+    add_info(families, "sglang_tuner_target", [name], info)
 
 
 def _add_rules(
@@ -244,13 +135,29 @@ def _add_rules(
     for rule_id, severity in severities.items():
         state = by_rule[rule_id].state if rule_id in by_rule else AlertState.INACTIVE
         labels = [t.name, rule_id, str(severity)]
-        _add(families, "sglang_tuner_advice_active", labels, float(state == AlertState.FIRING))
-        _add(families, "sglang_tuner_advice_pending", labels, float(state == AlertState.PENDING))
+        add(families, "sglang_tuner_advice_active", labels, float(state == AlertState.FIRING))
+        add(families, "sglang_tuner_advice_pending", labels, float(state == AlertState.PENDING))
     for r in results:
         for health in Health:
             value = float(r.health == health)
-            _add(families, "sglang_tuner_rule_health", [t.name, r.rule, health.value], value)
+            add(families, "sglang_tuner_rule_health", [t.name, r.rule, health.value], value)
         if r.condition_ratio is not None:
-            _add(families, "sglang_tuner_rule_condition_ratio", [t.name, r.rule], r.condition_ratio)
+            add(families, "sglang_tuner_rule_condition_ratio", [t.name, r.rule], r.condition_ratio)
     if t.up is not None:  # before the first scrape ends there is nothing to score
-        _add(families, "sglang_tuner_health_score", [t.name], health_score(t, results))
+        add(families, "sglang_tuner_health_score", [t.name], health_score(t, results))
+
+
+def _add_changes(families: Mapping[str, Metric], target: str, ev: Evaluation) -> None:
+    """Judged changes by verdict, and the effect of the latest judged change on each metric."""
+    counts = dict.fromkeys(VERDICTS, 0) | dict(ev.verdict_counts.get(target, {}))
+    for verdict, count in sorted(counts.items()):
+        add(families, "sglang_tuner_changes", [target, verdict], count)
+    judged = [c for c in ev.changes.get(target, ()) if c.verdict is not None]
+    if not judged or judged[-1].verdict is None:
+        return
+    change, metrics = judged[-1], judged[-1].verdict.metrics
+    for flag in change.after:
+        for m in metrics:
+            if m.effect_ratio is not None:
+                labels = [target, flag, m.metric]
+                add(families, "sglang_tuner_change_effect_ratio", labels, m.effect_ratio)

@@ -121,6 +121,8 @@ def build_evaluation(
         results={n: rule_results(n, judged.get(n), tracker) for n in targets},
         advice=tuple(a for a in advice if a.target in targets),
         plans={n: p for n, p in plans.items() if n in targets},
+        changes={n: tuple(t.changes.changes) for n, t in targets.items() if t.changes.changes},
+        verdict_counts={n: dict(t.changes.verdicts) for n, t in targets.items()},
         rule_evaluation_failures=dict(rule_failures),
         alertmanager=alertmanager,
         evaluations_total=count,

@@ -179,6 +179,9 @@ class AdviceList(BaseModel):
     plans: list[PlanOut] = Field(
         default_factory=list, description="Per target with advice: the next change first"
     )
+    last_change: dict[str, str] = Field(
+        default_factory=dict, description="Per target: its latest recorded change and verdict"
+    )
     data: list[AdviceOut]
     count: int
     no_data: list[NoDataOut] = Field(default_factory=list)

@@ -26,6 +26,7 @@ ONLINE_METRICS = {
 }
 LOAD_SIGNALS = (s.REQUEST_RATE, s.PROMPT_TOKENS_MEAN, s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)
 HELPED, NO_CHANGE, HURT, INCONCLUSIVE = "helped", "no_change", "hurt", "inconclusive"
+VERDICTS = (HELPED, NO_CHANGE, HURT, INCONCLUSIVE)
 METHOD = "moving-block bootstrap of the ratio of means (blocks of 6 scrapes), 90 % interval"
 BLOCK, RESAMPLES, LEVEL = 6, 1000, 0.90
 

@@ -1,0 +1,130 @@
+"""The metric families the collector emits: names, HELP texts, labels, and how to add samples."""
+
+from collections.abc import Callable, Mapping, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+_KINDS: Mapping[str, Callable[..., Metric]] = {
+    "gauge": GaugeMetricFamily,
+    "counter": CounterMetricFamily,
+    "info": InfoMetricFamily,
+}
+
+# name -> (kind, HELP text saying why it matters, label names). Counters drop `_total` here and
+# info families drop `_info`; prometheus_client adds the suffix back on the samples.
+Spec = tuple[str, str, tuple[str, ...]]
+
+
+def _gauge(doc: str, *labels: str) -> Spec:
+    return ("gauge", doc, labels)
+
+
+def _counter(doc: str, *labels: str) -> Spec:
+    return ("counter", doc, labels)
+
+
+_T, _TR = ("target",), ("target", "rule")
+SPECS: Mapping[str, Spec] = {
+    "sglang_tuner_build": ("info", "Version of sglang-tuner running (always 1).", ()),
+    "sglang_tuner_targets": _gauge("SGLang servers configured to watch."),
+    "sglang_tuner_target_up": _gauge(
+        "1 if the last scrape of the SGLang server succeeded; 0 means no fresh advice.", *_T
+    ),
+    "sglang_tuner_scrape_duration_seconds": _gauge(
+        "Duration of the last scrape; near the timeout means the server is struggling.", *_T
+    ),
+    "sglang_tuner_scrapes": _counter("Scrapes attempted per SGLang server.", *_T),
+    "sglang_tuner_scrape_failures": _counter(
+        "Failed scrapes by reason; the reason says what to fix.", "target", "reason"
+    ),
+    "sglang_tuner_last_success_timestamp_seconds": _gauge(
+        "Unix time of the last successful scrape (0 = never); advice older is stale.", *_T
+    ),
+    "sglang_tuner_last_evaluation_timestamp_seconds": _gauge(
+        "Unix time of the last rule evaluation; if it stops moving, advice is frozen."
+    ),
+    "sglang_tuner_evaluations": _counter("Evaluation rounds completed."),
+    "sglang_tuner_rule_evaluation_failures": _counter(
+        "Tuning-rule evaluations that raised; while it rises that rule gives no advice.", "rule"
+    ),
+    "sglang_tuner_rule_health": _gauge(
+        "1 for the rule's current health (ok, err, no_data): could it judge the target.",
+        *_TR,
+        "health",
+    ),
+    "sglang_tuner_alertmanager_sends": _counter("Alertmanager POSTs attempted.", "alertmanager"),
+    "sglang_tuner_alertmanager_send_failures": _counter(
+        "Alertmanager POSTs that failed: advice is not reaching people.", "alertmanager"
+    ),
+    "sglang_tuner_alertmanager_alerts_sent": _counter(
+        "Alerts delivered to Alertmanager.", "alertmanager"
+    ),
+    "sglang_tuner_alertmanager_queue_length": _gauge(
+        "Alerts waiting to be sent; grows while Alertmanager is unreachable."
+    ),
+    "sglang_tuner_alertmanager_dropped": _counter(
+        "Alerts dropped because the send queue was full: notifications were lost."
+    ),
+    "sglang_tuner_advice_active": _gauge(
+        "1 while the tuning rule's advice is firing for the target: a flag to change.",
+        *_TR,
+        "severity",
+    ),
+    "sglang_tuner_advice_pending": _gauge(
+        "1 while the advice is pending: the condition holds, the hold time is not over.",
+        *_TR,
+        "severity",
+    ),
+    "sglang_tuner_rule_condition_ratio": _gauge(
+        "Share of the window's samples where the rule's condition held; fires at >= 0.5 "
+        "(frequently_ratio).",
+        *_TR,
+    ),
+    "sglang_tuner_health_score": _gauge(
+        "Tuning health 0-100: minus 5/20/40 per firing info/warning/critical advice; 0 if down.",
+        *_T,
+    ),
+    "sglang_tuner_signal": _gauge(
+        "Latest value of a canonical SGLang signal, as the tuning rules see it.", "target", "signal"
+    ),
+    "sglang_tuner_window_samples": _gauge(
+        "Samples in the target's window; rules answer no_data until there are enough.", *_T
+    ),
+    "sglang_tuner_target": ("info", "SGLang version and workload profile of a target.", _T),
+    "sglang_tuner_change_effect_ratio": _gauge(
+        "After/before ratio of a metric over the latest judged change of a flag (1 = no effect).",
+        "target",
+        "flag",
+        "metric",
+    ),
+    "sglang_tuner_changes": _counter(
+        "Changes of tuning flags judged, by verdict (helped, no_change, hurt, inconclusive).",
+        "target",
+        "verdict",
+    ),
+}
+
+
+def new_families() -> dict[str, Metric]:
+    return {
+        name: _KINDS[kind](name, doc, labels=labels) for name, (kind, doc, labels) in SPECS.items()
+    }
+
+
+def add(families: Mapping[str, Metric], name: str, labels: Sequence[str], value: float) -> None:
+    family = families[name]
+    assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
+    family.add_metric(labels, value)
+
+
+def add_info(
+    families: Mapping[str, Metric], name: str, labels: Sequence[str], value: dict[str, str]
+) -> None:
+    family = families[name]
+    assert isinstance(family, InfoMetricFamily)
+    family.add_metric(labels, value)
