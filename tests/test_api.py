@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner.api import create_app
+from sglang_tuner.changes import Change
 from sglang_tuner.config import Settings
 from sglang_tuner.evaluation import (
     Evaluation,
@@ -39,6 +40,7 @@ from sglang_tuner.values import (
     ServerConfig,
     Severity,
 )
+from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
 
 API_DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
@@ -147,8 +149,21 @@ def _evaluation() -> Evaluation:
             _advice("gpu-a", "scheduler_too_conservative", Severity.WARNING, AlertState.FIRING),
         ),
         plans={"gpu-a": PLAN, "gpu-b": Plan("gpu-b")},
+        changes={"gpu-a": (RESTART, CHANGE)},
         evaluations_total=12,
     )
+
+
+EMPTY = WindowSummary(0.0, 0.0, {}, {})
+CHANGE = Change(
+    target="gpu-a", at=NOW - 900, kind="flags", before={"--schedule-conservativeness": "1"},
+    after={"--schedule-conservativeness": "0.3"}, rule="scheduler_too_conservative",
+    profile="offline", before_window=EMPTY, due=NOW - 300,
+    verdict=Verdict("hurt", "worse: gen_throughput", (
+        MetricVerdict("gen_throughput", "hurt", 0.88, 0.85, 0.91, 4000.0, 3520.0),
+    )),
+)  # fmt: skip
+RESTART = Change("gpu-a", NOW - 3600, "restart", {}, {}, None, "offline", EMPTY, NOW - 3600)
 
 
 SETTINGS = Settings(
@@ -256,6 +271,36 @@ def test_advice_text_starts_each_target_with_its_next_change(client: TestClient)
         "next change: --schedule-conservativeness 1 -> 0.3   (scheduler_too_conservative, warning)"
     )
     assert "  held:     mem_fraction_too_low: mem_fraction_too_high moves it" in block
+
+
+def test_changes_lists_every_change_newest_first_with_verdict_and_interval(client) -> None:
+    body = client.get("/changes").json()
+    assert body["count"] == 2
+    newest, restart = body["data"]
+    assert (newest["verdict"], newest["asked_by"]) == ("hurt", "scheduler_too_conservative")
+    assert newest["before"] == {"--schedule-conservativeness": "1"}
+    assert newest["revert"] == {"--schedule-conservativeness": "1"}
+    (metric,) = newest["metrics"]
+    assert (metric["effect_ratio"], metric["interval"]) == (0.88, [0.85, 0.91])
+    assert "bootstrap" in newest["method"]
+    assert (restart["kind"], restart["verdict"]) == ("restart", "restart")
+
+
+def test_changes_of_one_target_and_as_text(client: TestClient) -> None:
+    assert client.get("/changes/gpu-b").json() == {"data": [], "count": 0}
+    assert client.get("/changes/nope").status_code == 404
+    text = client.get("/changes/gpu-a", params={"format": "text"}).text
+    assert text.startswith("== gpu-a\n")
+    assert (
+        "--schedule-conservativeness 1 -> 0.3, asked by scheduler_too_conservative: hurt "
+        "(gen_throughput -12%)" in text
+    )
+
+
+def test_advice_text_shows_each_targets_latest_change(client: TestClient) -> None:
+    text = client.get("/advice", params={"format": "text"}).text
+    block = text.split("== gpu-a\n", 1)[1].split("\n\n", 1)[0]
+    assert "last change: " in block and ": hurt (gen_throughput -12%)" in block
 
 
 def test_advice_text_format_shows_blocks_and_no_data(client: TestClient) -> None:

@@ -8,6 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner import __version__
+from sglang_tuner.changes import Change
 from sglang_tuner.evaluation import (
     AlertmanagerStatus,
     Evaluation,
@@ -29,6 +30,7 @@ from sglang_tuner.values import (
     Pass,
     Severity,
 )
+from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
 
 NOW = 1_795_000_000.0
 AM = "http://am:9093"
@@ -114,7 +116,29 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             sends_total={AM: 5}, send_failures_total={AM: 1}, alerts_sent_total={AM: 4}
         ),
         evaluations_total=42,
+        changes={"gpu-a": (CHANGE,)},
+        verdict_counts={"gpu-a": {"helped": 1}},
     )
+
+
+EMPTY = WindowSummary(0.0, 0.0, {}, {})
+CHANGE = Change(
+    target="gpu-a", at=NOW - 900, kind="flags", before={"--schedule-conservativeness": "3"},
+    after={"--schedule-conservativeness": "0.7"}, rule="scheduler_too_conservative",
+    profile="offline", before_window=EMPTY, due=NOW - 300,
+    verdict=Verdict("helped", "better: gen_throughput", (
+        MetricVerdict("gen_throughput", "helped", 1.18, 1.12, 1.24, 3900.0, 4600.0),
+        MetricVerdict("retractions_per_minute", "inconclusive", None, None, None, 0.0, 0.0),
+    )),
+)  # fmt: skip
+
+
+def test_collector_exports_the_latest_changes_effect_and_verdict_counts(registry) -> None:
+    labels = {"target": "gpu-a", "flag": "--schedule-conservativeness", "metric": "gen_throughput"}
+    assert _value(registry, "sglang_tuner_change_effect_ratio", **labels) == 1.18
+    assert _value(registry, "sglang_tuner_changes_total", target="gpu-a", verdict="helped") == 1
+    assert _value(registry, "sglang_tuner_changes_total", target="gpu-a", verdict="hurt") == 0
+    assert _value(registry, "sglang_tuner_changes_total", target="gpu-c", verdict="hurt") == 0
 
 
 @pytest.fixture

@@ -84,3 +84,27 @@ def test_store_keeps_each_targets_flag_history(tmp_path):
     store.save({}, [], [], now=60.0, flags={"gpu-a": history, "gpu-b": FlagHistory()})
     loaded = Store(tmp_path / "t.db").load_flag_histories({"gpu-a"})
     assert loaded == {"gpu-a": history}
+
+
+def test_store_keeps_changes_and_their_verdicts_across_restarts(tmp_path):
+    from sglang_tuner.changes import Change, ChangeLog
+    from sglang_tuner.verdicts import MetricVerdict, SignalSummary, Verdict, WindowSummary
+
+    window = WindowSummary(
+        0.0, 295.0, {"gen_throughput": SignalSummary(60, 4000.0, 4000.0, 4100.0, 4200.0)},
+        {"gen_throughput": (4000.0,) * 60},
+    )  # fmt: skip
+    metric = MetricVerdict("gen_throughput", "hurt", 0.9, 0.85, 0.95, 4000.0, 3600.0)
+    change = Change(
+        target="gpu-a", at=330.0, kind="flags", before={"--mem-fraction-static": "0.85"},
+        after={"--mem-fraction-static": "0.9"}, rule="mem_fraction_too_low", profile="offline",
+        before_window=window, due=690.0, after_window=window,
+        verdict=Verdict("hurt", "worse: gen_throughput", (metric,)), asked_ratio=None,
+    )  # fmt: skip
+    store = Store(tmp_path / "t.db")
+    store.save({}, [], [], now=700.0, changes={"gpu-a": [change]})
+    (loaded,) = Store(tmp_path / "t.db").load_changes({"gpu-a"})["gpu-a"]
+    assert loaded == change
+    log = ChangeLog("gpu-a", "offline", 300.0, 60.0)
+    log.restore([loaded])
+    assert log.verdicts == {"hurt": 1}

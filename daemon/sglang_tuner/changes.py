@@ -9,9 +9,19 @@ summarized at once; the window after it is gathered once the server is warm (the
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .values import ServerConfig
-from .verdicts import LOAD_SIGNALS, Verdict, WindowSummary, compare, metrics_for, summarize
+from .verdicts import (
+    LOAD_SIGNALS,
+    MetricVerdict,
+    SignalSummary,
+    Verdict,
+    WindowSummary,
+    compare,
+    metrics_for,
+    summarize,
+)
 from .window import Window
 
 FLAGS = "flags"  # the tuning flags changed: judged
@@ -60,6 +70,26 @@ class Change:
         return {flag: value for flag, value in self.before.items() if flag != "version"}
 
 
+def change_from_dict(data: Mapping[str, Any]) -> Change:
+    """A change back from `dataclasses.asdict` (the store keeps them as JSON)."""
+    fields = dict(data)
+    fields["before_window"] = _summary(data["before_window"])
+    fields["after_window"] = _summary(data["after_window"]) if data.get("after_window") else None
+    verdict = data.get("verdict")
+    if verdict:
+        metrics = tuple(MetricVerdict(**m) for m in verdict["metrics"])
+        fields["verdict"] = Verdict(
+            verdict["verdict"], verdict["reason"], metrics, verdict["method"]
+        )
+    return Change(**fields)
+
+
+def _summary(data: Mapping[str, Any]) -> WindowSummary:
+    stats = {k: SignalSummary(**v) for k, v in data["signals"].items()}
+    values = {k: tuple(v) for k, v in data["values"].items()}
+    return WindowSummary(data["start"], data["end"], stats, values)
+
+
 def flag_values(config: ServerConfig) -> dict[str, str]:
     """The change-relevant flags of a config, as text (unset ones left out)."""
     out = {}
@@ -98,6 +128,11 @@ class ChangeLog:
         self.window_seconds, self.warmup_seconds = window_seconds, warmup_seconds
         self.changes: list[Change] = []
         self.verdicts: Counter[str] = Counter()  # judged changes by verdict (monotonic)
+
+    def restore(self, changes: list[Change]) -> None:
+        """Take back changes saved before a daemon restart (verdict counts included)."""
+        self.changes = changes[-MAX_KEPT:]
+        self.verdicts = Counter(c.verdict.verdict for c in self.changes if c.verdict)
 
     def record(
         self,

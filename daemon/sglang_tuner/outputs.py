@@ -110,7 +110,8 @@ class Outputs:
             return
         windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
         flags = {n: t.history for n, t in targets.items()}
-        self.store.save(windows, self.tracker.alerts(), self.history, now, flags)
+        changes = {n: t.changes.changes for n, t in targets.items()}
+        self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes)
         self.history.clear()
 
     def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
@@ -125,6 +126,8 @@ class Outputs:
             restored += len(snapshots)
         for name, history in self.store.load_flag_histories(targets).items():
             targets[name].history = history
+        for name, changes in self.store.load_changes(targets).items():
+            targets[name].changes.restore(changes)
         alerts = self.store.load_alerts(targets, now)
         self.tracker.restore(alerts)
         if restored or alerts:

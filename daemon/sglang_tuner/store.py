@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .alerting import Alert, HistoryRow
+from .changes import Change, change_from_dict
 from .values import (
     Action,
     Advice,
@@ -31,6 +32,9 @@ CREATE TABLE IF NOT EXISTS samples (target TEXT NOT NULL, ts REAL NOT NULL, sign
 CREATE INDEX IF NOT EXISTS samples_target ON samples (target, ts);
 CREATE TABLE IF NOT EXISTS alerts (
     saved_at REAL NOT NULL, target TEXT NOT NULL, alert TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS changes (
+    target TEXT NOT NULL, at REAL NOT NULL, change TEXT NOT NULL, PRIMARY KEY (target, at)
 );
 CREATE TABLE IF NOT EXISTS flag_history (target TEXT PRIMARY KEY, history TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS advice_history (
@@ -64,9 +68,15 @@ class Store:
         history: Sequence[HistoryRow],
         now: float,
         flags: Mapping[str, FlagHistory] | None = None,
+        changes: Mapping[str, Sequence[Change]] | None = None,
     ) -> None:
-        """Replace the stored windows, alert state and flag histories; append transitions."""
+        """Replace the stored windows, alert state, flag histories and changes; append
+        advice transitions."""
         with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO changes VALUES (?, ?, ?)",
+                [(n, c.at, json.dumps(asdict(c))) for n, cs in (changes or {}).items() for c in cs],
+            )
             self._db.executemany(
                 "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
                 [(name, json.dumps(asdict(h))) for name, h in (flags or {}).items()],
@@ -99,6 +109,15 @@ class Store:
             rows = reversed(cursor.fetchall())
             out[name] = [Snapshot(name, ts, json.loads(signals)) for ts, signals in rows]
         return out
+
+    def load_changes(self, targets: Container[str], limit: int = 20) -> dict[str, list[Change]]:
+        """Each watched target's last `limit` changes, oldest first."""
+        out: dict[str, list[Change]] = {}
+        rows = self._db.execute("SELECT target, change FROM changes ORDER BY at").fetchall()
+        for name, text in rows:
+            if name in targets:
+                out.setdefault(name, []).append(change_from_dict(json.loads(text)))
+        return {name: found[-limit:] for name, found in out.items()}
 
     def load_flag_histories(self, targets: Container[str]) -> dict[str, FlagHistory]:
         """Each watched target's last safe and last failing flag values."""
