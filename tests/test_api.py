@@ -546,3 +546,15 @@ def test_advice_answer_follows_each_newly_published_evaluation(
     second = client.get("/advice").json()
     assert first["count"] > 0 and second["count"] == 0
     assert second["evaluated_at_ts"] != first["evaluated_at_ts"]
+
+
+def test_changes_command_reads_a_running_daemon(live_url: str, capsys) -> None:
+    from sglang_tuner.__main__ import main
+
+    assert main(["changes", "gpu-a", "--url", live_url]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("== gpu-a\n") and ": hurt (gen_throughput -12%)" in out
+    assert main(["changes", "--url", live_url, "--format", "json"]) == 0
+    assert '"count":2' in capsys.readouterr().out.replace(" ", "")
+    assert main(["changes", "nope", "--url", live_url]) == 1
+    assert "answered 404" in capsys.readouterr().err

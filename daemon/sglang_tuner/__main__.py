@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import __version__
 from .config import ConfigError, Settings, load_settings
@@ -18,6 +19,7 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
   sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
   sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
   sglang-tuner demo                        simulated SGLang servers + the daemon
+  sglang-tuner changes                     did the last flag changes help? (asks the daemon)
 """
 
 
@@ -59,6 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--format", choices=["text", "markdown"], default="text")
     cfg = sub.add_parser("check-config", help="validate a config file; list every problem")
     cfg.add_argument("file", type=Path)
+    changes = sub.add_parser("changes", help="a running daemon's recorded changes and verdicts")
+    changes.add_argument("target", nargs="?", help="only this target")
+    changes.add_argument(
+        "--url", default="http://127.0.0.1:9877", help="the daemon's API (http://127.0.0.1:9877)"
+    )
+    changes.add_argument("--format", choices=["text", "json"], default="text")
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -104,6 +112,23 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_changes(args: argparse.Namespace) -> int:
+    import httpx
+
+    path = "/changes" + (f"/{quote(args.target, safe='')}" if args.target else "")
+    url = args.url.rstrip("/") + path
+    try:
+        response = httpx.get(url, params={"format": args.format}, timeout=10.0)
+    except httpx.HTTPError as exc:
+        print(f"error: cannot reach the daemon at {args.url}: {exc}", file=sys.stderr)
+        return 1
+    if response.status_code != 200:
+        print(f"error: {url} answered {response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    print(response.text, end="" if response.text.endswith("\n") else "\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sglang-tuner` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -136,6 +161,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_rules(args)
     if args.command == "check-config":
         return _cmd_check_config(args)
+    if args.command == "changes":
+        return _cmd_changes(args)
     if args.command == "version":
         print(f"sglang-tuner {__version__}")
         return 0
