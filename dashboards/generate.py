@@ -25,6 +25,7 @@ from widgets import (
     advice_annotation,
     bars,
     base,
+    change_annotation,
     graph,
     listing,
     render,
@@ -309,6 +310,26 @@ def _memory_panels() -> list[AnyPanel]:
     return [panel.unit("decgbytes").span(12)]
 
 
+def _change_panels() -> list[AnyPanel]:
+    effect = f"sglang_tuner_change_effect_ratio{TARGET}"
+    return [
+        graph(
+            "Effect of the latest flag change",
+            "After/before ratio of each metric over the latest judged change of a flag (1: no "
+            "effect; throughput and token usage are better above 1, latency and retractions "
+            "below). The blue marks are changes being judged; GET /changes has the intervals.",
+            [(f"max by (flag, metric) ({effect})", "{{flag}}: {{metric}}")],
+        ),
+        listing(
+            "Changes judged, by verdict",
+            "Restarts with new flags that sglang-tuner compared before and after, by verdict. "
+            "A hurt change also fires SGLangTuningRegression with the revert.",
+            [(f"sum by (verdict) (sglang_tuner_changes_total{TARGET})", "{{verdict}}")],
+            "no change judged yet",
+        ),
+    ]
+
+
 def target() -> Dashboard:
     """One SGLang server: the guide's signals beside the advice that fired on them."""
     variable = (
@@ -325,8 +346,10 @@ def target() -> Dashboard:
         "advice that fired on them (annotation regions) and each rule's condition ratio.",
     )
     dash = dash.with_variable(variable).annotation(advice_annotation(TARGET))
+    dash = dash.annotation(change_annotation(TARGET))
     rows = [
         ("Tuning health of $target", _health_panels()),
+        ("Changes of $target's flags", _change_panels()),
         ("Scheduler", _scheduler_panels()),
         ("Kernels, cache and latency", _kernel_and_latency_panels()),
         ("Memory", _memory_panels()),

@@ -136,6 +136,24 @@ def advice_annotation(selector: str) -> AnnotationQuery:
     )
 
 
+def change_annotation(selector: str) -> AnnotationQuery:
+    """A mark where a change of tuning flags was judged, titled with its verdict."""
+    expr = f"increase(sglang_tuner_changes_total{selector}[1m]) > 0"
+    return (
+        AnnotationQuery()
+        .name("Flag change judged")
+        .datasource(DS)
+        .enable(True)
+        .icon_color("blue")
+        .expr(expr)
+        .step("60s")
+        .title_format("change: {{verdict}}")
+        .text_format("a change of tuning flags on {{target}} was judged {{verdict}} (GET /changes)")
+        .tag_keys("target,verdict")
+        .use_value_for_time(False)
+    )
+
+
 def datasource_variable() -> DatasourceVariable:
     """`${datasource}`: any Prometheus the viewer picks (no uid baked into the JSON)."""
     return DatasourceVariable("datasource").label("Prometheus").type("prometheus")
