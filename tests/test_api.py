@@ -214,8 +214,27 @@ def test_advice_lists_firing_first_with_action_and_since(client: TestClient) -> 
     assert body["evaluated_at"] == "2026-11-18T11:06:40Z"
 
 
-def test_advice_explains_no_data_errors_and_down_targets(client: TestClient) -> None:
+def test_advice_by_default_counts_no_data_per_target_with_the_reasons_one_request_away(
+    client: TestClient,
+) -> None:
     body = client.get("/advice").json()
+    assert body["no_data"] == []
+    assert body["no_data_counts"] == {"gpu-b": 2, "gpu-c": 1}  # gpu-a: an error, not no data
+    text = client.get("/advice", params={"format": "text"}).text
+    assert "gpu-b  2 rule(s)  why: /advice/gpu-b" in text
+    one = client.get("/advice/gpu-b").json()  # one target: every reason
+    assert {n["rule"] for n in one["no_data"]} == {"queue_empty", "scheduler_too_conservative"}
+
+
+def test_advice_filters_by_rule_and_refuses_an_unknown_one(client: TestClient) -> None:
+    only = client.get("/advice", params={"rule": "queue_empty"}).json()
+    assert [a["rule"] for a in only["data"]] == ["queue_empty"]
+    response = client.get("/advice", params={"rule": "nope"})
+    assert response.status_code == 404 and response.json() == {"detail": "Unknown rule 'nope'"}
+
+
+def test_advice_explains_no_data_errors_and_down_targets(client: TestClient) -> None:
+    body = client.get("/advice", params={"no_data": "full"}).json()
     no_data = {(n["target"], n["rule"]): n for n in body["no_data"]}
     assert no_data[("gpu-b", "queue_empty")]["reason"] == "window has 3 of the 6 samples needed"
     assert no_data[("gpu-b", "queue_empty")]["retry_after_seconds"] == 15.0
@@ -231,7 +250,7 @@ def test_advice_explains_no_data_errors_and_down_targets(client: TestClient) -> 
 
 
 def test_advice_filters_by_severity_state_and_target(client: TestClient) -> None:
-    warning = client.get("/advice", params={"severity": "warning"}).json()
+    warning = client.get("/advice", params={"severity": "warning", "no_data": "full"}).json()
     assert [a["rule"] for a in warning["data"]] == ["scheduler_too_conservative"]
     assert {n["rule"] for n in warning["no_data"]} == {"scheduler_too_conservative", None}
     pending = client.get("/advice", params={"state": "pending"}).json()
@@ -304,7 +323,7 @@ def test_advice_text_shows_each_targets_latest_change(client: TestClient) -> Non
 
 
 def test_advice_text_format_shows_blocks_and_no_data(client: TestClient) -> None:
-    response = client.get("/advice", params={"format": "text"})
+    response = client.get("/advice", params={"format": "text", "no_data": "full"})
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
     assert text.startswith("sglang-tuner advice, evaluated 2026-11-18T11:06:40Z")
@@ -451,7 +470,7 @@ def test_readyz_503_until_every_target_scraped_then_200() -> None:
 
 def test_advice_before_first_evaluation_explains_wait() -> None:
     state = TunerState(Evaluation(targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline")}))
-    body = TestClient(_app(state)).get("/advice").json()
+    body = TestClient(_app(state)).get("/advice?no_data=full").json()
     assert body["count"] == 0 and body["evaluated_at"] is None
     assert body["no_data"][0]["reason"] == "waiting for the first scrape"
     assert body["no_data"][0]["retry_after_seconds"] == SETTINGS.scrape_interval_seconds

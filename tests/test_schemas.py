@@ -60,7 +60,7 @@ def test_advice_text_before_first_evaluation_says_so() -> None:
 
 def test_select_advice_never_evaluated_target_explains_wait() -> None:
     ev = Evaluation(targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline")})
-    out = select_advice(ev, AdviceFilter(), None, 5.0)
+    out = select_advice(ev, AdviceFilter(full_no_data=True), None, 5.0)
     assert [(n.target, n.rule, n.reason) for n in out.no_data] == [
         ("gpu-a", None, "waiting for the first scrape")
     ]
@@ -70,7 +70,7 @@ def test_select_advice_up_target_without_results_not_evaluated_yet() -> None:
     ev = Evaluation(
         ts=NOW, targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline", up=True)}
     )
-    out = select_advice(ev, AdviceFilter(), None, 5.0)
+    out = select_advice(ev, AdviceFilter(full_no_data=True), None, 5.0)
     assert [n.reason for n in out.no_data] == ["not evaluated yet"]
 
 

@@ -14,12 +14,14 @@ from .values import Advice, Health, Severity
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdviceFilter:
-    """Which advice to show: one severity and/or one alert state (None: all)."""
+    """Which advice to show (None: all), and whether to list every no-data reason."""
 
     severity: Severity | None = None
     state: str | None = None
+    rule: str | None = None
+    full_no_data: bool = False  # False: a count per target (the reasons are at /advice/{target})
 
 
 # Within a severity, the guide's own order (the catalogue's): the first check an expert makes.
@@ -40,13 +42,14 @@ def select_advice(
     `target` None means every target; `retry_seconds` is the retry hint for a target that
     could not be evaluated at all (down, or not scraped yet).
     """
-    severity, state = f.severity, f.state
+    severity, state, rule = f.severity, f.state, f.rule
     advice = [
         a
         for a in ev.advice
         if target in (None, a.target)
         and severity in (None, a.severity)
         and state in (None, a.state)
+        and rule in (None, a.rule)
     ]
     advice.sort(key=advice_rank)
     no_data: list[NoDataOut] = []
@@ -65,12 +68,16 @@ def select_advice(
         for name, cs in sorted(ev.changes.items())
         if target in (None, name) and cs
     }
+    counts: dict[str, int] = {}
+    for item in no_data:
+        counts[item.target] = counts.get(item.target, 0) + 1
     return AdviceList(
         plans=plans,
         last_change=last,
         data=data,
         count=len(data),
-        no_data=no_data,
+        no_data=no_data if f.full_no_data or target is not None else [],
+        no_data_counts=counts,
         errors=errors,
         evaluated_at=rfc3339(ev.ts),
         evaluated_at_ts=ev.ts,

@@ -7,7 +7,8 @@ def advice_text(out: AdviceList) -> str:
     """`/advice` as a fixed-width text report: per target its next change, then its advice
     blocks; then what has no data."""
     when = out.evaluated_at or "never (no evaluation has finished yet)"
-    head = f"{out.count} advice, {len(out.no_data)} no data, {len(out.errors)} error(s)"
+    no_data = sum(out.no_data_counts.values()) or len(out.no_data)
+    head = f"{out.count} advice, {no_data} no data, {len(out.errors)} error(s)"
     lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
     plans = {p.target: p for p in out.plans}
     targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
@@ -17,6 +18,11 @@ def advice_text(out: AdviceList) -> str:
     if not targets:
         lines += ["No advice is pending or firing.", ""]
     rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
+    if not rows:  # the compact answer: a count per target, the reasons one request away
+        rows = [
+            (name, f"{n} rule(s)", f"why: /advice/{name}")
+            for name, n in sorted(out.no_data_counts.items())
+        ]
     lines += _table("no data (why nothing could be judged yet):", rows)
     lines += _table("errors:", [(e.target, e.rule, e.error) for e in out.errors])
     return "\n".join(lines).rstrip() + "\n"

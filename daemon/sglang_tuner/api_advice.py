@@ -13,6 +13,7 @@ from .api_context import (
     ContextDep,
     EvaluationDep,
     FormatQuery,
+    Rendered,
     require_rule,
     require_target,
     wants_text,
@@ -27,9 +28,13 @@ def advice_filter(
     state: Annotated[
         Literal["pending", "firing"] | None, Query(description="Only this alert state")
     ] = None,
+    rule: Annotated[str | None, Query(description="Only this tuning rule")] = None,
+    no_data: Annotated[
+        Literal["count", "full"], Query(description="full: every no-data reason (default: counts)")
+    ] = "count",
 ) -> AdviceFilter:
-    """The `severity` and `state` query filters of /advice."""
-    return AdviceFilter(severity, state)
+    """The query filters of /advice."""
+    return AdviceFilter(severity, state, rule, no_data == "full")
 
 
 FilterDep = Annotated[AdviceFilter, Depends(advice_filter)]
@@ -46,9 +51,11 @@ def list_advice(
     target: TargetQuery = None,
     fmt: FormatQuery = None,
 ) -> Response:
-    """Pending and firing advice for every target, with what has no data and why."""
+    """Every target's plan and pending and firing advice, with how many rules have no data."""
     if target is not None:
         require_target(ev, target)
+    if f.rule is not None:
+        require_rule(ctx, f.rule)
     return _advice_response(request, ev, ctx, f, target, fmt)
 
 
@@ -63,8 +70,10 @@ def read_target_advice(
     f: FilterDep,
     fmt: FormatQuery = None,
 ) -> Response:
-    """Pending and firing advice for one target, with what has no data and why."""
+    """One target's plan and pending and firing advice, with what has no data and why."""
     require_target(ev, target)
+    if f.rule is not None:
+        require_rule(ctx, f.rule)
     return _advice_response(request, ev, ctx, f, target, fmt)
 
 
@@ -94,19 +103,14 @@ def _advice_response(
 
 def _rendered(
     ctx: ApiContext, ev: Evaluation, f: AdviceFilter, target: str | None, as_text: bool
-) -> tuple[bytes, str]:
-    key = (id(ev), ev.ts, target, f.severity, f.state, as_text)
-    cached = ctx.advice_cache.get(key)
-    if cached is None:
-        if ctx.advice_cache and next(iter(ctx.advice_cache))[:2] != key[:2]:
-            ctx.advice_cache.clear()  # a newer evaluation was published
+) -> Rendered:
+    def render() -> Rendered:
         out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
         if as_text:
-            cached = (advice_text(out).encode(), "text/plain; charset=utf-8")
-        else:
-            cached = (out.model_dump_json().encode(), "application/json")
-        ctx.advice_cache[key] = cached
-    return cached
+            return advice_text(out).encode(), "text/plain; charset=utf-8"
+        return out.model_dump_json().encode(), "application/json"
+
+    return ctx.rendered.get(ev, ("advice", f, target, as_text), render)
 
 
 def prerender(ctx: ApiContext, ev: Evaluation) -> None:

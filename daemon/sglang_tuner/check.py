@@ -69,7 +69,9 @@ def run_check(args: argparse.Namespace) -> int:
     configure_logging("warning")
     print(f"watching {len(args.urls)} server(s) for {args.duration:g}s ...", file=sys.stderr)
     ev = asyncio.run(_watch(settings, args.duration, sys.stderr.isatty()))
-    report = select_advice(ev, AdviceFilter(), None, settings.scrape_interval_seconds)
+    report = select_advice(
+        ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
+    )
     if args.format == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:

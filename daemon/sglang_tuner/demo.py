@@ -103,7 +103,8 @@ async def _run(settings: Settings, duration: float) -> str:
         await serving
         await tuner.stop()
     ev = tuner.state.latest()
-    return advice_text(select_advice(ev, AdviceFilter(), None, settings.scrape_interval_seconds))
+    full = AdviceFilter(full_no_data=True)
+    return advice_text(select_advice(ev, full, None, settings.scrape_interval_seconds))
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -184,7 +184,13 @@ class AdviceList(BaseModel):
     )
     data: list[AdviceOut]
     count: int
-    no_data: list[NoDataOut] = Field(default_factory=list)
+    no_data: list[NoDataOut] = Field(
+        default_factory=list,
+        description="Why rules could not judge (for one target, or with ?no_data=full)",
+    )
+    no_data_counts: dict[str, int] = Field(
+        default_factory=dict, description="Per target: how many rules could not judge it"
+    )
     errors: list[RuleErrorOut] = Field(default_factory=list)
     evaluated_at: str | None = Field(None, description="RFC 3339; None before the first round")
     evaluated_at_ts: float | None = None
