@@ -65,3 +65,19 @@ def test_main_check_config_refuses_an_empty_file(tmp_path, capsys):
     path.write_text("# nothing yet\n")
     assert main(["check-config", str(path)]) == 2
     assert "the file is empty" in capsys.readouterr().err
+
+
+def test_main_run_says_when_the_api_port_is_taken_and_exits_1(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "c.yml"
+        config.write_text(
+            f"targets: [{{url: 'http://127.0.0.1:1'}}]\nlisten_host: 127.0.0.1\n"
+            f"listen_port: {port}\ndatabase: {tmp_path / 't.db'}\n"
+        )
+        assert main(["run", "--config", str(config)]) == 1
+    assert f"could not listen on 127.0.0.1:{port}" in capsys.readouterr().err

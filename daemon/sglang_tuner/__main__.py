@@ -84,13 +84,17 @@ def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .server import serve
+    from .server import ServeError, serve
 
     settings = _settings(args.config, _overrides(args))
     configure_logging(settings.log_level, settings.log_format)
     if not settings.targets and not settings.file_sd:
         print("warning: no targets configured; add targets: to the config", file=sys.stderr)
-    asyncio.run(serve(settings, lambda: _settings(args.config, _overrides(args))))
+    try:
+        asyncio.run(serve(settings, lambda: _settings(args.config, _overrides(args))))
+    except ServeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,7 +16,7 @@ from .advice_text import advice_text
 from .config import Settings, load_settings
 from .evaluation import Evaluation
 from .logsetup import configure_logging
-from .server import build
+from .server import ApiThread, build
 
 SCENARIOS = (
     "healthy",
@@ -88,19 +88,13 @@ async def _follow(latest: Callable[[], Evaluation], started: float, duration: fl
 async def _run(settings: Settings, duration: float) -> str:
     tuner, server = build(settings)
     await tuner.start()
-    serving = asyncio.create_task(server.serve())
+    api = ApiThread(server)
     started = time.monotonic()
     try:
-        await asyncio.wait(
-            [
-                serving,
-                asyncio.create_task(_follow(tuner.state.latest, started, duration)),
-            ],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        await asyncio.to_thread(api.start)
+        await _follow(tuner.state.latest, started, duration)
     finally:
-        server.should_exit = True
-        await serving
+        await asyncio.to_thread(api.stop)
         await tuner.stop()
     ev = tuner.state.latest()
     full = AdviceFilter(full_no_data=True)

@@ -4,6 +4,8 @@ import asyncio
 import logging
 import resource
 import signal
+import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -47,25 +49,75 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+class ServeError(Exception):
+    """The daemon could not start serving (the API could not listen, say)."""
+
+
+class ApiThread:
+    """uvicorn in a thread with its own event loop: the API answers from the published
+    evaluation and never waits behind scrape work in the tuner's loop."""
+
+    def __init__(self, server: uvicorn.Server) -> None:
+        self.server = server
+        self.thread = threading.Thread(target=server.run, name="api", daemon=True)
+
+    def start(self, timeout_seconds: float = 15.0) -> None:
+        """Start and wait until it listens; ServeError when it cannot (port in use, say)."""
+        self.thread.start()
+        deadline = time.monotonic() + timeout_seconds
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                config = self.server.config
+                raise ServeError(f"could not listen on {config.host}:{config.port} (see above)")
+            time.sleep(0.02)
+
+    @property
+    def running(self) -> bool:
+        """The API thread is alive."""
+        return self.thread.is_alive()
+
+    def stop(self, timeout_seconds: float = 5.0) -> None:
+        """Ask uvicorn to finish its requests and stop; wait for it."""
+        self.server.should_exit = True
+        self.thread.join(timeout_seconds)
+
+
 async def serve(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
     """Run until SIGINT/SIGTERM; SIGHUP re-reads the config and keeps the old one if invalid."""
     raise_open_files_limit()
     tuner, server = build(settings)
     await tuner.start()
-    if reload is not None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, _reloader(tuner, reload))
-    logger.info(
-        "sglang-tuner listening on http://%s:%d (%d target(s))",
-        settings.listen_host,
-        settings.listen_port,
-        len(tuner.targets),
-    )
+    api = ApiThread(server)
     try:
-        await server.serve()
+        await asyncio.to_thread(api.start)
+        logger.info(
+            "sglang-tuner listening on http://%s:%d (%d target(s))",
+            settings.listen_host, settings.listen_port, len(tuner.targets),
+        )  # fmt: skip
+        await _until_stopped(api, tuner, reload)
     finally:
-        with suppress(NotImplementedError, RuntimeError):
-            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        await asyncio.to_thread(api.stop)
         await tuner.stop()
+
+
+async def _until_stopped(
+    api: ApiThread, tuner: Tuner, reload: Callable[[], Settings] | None
+) -> None:
+    """Wait for SIGINT or SIGTERM (or the API thread dying); SIGHUP reloads meanwhile."""
+    loop, stop = asyncio.get_running_loop(), asyncio.Event()
+    handlers = {signal.SIGINT: stop.set, signal.SIGTERM: stop.set}
+    if reload is not None:
+        handlers[signal.SIGHUP] = _reloader(tuner, reload)
+    for signum, handler in handlers.items():
+        loop.add_signal_handler(signum, handler)
+    try:
+        while api.running and not stop.is_set():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+    finally:
+        for signum in handlers:
+            with suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signum)
 
 
 def _reloader(tuner: Tuner, reload: Callable[[], Settings]) -> Callable[[], None]:
