@@ -37,17 +37,24 @@ from widgets import (
 DASHBOARDS_DIR = Path(__file__).resolve().parent
 
 Rows = list[tuple[str, list[AnyPanel]]]
-TARGET = '{target="$target"}'
+TARGET = '{target=~"$target"}'
 UP = "max by (target) (sglang_tuner_target_up)"
 ACTIVE = "max by (target, rule, severity) (sglang_tuner_advice_active)"
+ADVICE_TABLE = (
+    "max by (target, rule, severity, flag, current, suggested, action) "
+    '(sglang_tuner_advice_info{{state="firing"{selector}}})'
+)
+NEXT_TABLE = (
+    "max by (target, rule, flag, current, suggested, action) "
+    "(sglang_tuner_next_change_info{{{selector}}})"
+)
+ONE_TARGET = ', target=~"$target"'
 SCORE_HELP = "100 minus 5 per info, 20 per warning, 40 per critical advice firing; 0 when down."
 
 
 def used_by(*signal_names: str) -> str:
     """Which tuning rules read any of these signals, as a sentence for a panel description."""
-    daemon_dir = str(DASHBOARDS_DIR.parent / "daemon")  # the checkout's package if not installed
-    if daemon_dir not in sys.path:
-        sys.path.append(daemon_dir)
+    _catalogue_path()
     from sglang_tuner.rules import ALL_RULES
 
     rules = [r.id for r in ALL_RULES if set(signal_names) & set(r.signals)]
@@ -56,14 +63,31 @@ def used_by(*signal_names: str) -> str:
     return "Tuning rules reading it: " + ", ".join(rules) + "."
 
 
-def signal(*names: str) -> str:
-    """Latest value of canonical signals for $target (Prometheus's instance/job dropped)."""
-    return f'max by (signal) (sglang_tuner_signal{{target="$target", signal=~"{"|".join(names)}"}})'
+def signal(*names: str, scale: float = 1.0) -> str:
+    """Latest value of canonical signals for $target, from their unit's family (one unit)."""
+    _catalogue_path()
+    from sglang_tuner.signals import EXPORTED_AS
+
+    units = {EXPORTED_AS[n][0] for n in names}
+    assert len(units) == 1, f"signals of one panel share a unit: {names}"
+    labels = "|".join(EXPORTED_AS[n][1] for n in names)
+    family = f"sglang_tuner_signal_{units.pop()}"
+    expr = f'max by (target, signal) ({family}{{target=~"$target", signal=~"{labels}"}})'
+    return expr if scale == 1.0 else f"{scale:g} * {expr}"
 
 
-def signal_graph(title: str, why: str, names: tuple[str, ...], unit: str = "short") -> AnyPanel:
+def _catalogue_path() -> None:
+    daemon_dir = str(DASHBOARDS_DIR.parent / "daemon")  # the checkout's package if not installed
+    if daemon_dir not in sys.path:
+        sys.path.append(daemon_dir)
+
+
+def signal_graph(
+    title: str, why: str, names: tuple[str, ...], unit: str = "short", scale: float = 1.0
+) -> AnyPanel:
     """A time series of signals, described by why they matter and which rules read them."""
-    return graph(title, f"{why} {used_by(*names)}", [(signal(*names), "{{signal}}")], unit)
+    query = (signal(*names, scale=scale), "{{target}} {{signal}}")
+    return graph(title, f"{why} {used_by(*names)}", [query], unit)
 
 
 def assemble(dash: Dashboard, rows: Rows) -> Dashboard:
@@ -115,11 +139,18 @@ def _fleet_panels() -> list[AnyPanel]:
 def _advice_panels() -> list[AnyPanel]:
     return [
         listing(
-            "Active advice",
-            "Advice firing now: server, tuning rule, severity. The rule id keys "
-            "GET /advice/<target> and names the SGLang<RuleId> alert.",
-            [(f"{ACTIVE} == 1", "")],
+            "Active advice and the change to make",
+            "Advice firing now: server, tuning rule, severity and the change (flag, current, "
+            "suggested). The rule id keys GET /advice/<target> and names the SGLang<RuleId> alert.",
+            [(ADVICE_TABLE.format(selector=""), "")],
             "No advice firing",
+        ),
+        listing(
+            "Next change per server",
+            "The plan's next change for each server: one restart's worth of flags at a time, "
+            "the most urgent first (GET /advice?format=text).",
+            [(NEXT_TABLE.format(selector="").replace("{}", ""), "")],
+            "Nothing to change",
         ),
         graph(
             "Advice firing by severity",
@@ -185,7 +216,7 @@ def overview() -> Dashboard:
 def _health_panels() -> list[AnyPanel]:
     # One number per rule for a state timeline: err 0, ok 1, no_data 2 (the gauge is 1 for the
     # current health only, so at most one term is non-zero).
-    health = 'max by (rule) (sglang_tuner_rule_health{target="$target", health="%s"})'
+    health = 'max by (rule) (sglang_tuner_rule_health{target=~"$target", health="%s"})'
     rule_health = f"{health % 'ok'} * 1 + {health % 'no_data'} * 2"
     version = f"max by (sglang_version, profile) (sglang_tuner_target_info{TARGET})"
     ratios = f"max by (rule) (sglang_tuner_rule_condition_ratio{TARGET})"
@@ -209,10 +240,10 @@ def _health_panels() -> list[AnyPanel]:
             [(version, "{{sglang_version}} / {{profile}}")],
         ).text_mode(BigValueTextMode.NAME),
         listing(
-            "Advice firing",
-            "Advice firing for this server. GET /advice/$target on the daemon gives the "
-            "evidence and the exact flag change.",
-            [(f"max by (rule, severity) (sglang_tuner_advice_active{TARGET}) == 1", "")],
+            "Advice firing and the change to make",
+            "Advice firing for this server with its change (flag, current, suggested). "
+            "GET /advice/$target on the daemon gives the evidence.",
+            [(ADVICE_TABLE.format(selector=ONE_TARGET), "")],
             "No advice firing",
         ),
         with_line(
@@ -257,6 +288,7 @@ def _scheduler_panels() -> list[AnyPanel]:
             "Requests retracted when the KV cache runs out. Frequent retractions mean the "
             "scheduler is too aggressive: raise --schedule-conservativeness.",
             ("retractions_per_minute",),
+            scale=60,  # exported per second, read per minute as the guide does
         ),
         signal_graph(
             "Generation throughput (tokens/s)",
@@ -307,7 +339,7 @@ def _memory_panels() -> list[AnyPanel]:
         "free: much more wastes KV cache (raise --mem-fraction-static), much less risks OOM."
     )
     panel = single("Free GPU memory at startup", f"{why} {used_by(name)}", [(signal(name), "")])
-    return [panel.unit("decgbytes").span(12)]
+    return [panel.unit("bytes").span(12)]
 
 
 def _change_panels() -> list[AnyPanel]:
@@ -338,6 +370,8 @@ def target() -> Dashboard:
         .datasource(DS)
         .query("label_values(sglang_tuner_target_up, target)")
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .multi(True)  # compare servers side by side
+        .include_all(True)
     )
     dash = base(
         "sglang-tuner-target",

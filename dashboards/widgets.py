@@ -15,7 +15,9 @@ from grafana_foundation_sdk.builders.common import (
 from grafana_foundation_sdk.builders.dashboard import (
     AnnotationQuery,
     Dashboard,
+    DashboardLink,
     DatasourceVariable,
+    TextBoxVariable,
     ThresholdsConfig,
 )
 from grafana_foundation_sdk.builders.prometheus import Dataquery
@@ -27,6 +29,7 @@ from grafana_foundation_sdk.models.common import (
     LegendPlacement,
 )
 from grafana_foundation_sdk.models.dashboard import (
+    DashboardLinkType,
     DataTransformerConfig,
     Threshold,
     ThresholdsMode,
@@ -159,8 +162,40 @@ def datasource_variable() -> DatasourceVariable:
     return DatasourceVariable("datasource").label("Prometheus").type("prometheus")
 
 
+def tuner_url_variable() -> TextBoxVariable:
+    """`${tuner_url}`: where the daemon's API is, for the links to advice, changes, runbooks."""
+    return (
+        TextBoxVariable("tuner_url")
+        .label("sglang-tuner API")
+        .default_value("http://localhost:9877")
+        .description("The daemon's external_url: the advice, changes and runbook links use it")
+    )
+
+
+def links() -> list[DashboardLink]:
+    """Every sglang-tuner dashboard, and the daemon's own pages (advice, changes, rules)."""
+    dashboards = (
+        DashboardLink("sglang-tuner dashboards")
+        .type(DashboardLinkType.DASHBOARDS)
+        .tags(["sglang-tuner"])
+        .as_dropdown(False)
+        .include_vars(True)
+        .keep_time(True)
+    )
+    pages = [("Advice", "/advice?format=text"), ("Changes", "/changes?format=text"),
+             ("Rules and runbooks", "/rules")]  # fmt: skip
+    return [dashboards] + [
+        DashboardLink(title)
+        .type(DashboardLinkType.LINK)
+        .url(f"${{tuner_url}}{path}")
+        .target_blank(True)
+        .icon("doc")  # fmt: skip
+        for title, path in pages
+    ]
+
+
 def base(uid: str, title: str, description: str) -> Dashboard:
-    """Common dashboard settings."""
+    """Common dashboard settings: datasource and daemon variables, links to each other."""
     return (
         Dashboard(title)
         .uid(uid)
@@ -169,6 +204,8 @@ def base(uid: str, title: str, description: str) -> Dashboard:
         .refresh("30s")
         .time("now-1h", "now")
         .with_variable(datasource_variable())
+        .with_variable(tuner_url_variable())
+        .links(links())
     )
 
 

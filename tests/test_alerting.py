@@ -220,12 +220,14 @@ def test_alert_tracker_labels_and_annotations_from_advice() -> None:
         "severity": "warning",
         "cluster": "eu-1",
     }
-    assert alert.annotations == {
+    assert alert.annotations == {  # what the shipped Prometheus rules build as well
         "summary": "Token usage stays below 0.9 while requests wait.",
-        "description": "condition held in 83% of 60 samples over 5m; token_usage p50 0.41",
+        "description": "sglang-tuner advises for gpu-a: --schedule-conservativeness 1 -> 0.3. "
+        "Evidence and plan: http://localhost:9877/advice/gpu-a",
         "action": "--schedule-conservativeness 1 -> 0.3",
         "source": "Hyperparameter Tuning / Achieve a high token usage",
         "confidence": "high",
+        "runbook_url": "http://localhost:9877/runbook/scheduler_too_conservative",
     }
     assert "generatorURL" not in to_alertmanager_json([alert])[0]  # no external_url given
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from sglang_tuner.metric_families import SPECS
-from sglang_tuner.signals import ALL_SIGNALS
+from sglang_tuner.signals import EXPORTED_AS
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DASHBOARD_FILES = sorted(DASHBOARDS_DIR.glob("sglang-tuner-*.json"))
@@ -129,9 +129,10 @@ def test_target_dashboard_has_target_variable_and_advice_annotations():
     dashboard = _load(DASHBOARDS_DIR / "sglang-tuner-target.json")
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert variables["target"]["query"] == "label_values(sglang_tuner_target_up, target)"
+    assert variables["target"]["multi"] and variables["target"]["includeAll"]
     annotation = dashboard["annotations"]["list"][0]
     assert "sglang_tuner_advice_active" in annotation["expr"]
-    assert 'target="$target"' in annotation["expr"]
+    assert 'target=~"$target"' in annotation["expr"]
     usage = next(p for p in panels(dashboard) if p["title"] == "Token usage")
     steps = usage["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert [s["value"] for s in steps] == [None, 0.9]
@@ -144,8 +145,27 @@ def test_dashboard_queries_use_only_exported_metrics_and_known_signals(path: Pat
     used = {name for expr in exprs for name in metric_names(expr)}
     assert used and used <= exported_metric_names(), used - exported_metric_names()
     for expr in exprs:
-        for match in re.finditer(r'signal=~?"([^"]+)"', expr):
-            assert set(match.group(1).split("|")) <= set(ALL_SIGNALS), expr
+        for family, names in re.findall(
+            r'(sglang_tuner_signal_\w+)\{[^}]*signal=~?"([^"]+)"', expr
+        ):
+            unit = family.removeprefix("sglang_tuner_signal_")
+            known = {label for u, label, _ in EXPORTED_AS.values() if u == unit}
+            assert set(names.split("|")) <= known, expr
+
+
+@by_file
+def test_dashboards_link_each_other_and_the_daemons_pages(path: Path):
+    dashboard = _load(path)
+    kinds = {link["type"] for link in dashboard["links"]}
+    assert kinds == {"dashboards", "link"}
+    urls = [link.get("url", "") for link in dashboard["links"] if link["type"] == "link"]
+    assert "${tuner_url}/advice?format=text" in urls and "${tuner_url}/changes?format=text" in urls
+
+
+def test_advice_tables_show_the_change_to_make():
+    for path in DASHBOARD_FILES:
+        exprs = dashboard_exprs(_load(path))
+        assert any("sglang_tuner_advice_info" in e and "suggested" in e for e in exprs), path
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus)")

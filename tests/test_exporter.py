@@ -18,16 +18,19 @@ from sglang_tuner.evaluation import (
 )
 from sglang_tuner.exporter import TunerCollector, health_score, render_metrics
 from sglang_tuner.metric_families import SPECS
+from sglang_tuner.plan import Plan, Step
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.values import (
     SCRAPE_FAILURE_REASONS,
     Action,
+    Advice,
     AlertState,
     Confidence,
     Finding,
     Health,
     NoData,
     Pass,
+    ServerConfig,
     Severity,
 )
 from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
@@ -73,7 +76,19 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             samples_in_window=60,
             scrapes_total=100,
             failures_by_reason={"timeout": 2},
-            signals={"token_usage": 0.41, "num_queue_reqs": 7.0, "ttft_p99_seconds": math.nan},
+            signals={
+                "token_usage": 0.41,
+                "num_queue_reqs": 7.0,
+                "ttft_p99_seconds": math.nan,
+                "retractions_per_minute": 30.0,
+                "startup_available_gpu_mem_gb": 6.5,
+                "num_used_tokens": 9000.0,
+                "gen_throughput": 4000.0,
+                "ttft_p50_seconds": 0.2,
+                "restarts": 0.0,
+            },
+            labels={"cluster": "eu-1"},
+            config=ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct"),
         ),
         "gpu-c": TargetStatus(
             "gpu-c",
@@ -117,11 +132,23 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
         ),
         evaluations_total=42,
         changes={"gpu-a": (CHANGE,)},
+        advice=(ADVICE,),
+        plans={
+            "gpu-a": Plan(
+                "gpu-a",
+                next=Step("scheduler_too_conservative", Severity.WARNING, ADVICE.action, "s"),
+            )
+        },  # fmt: skip
         verdict_counts={"gpu-a": {"helped": 1}},
     )
 
 
 EMPTY = WindowSummary(0.0, 0.0, {}, {})
+ADVICE = Advice(
+    "gpu-a", "scheduler_too_conservative", Severity.WARNING, "firing", NOW, "s", "evidence",
+    Action("--schedule-conservativeness 1 -> 0.3", "--schedule-conservativeness", "1", "0.3"),
+    "src", Confidence.HIGH,
+)  # fmt: skip
 CHANGE = Change(
     target="gpu-a", at=NOW - 900, kind="flags", before={"--schedule-conservativeness": "3"},
     after={"--schedule-conservativeness": "0.7"}, rule="scheduler_too_conservative",
@@ -256,19 +283,50 @@ def test_collector_health_score_penalises_firing_and_down(registry: CollectorReg
     assert _value(registry, "sglang_tuner_health_score", target="gpu-c") == 0.0
 
 
+def test_collector_signals_one_family_per_unit_in_base_units(registry: CollectorRegistry) -> None:
+    ratio, requests = "sglang_tuner_signal_ratio", "sglang_tuner_signal_requests"
+    assert _value(registry, ratio, target="gpu-a", signal="token_usage") == 0.41
+    assert _value(registry, requests, target="gpu-a", signal="waiting") == 7
+    per_second = "sglang_tuner_signal_requests_per_second"
+    assert _value(registry, per_second, target="gpu-a", signal="retracted") == 0.5  # 30/min
+    assert _value(registry, "sglang_tuner_signal_bytes", target="gpu-a",
+                  signal="startup_available_gpu_mem") == 6.5 * 2**30  # fmt: skip
+
+
 def test_collector_signal_skips_values_not_exposed(registry: CollectorRegistry) -> None:
-    assert _value(registry, "sglang_tuner_signal", target="gpu-a", signal="token_usage") == 0.41
-    assert _value(registry, "sglang_tuner_signal", target="gpu-a", signal="num_queue_reqs") == 7
     assert (
-        _value(registry, "sglang_tuner_signal", target="gpu-a", signal="ttft_p99_seconds") is None
+        _value(registry, "sglang_tuner_signal_seconds", target="gpu-a", signal="ttft_p99") is None
     )
 
 
-def test_collector_info_families_carry_version_and_profile(registry: CollectorRegistry) -> None:
-    assert _value(registry, "sglang_tuner_build_info", version=__version__) == 1.0
+def test_collector_info_families_join_target_to_instance_model_and_labels(registry) -> None:
+    build = "sglang_tuner_build_info"
+    assert _value(registry, build, version=__version__, external_url="http://localhost:9877") == 1
     info = "sglang_tuner_target_info"
-    assert _value(registry, info, target="gpu-a", sglang_version="0.5.9", profile="offline") == 1
-    assert _value(registry, info, target="gpu-c", sglang_version="unknown", profile="online") == 1
+    labels = {
+        "target": "gpu-a", "sglang_version": "0.5.9", "profile": "offline",
+        "instance": "a:30000", "model_name": "meta-llama/Llama-3.1-8B-Instruct", "cluster": "eu-1",
+    }  # fmt: skip
+    assert _value(registry, info, **labels) == 1
+    assert _value(registry, info, target="gpu-c", sglang_version="unknown", profile="online",
+                  instance="c:30000", model_name="unknown") == 1  # fmt: skip
+
+
+def test_collector_exports_each_advice_with_its_change_and_the_next_change(registry) -> None:
+    advice = {
+        "target": "gpu-a", "rule": "scheduler_too_conservative", "severity": "warning",
+        "state": "firing", "summary": "s", "action": "--schedule-conservativeness 1 -> 0.3",
+        "source": "src", "confidence": "high", "flag": "--schedule-conservativeness",
+        "current": "1", "suggested": "0.3",
+        "runbook_url": "http://localhost:9877/runbook/scheduler_too_conservative",
+    }  # fmt: skip
+    assert _value(registry, "sglang_tuner_advice_info", **advice) == 1
+    nxt = {
+        "target": "gpu-a", "rule": "scheduler_too_conservative",
+        "action": "--schedule-conservativeness 1 -> 0.3", "flag": "--schedule-conservativeness",
+        "current": "1", "suggested": "0.3",
+    }  # fmt: skip
+    assert _value(registry, "sglang_tuner_next_change_info", **nxt) == 1
 
 
 def test_collector_daemon_counters_from_evaluation(registry: CollectorRegistry) -> None:
@@ -347,3 +405,11 @@ def test_health_score_ignores_pending_advice() -> None:
     target = TargetStatus("t", "http://t", "offline", up=True)
     results = [_result("t", "r", Severity.CRITICAL, health=Health.OK, state=AlertState.PENDING)]
     assert health_score(target, results) == 100.0
+
+
+def test_every_canonical_signal_is_exported_in_one_unit():
+    from sglang_tuner.signals import ALL_SIGNALS, EXPORTED_AS
+
+    assert set(ALL_SIGNALS) == set(EXPORTED_AS)
+    labels = [(unit, label) for unit, label, _ in EXPORTED_AS.values()]
+    assert len(labels) == len(set(labels))  # no two signals share a family and label

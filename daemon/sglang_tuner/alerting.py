@@ -21,6 +21,7 @@ from .values import Advice, AlertState
 RESOLVED_RETENTION_SECONDS = 15 * 60
 
 Key = tuple[str, str]  # (target, tuning-rule id)
+DEFAULT_EXTERNAL_URL = "http://localhost:9877"  # the API on its default port
 HistoryRow = tuple[float, str, str, str, str, str]  # ts, target, rule, change, action, evidence
 Duration = Callable[[str], float] | float  # seconds, or per-rule-id seconds
 
@@ -81,18 +82,24 @@ def alert_labels(advice: Advice) -> dict[str, str]:
     return labels
 
 
-def alert_annotations(advice: Advice) -> dict[str, str]:
-    """Human text: summary, evidence, the flag change, the guide section, confidence."""
-    annotations = {
+def alert_annotations(advice: Advice, external_url: str = "") -> dict[str, str]:
+    """The texts of an alert, exactly as the shipped Prometheus rules build them from the
+    exported `sglang_tuner_advice_info` (so both alert paths say the same thing): summary, the
+    change, a description pointing at the evidence, the source, confidence and runbook."""
+    base = (external_url or DEFAULT_EXTERNAL_URL).rstrip("/")
+    return {
         "summary": advice.summary,
-        "description": advice.evidence,
+        "description": description(advice.target, advice.action.text, base),
         "action": advice.action.text,
         "source": advice.source,
         "confidence": str(advice.confidence),
+        "runbook_url": f"{base}/runbook/{advice.rule}",
     }
-    if advice.action.note:
-        annotations["action_note"] = advice.action.note
-    return annotations
+
+
+def description(target: str, action: str, base: str) -> str:
+    """'sglang-tuner advises for gpu-a: <action>. Evidence and plan: <base>/advice/gpu-a'."""
+    return f"sglang-tuner advises for {target}: {action}. Evidence and plan: {base}/advice/{target}"
 
 
 def needs_sending(alert: Alert, now: float, resend_delay_seconds: float) -> bool:
@@ -156,7 +163,8 @@ class AlertTracker:
 
     def _observe(self, key: Key, advice: Advice, now: float) -> None:
         """Condition true: refresh a live alert's text, or start a new pending one."""
-        labels, annotations = alert_labels(advice), alert_annotations(advice)
+        labels = alert_labels(advice)
+        annotations = alert_annotations(advice, self._external_url)
         alert = self._alerts.get(key)
         if alert is not None and alert.state is not AlertState.INACTIVE:
             self._alerts[key] = replace(

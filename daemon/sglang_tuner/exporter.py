@@ -2,6 +2,7 @@
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.core import (
@@ -10,10 +11,12 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from . import __version__
+from .alerting import DEFAULT_EXTERNAL_URL
 from .evaluation import Evaluation, RuleResult, TargetStatus
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
-from .values import SCRAPE_FAILURE_REASONS, AlertState, Health, Severity
+from .signals import EXPORTED_AS
+from .values import SCRAPE_FAILURE_REASONS, Action, Advice, AlertState, Health, Severity
 from .verdicts import VERDICTS
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
@@ -59,10 +62,14 @@ class TunerCollector(Collector):
         sglang_tuner_health_score{target="gpu-a"} 95.0
     """
 
-    def __init__(self, latest: Callable[[], Evaluation], rules: Sequence[Rule]) -> None:
-        """`latest` returns the published evaluation; `rules` are the enabled tuning rules."""
+    def __init__(
+        self, latest: Callable[[], Evaluation], rules: Sequence[Rule], external_url: str = ""
+    ) -> None:
+        """`latest` returns the published evaluation; `rules` are the enabled tuning rules;
+        `external_url` is the daemon's API as users reach it (for runbook links)."""
         self._latest = latest
         self._rules = tuple(rules)
+        self._external_url = external_url or DEFAULT_EXTERNAL_URL
 
     def describe(self) -> Iterator[Metric]:
         """Empty families, so registering checks names without calling `collect()`."""
@@ -72,7 +79,8 @@ class TunerCollector(Collector):
         """Every family, built from the evaluation published at this moment."""
         evaluation = self._latest()
         families = new_families()
-        _add_daemon(families, evaluation, self._rules)
+        _add_daemon(families, evaluation, self._rules, self._external_url)
+        _add_advice(families, evaluation, self._external_url)
         for target in evaluation.targets.values():
             _add_target(families, target)
             _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
@@ -80,9 +88,12 @@ class TunerCollector(Collector):
         yield from families.values()
 
 
-def _add_daemon(families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule]) -> None:
+def _add_daemon(
+    families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule], external_url: str
+) -> None:
     """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
-    add_info(families, "sglang_tuner_build", [], {"version": __version__})
+    info = {"version": __version__, "external_url": external_url}
+    add_info(families, "sglang_tuner_build", [], info)
     add(families, "sglang_tuner_targets", [], len(ev.targets))
     if ev.ts is not None:
         add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
@@ -116,11 +127,62 @@ def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
         add(families, "sglang_tuner_scrape_failures", [name, reason], count)
     add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):
-        if not math.isnan(value):  # NaN means "not exposed": no series rather than a fake value
-            add(families, "sglang_tuner_signal", [name, signal], value)
+        unit, label, factor = EXPORTED_AS.get(signal, ("", "", 1.0))
+        if unit and not math.isnan(value):  # NaN means "not exposed": no series, no fake value
+            add(families, f"sglang_tuner_signal_{unit}", [name, label], value * factor)
     add(families, "sglang_tuner_window_samples", [name], t.samples_in_window)
-    info = {"sglang_version": t.sglang_version or "unknown", "profile": t.profile}
-    add_info(families, "sglang_tuner_target", [name], info)
+    add_info(families, "sglang_tuner_target", [name], target_info(t))
+
+
+def target_info(t: TargetStatus) -> dict[str, str]:
+    """The join labels of a target: its own labels, then ours (ours win)."""
+    model = t.config.model_path if t.config and t.config.model_path else "unknown"
+    return dict(t.labels) | {
+        "sglang_version": t.sglang_version or "unknown",
+        "profile": t.profile,
+        "instance": urlsplit(t.url).netloc.rsplit("@", 1)[-1],
+        "model_name": model,
+    }
+
+
+def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: str) -> None:
+    """Each pending and firing advice with its change, and each target's next change."""
+    for a in ev.advice:
+        add_info(
+            families, "sglang_tuner_advice", [a.target, a.rule], advice_labels(a, external_url)
+        )
+    for target, plan in sorted(ev.plans.items()):
+        if plan.next is not None:
+            act = plan.next.action
+            info = {"rule": plan.next.rule, "action": act.text, **_change(act)}
+            add_info(families, "sglang_tuner_next_change", [target], info)
+
+
+def advice_labels(a: Advice, external_url: str) -> dict[str, str]:
+    """The texts both alert paths carry, and the change (the shipped rules read these)."""
+    return {
+        "severity": str(a.severity),
+        "state": a.state,
+        "summary": a.summary,
+        "action": a.action.text,
+        "source": a.source,
+        "confidence": str(a.confidence),
+        "runbook_url": runbook_url(external_url, a.rule),
+        **_change(a.action),
+    }
+
+
+def runbook_url(external_url: str, rule: str) -> str:
+    """Where the daemon serves the rule's section of docs/rules.md."""
+    return f"{external_url.rstrip('/')}/runbook/{rule}"
+
+
+def _change(action: Action) -> dict[str, str]:
+    return {
+        "flag": action.flag or "",
+        "current": action.current or "",
+        "suggested": action.suggested or "",
+    }
 
 
 def _add_rules(

@@ -9,6 +9,8 @@ from prometheus_client.core import (
     Metric,
 )
 
+from .signals import SIGNAL_UNITS
+
 _KINDS: Mapping[str, Callable[..., Metric]] = {
     "gauge": GaugeMetricFamily,
     "counter": CounterMetricFamily,
@@ -30,7 +32,11 @@ def _counter(doc: str, *labels: str) -> Spec:
 
 _T, _TR = ("target",), ("target", "rule")
 SPECS: Mapping[str, Spec] = {
-    "sglang_tuner_build": ("info", "Version of sglang-tuner running (always 1).", ()),
+    "sglang_tuner_build": (
+        "info",
+        "Version of sglang-tuner running and the URL its API is reached at (always 1).",
+        (),
+    ),
     "sglang_tuner_targets": _gauge("SGLang servers configured to watch."),
     "sglang_tuner_target_up": _gauge(
         "1 if the last scrape of the SGLang server succeeded; 0 means no fresh advice.", *_T
@@ -89,13 +95,35 @@ SPECS: Mapping[str, Spec] = {
         "Tuning health 0-100: minus 5/20/40 per firing info/warning/critical advice; 0 if down.",
         *_T,
     ),
-    "sglang_tuner_signal": _gauge(
-        "Latest value of a canonical SGLang signal, as the tuning rules see it.", "target", "signal"
-    ),
+    **{
+        f"sglang_tuner_signal_{unit}": _gauge(
+            f"Latest value of each canonical SGLang signal measured in {unit.replace('_', ' ')}, "
+            "as the tuning rules see it.",
+            "target",
+            "signal",
+        )
+        for unit in SIGNAL_UNITS
+    },
     "sglang_tuner_window_samples": _gauge(
         "Samples in the target's window; rules answer no_data until there are enough.", *_T
     ),
-    "sglang_tuner_target": ("info", "SGLang version and workload profile of a target.", _T),
+    "sglang_tuner_target": (
+        "info",
+        "A watched SGLang server: version, profile, the instance Prometheus knows it as, the "
+        "model it serves and its configured labels (join on target).",
+        _T,
+    ),
+    "sglang_tuner_advice": (
+        "info",
+        "Pending or firing advice with its change (flag, current, suggested) and texts: the one "
+        "source the shipped alert rules read their annotations from.",
+        _TR,
+    ),
+    "sglang_tuner_next_change": (
+        "info",
+        "Per target, the plan's next change: the rule, the flag, its current and suggested value.",
+        _T,
+    ),
     "sglang_tuner_change_effect_ratio": _gauge(
         "After/before ratio of a metric over the latest judged change of a flag (1 = no effect).",
         "target",

@@ -13,7 +13,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from .api import create_app
-from .config import ConfigError, Settings
+from .config import ConfigError, Settings, external_url
 from .evaluation import TunerState
 from .exporter import TunerCollector
 from .loop import Tuner
@@ -29,7 +29,7 @@ def build(settings: Settings, *, with_store: bool = True) -> tuple[Tuner, uvicor
     store = Store(settings.database) if with_store else None
     tuner = Tuner(settings, ALL_RULES, state, store)
     registry = CollectorRegistry()
-    registry.register(TunerCollector(state.latest, ALL_RULES))
+    registry.register(TunerCollector(state.latest, ALL_RULES, external_url(settings)))
     app = create_app(state, registry, rules=ALL_RULES, settings=settings)
     config = uvicorn.Config(
         app,

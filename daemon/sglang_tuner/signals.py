@@ -81,3 +81,39 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     CUDA_GRAPH_FALSE_RATIO,
     GPU_FB_FREE_GB,
 )
+
+# How each signal is exported: (unit of its family `sglang_tuner_signal_<unit>`, the `signal`
+# label, the factor to the family's base unit). One unit per family; labels carry no unit.
+_GIB = float(1 << 30)  # SGLang and DCGM report GiB
+EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
+    NUM_RUNNING_REQS: ("requests", "running", 1.0),
+    NUM_RUNNING_REQS_MAX_RANK: ("requests", "running_busiest_rank", 1.0),
+    NUM_QUEUE_REQS: ("requests", "waiting", 1.0),
+    TOKEN_USAGE: ("ratio", "token_usage", 1.0),
+    PREFIX_CACHE_HIT_RATIO: ("ratio", "prefix_cache_hit", 1.0),
+    CUDA_GRAPH_PASS_RATIO: ("ratio", "cuda_graph_pass", 1.0),
+    CUDA_GRAPH_FALSE_RATIO: ("ratio", "cuda_graph_false_in_log", 1.0),
+    NUM_USED_TOKENS: ("tokens", "used", 1.0),
+    MAX_TOTAL_NUM_TOKENS: ("tokens", "pool", 1.0),
+    PROMPT_TOKENS_MEAN: ("tokens", "prompt_mean", 1.0),
+    GEN_THROUGHPUT: ("tokens_per_second", "gen_throughput", 1.0),
+    PROMPT_TOKENS_RATE: ("tokens_per_second", "prompt", 1.0),
+    GENERATION_TOKENS_RATE: ("tokens_per_second", "generation", 1.0),
+    REQUEST_RATE: ("requests_per_second", "finished", 1.0),
+    RETRACTIONS_PER_MINUTE: ("requests_per_second", "retracted", 1 / 60),
+    TTFT_P50_SECONDS: ("seconds", "ttft_p50", 1.0),
+    TTFT_P99_SECONDS: ("seconds", "ttft_p99", 1.0),
+    ITL_P50_SECONDS: ("seconds", "itl_p50", 1.0),
+    ITL_P99_SECONDS: ("seconds", "itl_p99", 1.0),
+    E2E_P50_SECONDS: ("seconds", "e2e_p50", 1.0),
+    E2E_P99_SECONDS: ("seconds", "e2e_p99", 1.0),
+    QUEUE_TIME_P50_SECONDS: ("seconds", "queue_time_p50", 1.0),
+    QUEUE_TIME_P99_SECONDS: ("seconds", "queue_time_p99", 1.0),
+    STARTUP_AVAILABLE_GPU_MEM_GB: ("bytes", "startup_available_gpu_mem", _GIB),
+    GPU_FB_FREE_GB: ("bytes", "gpu_free", _GIB),
+    NUM_DP_RANKS: ("count", "dp_ranks_reporting", 1.0),
+    RESTARTS: ("count", "restarts", 1.0),
+    PREFILL_OOM_EVENTS: ("count", "prefill_oom", 1.0),
+    DECODE_OOM_EVENTS: ("count", "decode_oom", 1.0),
+}
+SIGNAL_UNITS: Final[tuple[str, ...]] = tuple(dict.fromkeys(u for u, _, _ in EXPORTED_AS.values()))
