@@ -170,3 +170,17 @@ def test_advice_alert_rules_one_per_tuning_rule_named_like_the_push():
 def test_metric_names_extracts_series_not_functions_or_labels():
     expr = 'sum without (reason) (rate(a_total{x="b_c"}[5m])) / on (t) b > bool 0 or absent(c)'
     assert metric_names(expr) == {"a_total", "b", "c"}
+
+
+def test_every_alert_links_its_runbook_which_the_daemon_serves():
+    from sglang_tuner.runbook import HEALTH, runbook_text
+
+    rules = {rule.id: rule for rule in ALL_RULES}
+    for path, rule in _alert_rules():
+        assert "runbook_url" in rule["annotations"], (path.name, rule["alert"])
+        if path.name == "sglang-tuner.rules.yml":
+            assert rule["annotations"]["runbook_url"].endswith(f"/runbook/{rule['alert']}")
+            assert runbook_text(rule["alert"], rules) is not None
+    assert set(HEALTH) == {
+        r["alert"] for p, r in _alert_rules() if p.name == "sglang-tuner.rules.yml"
+    }

@@ -577,3 +577,14 @@ def test_changes_command_reads_a_running_daemon(live_url: str, capsys) -> None:
     assert '"count":2' in capsys.readouterr().out.replace(" ", "")
     assert main(["changes", "nope", "--url", live_url]) == 1
     assert "answered 404" in capsys.readouterr().err
+
+
+def test_runbook_serves_a_rules_section_and_a_health_alerts_text(client: TestClient) -> None:
+    from sglang_tuner.rules import RULES_BY_ID
+    from sglang_tuner.runbook import runbook_text
+
+    known = {r: RULES_BY_ID[r] for r in ("queue_empty",)}
+    assert runbook_text("queue_empty", known) is not None
+    response = client.get("/runbook/SGLangTunerTargetDown")
+    assert response.status_code == 200 and "GET /targets" in response.text
+    assert client.get("/runbook/nope").status_code == 404

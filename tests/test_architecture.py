@@ -42,6 +42,7 @@ FLOORS: dict[str, int] = {
     "metric_families": 9,
     "alertmanager": 10,
     "store": 10,
+    "runbook": 12,
     "api_context": 13,
     "api_advice": 14,
     "api_changes": 14,
@@ -57,7 +58,7 @@ FLOORS: dict[str, int] = {
 # The outputs see only what was published: never the sources, target state or judge.
 OUTPUTS = (
     "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
-    "api_context", "api_advice", "api_changes", "api", "schemas_changes",
+    "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.

@@ -4,7 +4,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client.registry import CollectorRegistry
@@ -15,6 +15,7 @@ from .config import Settings
 from .evaluation import Evaluation, TargetStatus, TunerState
 from .exporter import health_score, render_metrics
 from .rules.base import Rule
+from .runbook import runbook_text
 from .schemas import StatusOut
 from .schemas_inventory import RuleList, RuleOut, TargetList, TargetOut
 
@@ -56,6 +57,16 @@ def list_rules(ctx: ContextDep) -> RuleList:
 def read_rule(rule: str, ctx: ContextDep) -> RuleOut:
     """One tuning rule."""
     return RuleOut.from_rule(require_rule(ctx, rule), ctx.settings)
+
+
+@router.get("/runbook/{name}", response_class=PlainTextResponse, tags=["rules"])
+def read_runbook(name: str, ctx: ContextDep) -> PlainTextResponse:
+    """What an alert means and what to do: a tuning rule's section of docs/rules.md, or a
+    daemon-health alert's runbook (the alerts' runbook_url points here)."""
+    text = runbook_text(name, ctx.rules)
+    if text is None:
+        raise HTTPException(404, f"No runbook for '{name}'")
+    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
 
 @router.get("/healthz", response_model_exclude_none=True, tags=["daemon"])

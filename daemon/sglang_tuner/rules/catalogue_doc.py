@@ -60,6 +60,11 @@ def _thresholds(rule: Rule) -> list[str]:
     return lines or ["  - none"]
 
 
+def rule_section(rule: Rule) -> str:
+    """One rule's section of docs/rules.md (its runbook)."""
+    return _section(rule)
+
+
 def _section(rule: Rule) -> str:
     profiles = "all" if rule.profiles == PROFILES else ", ".join(rule.profiles)
     signals = ", ".join(f"`{s}`" for s in rule.signals) or "none (server config only)"
