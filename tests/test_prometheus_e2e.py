@@ -88,6 +88,7 @@ class Stack:
     prometheus_url: str
     alertmanager_url: str
     logs: list[Path]
+    daemon_url: str = ""
 
     def query(self, expr: str) -> dict[str, Any]:
         """Instant query; the whole API answer (status, data or error)."""
@@ -138,7 +139,7 @@ def _daemon_config(tmp: Path, sim_port: int, port: int, am_port: int) -> Path:
         "listen_host": "127.0.0.1",
         "listen_port": port,
         "database": str(tmp / "tuner.db"),
-        "alertmanager": {"urls": [f"http://127.0.0.1:{am_port}"]},
+        "alertmanager": {"urls": [f"http://127.0.0.1:{am_port}"], "resend_delay_seconds": 2},
     }
     path = tmp / "tuner.yml"
     path.write_text(yaml.safe_dump(config))
@@ -183,7 +184,7 @@ def _commands(tmp: Path) -> tuple[list[list[str]], dict[str, int]]:
     config = _daemon_config(tmp, ports["sim"], ports["tuner"], ports["am"])
     prom_config = _prometheus_config(tmp, ports)
     prom = [str(PROMETHEUS), f"--config.file={prom_config}", f"--storage.tsdb.path={tmp / 'tsdb'}"]
-    prom += [f"--web.listen-address=127.0.0.1:{ports['prom']}"]
+    prom += [f"--web.listen-address=127.0.0.1:{ports['prom']}", "--rules.alert.resend-delay=2s"]
     return [sim, am, [*_cli(), "run", "--config", str(config)], prom], ports
 
 
@@ -197,7 +198,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs += [_start(cmd, log, env) for cmd, log in zip(commands, logs, strict=True)]
-        result = Stack(f"http://127.0.0.1:{ports['prom']}", f"http://127.0.0.1:{ports['am']}", logs)
+        result = Stack(
+            f"http://127.0.0.1:{ports['prom']}", f"http://127.0.0.1:{ports['am']}", logs,
+            f"http://127.0.0.1:{ports['tuner']}",
+        )  # fmt: skip
         ready = f"http://127.0.0.1:{ports['tuner']}/readyz"
         _wait("daemon ready", lambda: httpx.get(ready, timeout=1).status_code == 200, 30, logs)
         # Advice fires on two of the three servers within seconds at 20x simulated speed.
@@ -327,3 +331,28 @@ def test_alertmanager_merges_the_daemons_push_and_the_prometheus_rule(stack: Sta
     assert {frozenset(a["labels"]) for a in alerts} == {
         frozenset({"alertname", "target", "rule", "severity"})
     }
+
+
+def test_both_alert_paths_carry_the_same_change_as_advice_over_several_resends(stack: Stack):
+    # The daemon pushes every 2 s and Prometheus re-sends every 2 s here: whichever posted last,
+    # Alertmanager must show the change /advice shows, and the texts must not flip.
+    def by_key() -> dict[tuple[str, str], dict[str, str]]:
+        alerts = httpx.get(f"{stack.alertmanager_url}/api/v2/alerts", timeout=5).json()
+        return {
+            (a["labels"]["target"], a["labels"]["rule"]): a["annotations"]
+            for a in alerts
+            if a["labels"].get("rule") == "scheduler_too_conservative"
+        }
+
+    first = _wait("the advice alert in Alertmanager", by_key, 30, stack.logs)
+    advice = httpx.get(f"{stack.daemon_url}/advice", timeout=5).json()["data"]
+    actions = {(a["target"], a["rule"]): a["action"]["text"] for a in advice}
+    for key, annotations in first.items():
+        assert annotations["action"] == actions[key]
+        assert annotations["description"].endswith(f"/advice/{key[0]}")
+        assert annotations["runbook_url"].endswith("/runbook/scheduler_too_conservative")
+    seen = []
+    for _ in range(5):  # about five resend cycles of each path
+        time.sleep(2.2)
+        seen.append(by_key())
+    assert all(snapshot == first for snapshot in seen), seen
