@@ -34,7 +34,7 @@ def test_cuda_graph_not_covering_uses_renamed_flag_from_0_5_14():
 def test_graph_flag_by_version():
     assert graph_flag("0.5.13") == "--cuda-graph-max-bs"
     assert graph_flag("v0.5.14.post1") == "--cuda-graph-max-bs-decode"
-    assert graph_flag(None) == "--cuda-graph-max-bs"
+    assert graph_flag(None) == "--cuda-graph-max-bs-decode"  # unknown: the newest spelling
 
 
 def test_cuda_graph_not_covering_sizes_to_the_batches_seen_not_the_guides_512():
@@ -60,7 +60,7 @@ def test_cuda_graph_not_covering_caps_at_768_for_larger_batches():
 
 
 def test_cuda_graph_not_covering_never_beyond_768():
-    config = ServerConfig(cuda_graph_max_bs=768)
+    config = ServerConfig(version="0.5.9", cuda_graph_max_bs=768)
     out = evaluate(
         CUDA_GRAPH_NOT_COVERING, window_from(num_running_reqs_max_rank="900x20"), config=config
     )
@@ -74,7 +74,8 @@ def test_cuda_graph_not_covering_from_pass_ratio_with_unknown_max_bs():
     view = window_from(cuda_graph_pass_ratio="0.2x20")
     out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=None, config_error="http_401")
     assert isinstance(out, Finding)
-    assert out.action.text == "--cuda-graph-max-bs ? -> 512"
+    # version unknown too: the newest spelling, and the note says so
+    assert out.action.text == "--cuda-graph-max-bs-decode ? -> 512"
     assert out.action.note.startswith("current value unknown (http_401); no running-batch sizes")
     assert "decode passes ran without a CUDA graph" in out.evidence
 

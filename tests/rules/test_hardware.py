@@ -4,7 +4,6 @@ import pytest
 from sglang_tuner.rules.hardware import (
     GpuFacts,
     gpu_facts,
-    is_mla_model,
     model_params_billion,
     weight_gb,
 )
@@ -64,10 +63,3 @@ def test_weight_gb_from_name_and_quantization():
     assert weight_gb(ServerConfig(model_path="org/Model-70B", quantization="fp8")) == 70.0
     assert weight_gb(ServerConfig(model_path="org/Model-70B", quantization="awq")) == 35.0
     assert weight_gb(ServerConfig(model_path="/models/x")) is None
-
-
-def test_is_mla_model():
-    assert is_mla_model("deepseek-ai/DeepSeek-V3")
-    assert is_mla_model("deepseek-ai/DeepSeek-R1")
-    assert not is_mla_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B")
-    assert not is_mla_model("meta-llama/Llama-3.1-8B-Instruct")

@@ -121,30 +121,39 @@ LONG_PROMPTS = window_from(
 
 
 def test_long_prompts_dominate_ttft_fires_and_doubles_the_chunk():
-    config = ServerConfig(chunked_prefill_size=8192)
+    config = ServerConfig(chunked_prefill_size=8192, version="0.5.9")
     out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=config, profile="online")
     assert isinstance(out, Finding)
     assert out.action.text == "--chunked-prefill-size 8192 -> 16384"
     assert out.action.note == "then try --enable-piecewise-cuda-graph"
 
 
-def test_long_prompts_dominate_ttft_at_max_chunk_suggests_piecewise_graph():
+def test_long_prompts_dominate_ttft_at_max_chunk_suggests_piecewise_graph_where_opt_in():
     view = window_from(ttft_p50_seconds="2.5x20", prompt_tokens_mean="30000x20")
-    out = evaluate(
-        LONG_PROMPTS_DOMINATE_TTFT, view, config=ServerConfig(chunked_prefill_size=16384)
-    )
+    config = ServerConfig(chunked_prefill_size=16384, version="0.5.9")
+    out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, view, config=config)
     assert isinstance(out, Finding)
     assert out.action.flag == "--enable-piecewise-cuda-graph"
+
+
+def test_long_prompts_dominate_ttft_never_suggests_piecewise_where_it_is_the_default():
+    # from SGLang 0.5.10 piecewise CUDA graphs are on by default (the flag a no-op, later gone)
+    view = window_from(ttft_p50_seconds="2.5x20", prompt_tokens_mean="30000x20")
+    for version in ("0.5.10", "0.5.23"):
+        config = ServerConfig(chunked_prefill_size=16384, version=version)
+        out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, view, config=config)
+        assert isinstance(out, Finding) and out.action.flag is None
+        assert "piecewise CUDA graphs are on already" in out.action.text
+    newest = ServerConfig(chunked_prefill_size=8192, version="0.5.23")
+    doubled = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=newest)
+    assert isinstance(doubled, Finding) and "piecewise" not in doubled.action.note
 
 
 def test_long_prompts_dominate_ttft_unknown_chunk_assumes_smallest_default():
     out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=None, config_error="timeout")
     assert isinstance(out, Finding)
     assert out.action.text == "--chunked-prefill-size 2048 -> 4096"
-    assert out.action.note == (
-        "current value unknown (timeout); assumed SGLang's default 2048; "
-        "then try --enable-piecewise-cuda-graph"
-    )
+    assert out.action.note == "current value unknown (timeout); assumed SGLang's default 2048"
 
 
 def test_long_prompts_dominate_ttft_silent_when_queue_dominates():

@@ -59,7 +59,11 @@ def test_prefer_data_parallel_is_a_throughput_rule():
 
 
 def _backend(gpu: str, backend: str | None, model: str = "meta-llama/Llama-3.1-8B-Instruct"):
-    config = ServerConfig(gpu_model=gpu, attention_backend=backend, model_path=model)
+    # a backend the user set shows at the top level of /server_info too
+    config = ServerConfig(
+        gpu_model=gpu, attention_backend=backend, model_path=model,
+        raw={"attention_backend": backend, "version": "0.5.9"}, version="0.5.9",
+    )  # fmt: skip
     return evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=config)
 
 
@@ -99,6 +103,16 @@ def test_attention_backend_for_gpu_silent_on_the_right_backend():
     assert isinstance(_backend(H100, "fa3"), Pass)
     assert isinstance(_backend("NVIDIA B200", "trtllm_mha"), Pass)
     assert isinstance(_backend("NVIDIA L4", "flashinfer"), Pass)
+
+
+def test_attention_backend_for_gpu_leaves_sglangs_own_pick_alone():
+    # 0.4.7 - 0.5.4: the scheduler reports the backend it chose while server_args says null
+    config = ServerConfig(
+        gpu_model=H100, attention_backend="flashinfer", version="0.5.2",
+        model_path="meta-llama/Llama-3.1-8B-Instruct", raw={"attention_backend": None},
+    )  # fmt: skip
+    out = evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=config)
+    assert isinstance(out, Pass) and "SGLang's own choice" in out.detail
 
 
 def test_attention_backend_for_gpu_auto_selected_is_left_alone():

@@ -1,5 +1,6 @@
 """Guide sections "Tune CUDA Graph Coverage" and "Additional Optimizations / Torch Compile"."""
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -22,10 +23,12 @@ from .base import (
     with_expected,
     with_note,
 )
+from .flags import flag_name
+from .graph_sizes import captured_batch_sizes, round_up_to_captured
 from .hardware import model_params_billion
 from .memory import surplus_memory
 from .units import per_rank_batch
-from .versions import version_at_least
+from .versions import version_note
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
@@ -46,9 +49,8 @@ class Coverage:
 
 
 def graph_flag(version: str | None) -> str:
-    """`--cuda-graph-max-bs` was renamed `--cuda-graph-max-bs-decode` in SGLang 0.5.14."""
-    renamed = version_at_least(version, (0, 5, 14))
-    return "--cuda-graph-max-bs-decode" if renamed else "--cuda-graph-max-bs"
+    """The spelling this version takes (`--cuda-graph-max-bs-decode` from SGLang 0.5.14)."""
+    return flag_name("--cuda-graph-max-bs", version) or "--cuda-graph-max-bs"
 
 
 def batch_signal(inp: RuleInput) -> str:
@@ -95,16 +97,10 @@ def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
     return None if seen else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
 
 
-def captured_batch_sizes(max_bs: int) -> list[int]:
-    """The batch sizes SGLang captures graphs for up to `max_bs` (a batch runs padded to the next
-    one): 1, 2, 4, 8, then steps of 8 to 256, of 16 to 512, of 32 beyond."""
-    sizes = [1, 2, 4, 8, *range(16, 257, 8), *range(272, 513, 16), *range(544, 4097, 32)]
-    return [s for s in sizes if s <= max_bs] or [max_bs]
-
-
-def round_up_to_captured(batch: float) -> int:
-    """The smallest captured size at or above `batch`."""
-    return next(s for s in captured_batch_sizes(4096) if s >= batch)
+def graph_bs_for(batch: float, version: str | None) -> int:
+    """The max bs whose captured sizes cover `batch` (the size it is padded to)."""
+    sizes = captured_batch_sizes(version, 4096) or (4096,)
+    return round_up_to_captured(math.ceil(batch), sizes) or 4096
 
 
 def _raise_graph_bs(inp: RuleInput) -> Action:
@@ -121,7 +117,8 @@ def _raise_graph_bs(inp: RuleInput) -> Action:
         return _pay_for_graphs(
             with_note(flag_action(flag, current, 512, inp), "no running-batch sizes seen: the "
                       "guide's example value"), inp)  # fmt: skip
-    suggested = min(ceiling, round_up_to_captured(max(p99, (current or 0) + 1)))
+    version = config.version if config else None
+    suggested = min(ceiling, graph_bs_for(max(p99, (current or 0) + 1), version))
     if current is not None and suggested <= current:
         return Action(f"{flag} is already {current}: lower --max-running-requests to {current}")
     expected = (
@@ -129,6 +126,8 @@ def _raise_graph_bs(inp: RuleInput) -> Action:
         f"{current or '?'}; p99 batch {p99:.0f}): shorter decode steps, higher throughput"
     )
     action = with_expected(flag_action(flag, current, suggested, inp), expected)
+    if version is None:
+        action = with_note(action, f"{version_note(version)} (before 0.5.14: --cuda-graph-max-bs)")
     return _pay_for_graphs(action, inp)
 
 

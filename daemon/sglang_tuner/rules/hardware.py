@@ -47,7 +47,6 @@ _PARAMS_RE = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*B(?![a-z])", re.IGNORECAS
 # Bytes per weight by --quantization (unquantized checkpoints are bf16/fp16: 2 bytes).
 _BYTES_PER_PARAM = {"fp8": 1.0, "w8a8_fp8": 1.0, "modelopt_fp8": 1.0, "w8a8_int8": 1.0}
 _FOUR_BIT = ("awq", "gptq", "marlin", "modelopt_fp4", "mxfp4", "bitsandbytes")
-_MLA_MODELS = re.compile(r"deepseek-(v2|v3|r1(?!-distill))|kimi-k2", re.IGNORECASE)
 
 
 def gpu_facts(gpu_model: str | None) -> GpuFacts | None:
@@ -90,19 +89,6 @@ def weight_gb(config: ServerConfig) -> float | None:
     quant = (config.quantization or "").lower()
     per_param = 0.5 if quant in _FOUR_BIT else _BYTES_PER_PARAM.get(quant, 2.0)
     return params * per_param
-
-
-_NSA_MODELS = re.compile(r"deepseek-v3\.2", re.IGNORECASE)
-
-
-def is_nsa_model(model_path: str | None) -> bool:
-    """DeepSeek-V3.2 uses native sparse attention (NSA), whose backend SGLang picks itself."""
-    return bool(model_path and _NSA_MODELS.search(model_path))
-
-
-def is_mla_model(model_path: str | None) -> bool:
-    """DeepSeek-V2/V3/R1 and Kimi-K2 use MLA attention (R1 distills are Llama/Qwen: MHA)."""
-    return bool(model_path and _MLA_MODELS.search(model_path))
 
 
 def _reported_weight_gb(config: ServerConfig) -> float | None:

@@ -1,8 +1,9 @@
 """Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
 
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from .backends import is_hybrid_attention, is_mla_or_nsa, may_advise_backend
 from .base import Rule, RuleInput, choice_action, with_expected
-from .hardware import gpu_facts, gpu_memory_gb, is_mla_model, is_nsa_model, weight_gb
+from .hardware import gpu_facts, gpu_memory_gb, weight_gb
 
 PARALLEL_SOURCE = "Hyperparameter Tuning / Optimize Parallelism Strategy"
 BACKEND_SOURCE = "Optimizing for Different Workloads / Online Serving / Use Fast Attention Backend"
@@ -89,7 +90,7 @@ def _recommended(inp: RuleInput) -> tuple[str, tuple[str, ...], str] | None:
     if facts is None:
         return None
     good = BACKENDS[facts.generation]
-    mla = inp.config is not None and is_mla_model(inp.config.model_path)
+    mla = inp.config is not None and is_mla_or_nsa(inp.config.model_path)
     pick = "trtllm_mla" if facts.generation == "blackwell" and mla else good[0]
     return pick, good, facts.generation
 
@@ -113,11 +114,13 @@ def _check_backend(inp: RuleInput) -> Outcome:
     pick = _recommended(inp)
     if pick is None:
         return NoData(_NO_GPU + " (a known model)", inp.view.window_seconds)
-    if is_mla_model(config.model_path) or is_nsa_model(config.model_path):
-        return Pass(detail="SGLang picks the attention backend of MLA/NSA models itself")
+    if is_mla_or_nsa(config.model_path) or is_hybrid_attention(config.model_path):
+        return Pass(detail="SGLang picks the attention backend of MLA/NSA/hybrid models itself")
     current = config.attention_backend
     if current is None:
         return Pass(detail="attention backend auto-selected by SGLang")
+    if not may_advise_backend(config, pick[2]):
+        return Pass(detail=f"{current} is SGLang's own choice for this GPU and model")
     if current in pick[1]:
         return Pass(detail=f"{current} is a fast backend for {config.gpu_model}")
     evidence = (

@@ -13,7 +13,7 @@ from .base import (
     with_expected,
     with_note,
 )
-from .versions import version_at_least
+from .defaults import default_schedule_policy
 
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
 FLAG = "--schedule-policy"
@@ -21,10 +21,10 @@ SIGNALS = (PREFIX_CACHE_HIT_RATIO, NUM_QUEUE_REQS)
 
 
 def current_policy(inp: RuleInput) -> tuple[str | None, str]:
-    """(policy, default): fcfs is SGLang's default since 0.4.4, lpm before."""
+    """(policy, default): fcfs is SGLang's default since 0.4.3.post3, lpm before."""
     config = inp.config
-    old = version_at_least(config.version if config else None, (0, 4, 4)) is False
-    return (config.schedule_policy if config else None), ("lpm" if old else "fcfs")
+    default = default_schedule_policy(config.version if config else None)
+    return (config.schedule_policy if config else None), default
 
 
 def _not_judgeable(inp: RuleInput, policy: str) -> Outcome | None:

@@ -8,6 +8,7 @@ rule reasons about is the busiest rank's.
 from ..signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
 from ..values import ServerConfig
 from ..window import WindowView
+from .flags import attention_dp_size
 
 
 def per_rank_batch(view: WindowView, q: float) -> float | None:
@@ -21,9 +22,7 @@ def per_rank_batch(view: WindowView, q: float) -> float | None:
 
 def ranks_per_flag(config: ServerConfig | None) -> int:
     """How many DP ranks share one `--max-running-requests` value (1 unless DP attention)."""
-    if config is None or not config.enable_dp_attention:
-        return 1
-    return max(1, config.dp_size or 1)
+    return 1 if config is None else attention_dp_size(config) or 1
 
 
 def max_running_per_rank(config: ServerConfig | None) -> int | None:
