@@ -8,7 +8,7 @@ from helpers import parse_series
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sglang_tuner.config import load_settings
-from sglang_tuner.judge import judge_target
+from sglang_tuner.judge import Judgement, TargetJudgement, judge_target
 from sglang_tuner.plan import Plan, direction, plan_target
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.target_state import TargetState
@@ -17,8 +17,11 @@ from sglang_tuner.values import (
     FLAG_FIELDS,
     PROFILES,
     Action,
+    Confidence,
+    Finding,
     FlagHistory,
     FlagOutcome,
+    Health,
     ScrapeResult,
     ServerConfig,
     Snapshot,
@@ -212,3 +215,33 @@ def test_a_healthy_server_gets_an_empty_plan(profile):
         e2e_p50_seconds="8x60", queue_time_p50_seconds="0.2x60", prompt_tokens_mean="900x60",
     )  # fmt: skip
     assert plan.next is None and plan.held == ()
+
+
+def _one_finding(action: Action) -> TargetJudgement:
+    rule = ALL_RULES[0]
+    finding = Finding("evidence", action, Confidence.HIGH, 0.9, 60)
+    return TargetJudgement(0.0, True, 60, (Judgement(rule, Health.OK, rule.severity, finding),))
+
+
+@pytest.mark.parametrize(
+    ("version", "action", "reason"),
+    [
+        ("0.5.23", Action("x", "--enable-piecewise-cuda-graph", "false", "true"),
+         "SGLang 0.5.23 has no --enable-piecewise-cuda-graph (on by default)"),
+        ("0.5.23", Action("x", "--kv-cache-dtype", "auto", "fp4_e2m1"),
+         "SGLang 0.5.23's --kv-cache-dtype does not take fp4_e2m1"),
+        ("0.5.9", Action("x", "--schedule-policy", None, "fcfs"),
+         "--schedule-policy fcfs is already SGLang 0.5.9's default"),
+    ],
+)  # fmt: skip
+def test_a_flag_or_value_the_version_lacks_or_defaults_to_is_held(version, action, reason):
+    plan = plan_target("t", _one_finding(action), FlagHistory(), ORDER, (),
+                       ServerConfig(version=version))  # fmt: skip
+    assert plan.next is None and plan.held[0].reason == reason
+
+
+def test_a_flag_the_version_has_is_planned():
+    action = Action("x", "--enable-piecewise-cuda-graph", "false", "true")
+    plan = plan_target("t", _one_finding(action), FlagHistory(), ORDER, (),
+                       ServerConfig(version="0.5.9"))  # fmt: skip
+    assert plan.next is not None

@@ -185,7 +185,7 @@ class Tuner:
         self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judged[name] = judgement
         self.plans[name] = plan = plan_target(
-            name, judgement, target.history, self._order, target.changes.changes
+            name, judgement, target.history, self._order, target.changes.changes, target.config
         )
         if judgement.up:  # what the advice asks for now: a later restart may be its doing
             self.asked[name] = plan.asked(judgement)

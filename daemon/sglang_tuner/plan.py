@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from .changes import Change
 from .judge import Judgement, TargetJudgement
-from .values import FLAG_FIELDS, Action, Finding, FlagHistory, Severity
+from .rules.defaults import is_default
+from .rules.flags import accepts_flag, accepts_value, flag_replacement, has_flag
+from .values import FLAG_FIELDS, Action, Finding, FlagHistory, ServerConfig, Severity
 from .verdicts import HURT
 
 # How much more often the condition must hold before advice that hurt is given again.
@@ -96,8 +98,10 @@ def plan_target(
     history: FlagHistory,
     order: Mapping[str, int],
     changes: Sequence[Change] = (),
+    config: ServerConfig | None = None,
 ) -> Plan:
-    """The plan for one target from its latest judgement, its flags' history and its changes."""
+    """The plan for one target from its latest judgement, its flags' history, its changes, and
+    its config (a flag or value its SGLang version lacks, or already defaults to, waits)."""
     findings = [j for j in judgement.judgements if j.finding is not None]
     findings.sort(key=lambda j: precedence(j, order))
     kept: list[Step] = []
@@ -106,7 +110,8 @@ def plan_target(
         assert j.finding is not None
         action = j.finding.action
         reason = (
-            _crashed_before(action, history)
+            _not_in_version(action, config)
+            or _crashed_before(action, history)
             or _hurt_before(j.rule.id, j.finding, changes)
             or _conflict(action, kept)
         )
@@ -148,6 +153,30 @@ def _crashed_before(action: Action, history: FlagHistory) -> str:
             what = failed.crash or "a crash"
             return f"{move.flag} {_text(failed.value)} crashed this server before ({what})"
     return ""
+
+
+def _not_in_version(action: Action, config: ServerConfig | None) -> str:
+    """Why this SGLang version cannot take the change ('' when it can, or when unknown)."""
+    version = config.version if config else None
+    if config is None or version is None:
+        return ""
+    for move in _moves(action):
+        flag, value = move.flag or "", move.suggested or ""
+        if accepts_flag(flag, version) is None:
+            continue  # not a flag the version table knows: nothing to say
+        if not has_flag(flag, version):
+            instead = flag_replacement(flag, version)
+            return f"SGLang {version} has no {flag}" + (f" ({instead})" if instead else "")
+        if accepts_value(flag, value, version) is False:
+            return f"SGLang {version}'s {flag} does not take {value}"
+        if move.current is None and is_default(flag, _typed(value), config, None):
+            return f"{flag} {value} is already SGLang {version}'s default"
+    return ""
+
+
+def _typed(text: str) -> float | str:
+    number = _number(text)
+    return text if number is None else (int(number) if number == int(number) else number)
 
 
 def _hurt_before(rule: str, finding: Finding, changes: Sequence[Change]) -> str:
