@@ -161,3 +161,19 @@ async def test_fetch_server_info_wrong_token_is_reported_without_the_token(serve
 async def test_fetch_server_info_non_json_is_an_error(server: str) -> None:
     config, error = await fetch(server + "/broken")
     assert config is None and error is not None and "JSON" in error
+
+
+def test_redact_removes_secrets_from_the_launch_command():
+    from sglang_tuner.sources.server_info import redact
+
+    body = {
+        "launch_command": "python -m sglang.launch_server --model-path m --api-key s3cr3t "
+        "--admin-api-key=adm1n --ssl-keyfile-password pw --port 30000 --enable-metrics",
+        "nested": [{"cmd": "--hf-token hf_abc --tp-size 2"}],
+    }
+    out = redact(body)
+    text = str(out)
+    assert "s3cr3t" not in text and "adm1n" not in text and "pw " not in text
+    assert "hf_abc" not in text
+    assert "--port 30000 --enable-metrics" in out["launch_command"]
+    assert "--tp-size 2" in out["nested"][0]["cmd"]

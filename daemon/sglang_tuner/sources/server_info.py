@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +29,22 @@ def redact(obj: Any) -> Any:
         }
     if isinstance(obj, list | tuple):
         return [redact(item) for item in obj]
+    if isinstance(obj, str) and "--" in obj:
+        return redact_command(obj)
     return obj
+
+
+# A secret flag in a command line (`launch_command` from SGLang 0.5.20 is the raw command):
+# `--api-key X`, `--admin-api-key=X`, `--ssl-keyfile-password X`, any *password/secret/token*.
+_SECRET_FLAG = re.compile(
+    r"(--[\w-]*(?:api[-_]key|password|secret|credential|token)[\w-]*)(=|\s+)(?!--)(\S+)",
+    re.IGNORECASE,
+)
+
+
+def redact_command(text: str) -> str:
+    """A command line with the values of secret flags replaced."""
+    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
 def _needs_redaction(key: object, value: object) -> bool:
