@@ -100,8 +100,8 @@ FormatQuery = Annotated[
     Literal["json", "text"] | None,
     Query(alias="format", description="text: a readable report (also via Accept: text/plain)"),
 ]
-# A media range and its q-value (RFC 9110 qvalue grammar); no q means 1.
-_MEDIA_RANGE = re.compile(r"([^\s,;]+)[^,]*?(?:;\s*q=(0(?:\.\d*)?|1(?:\.0*)?))?\s*(?:,|$)")
+MAX_ACCEPT_CHARS = 2048  # longer Accept headers are cut (no browser sends more)
+_QVALUE = re.compile(r"0(?:\.\d{0,3})?|1(?:\.0{0,3})?")  # RFC 9110 qvalue
 
 
 def wants_text(request: Request, fmt: str | None) -> bool:
@@ -113,7 +113,21 @@ def _prefers_text(accept: str) -> bool:
     """True when the Accept header gives text/plain (or text/*) a higher q than JSON."""
     kinds = {"text/plain": 0, "text/*": 0, "application/json": 1, "application/*": 1}
     best = [0.0, 0.0]
-    for media, q in _MEDIA_RANGE.findall(accept.lower()):
+    for media, q in _media_ranges(accept[:MAX_ACCEPT_CHARS].lower()):
         if media in kinds:
-            best[kinds[media]] = max(best[kinds[media]], float(q or 1))
+            best[kinds[media]] = max(best[kinds[media]], q)
     return best[0] > best[1]
+
+
+def _media_ranges(accept: str) -> list[tuple[str, float]]:
+    """(media range, q) per comma-separated item; linear in the header (no backtracking)."""
+    out = []
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q" and _QVALUE.fullmatch(value.strip()):
+                q = float(value)
+        out.append((media, q))
+    return out
