@@ -99,3 +99,62 @@ def test_settings_environment_overrides_yaml(tmp_path, monkeypatch):
 def test_settings_flags_override_environment(monkeypatch):
     monkeypatch.setenv("SGLANG_TUNER_LISTEN_PORT", "1111")
     assert load_settings(None, {"listen_port": 2222}).listen_port == 2222
+
+
+def test_target_url_must_be_the_base_url_with_a_valid_port(tmp_path):
+    path = _write(
+        tmp_path,
+        """
+targets:
+  - url: http://gpu-1:30000/metrics
+  - url: http://gpu-2:99999
+  - url: http://
+""",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    problems = "\n".join(info.value.problems)
+    assert (
+        "targets[0].url: Value error, give the server's base URL (http://gpu-1:30000)" in problems
+    )
+    assert "targets[1].url: Value error, bad port" in problems
+    assert "targets[2].url: Value error, must be an http:// or https:// URL with a host" in problems
+
+
+def test_a_password_in_a_target_url_never_reaches_its_name_or_errors(tmp_path):
+    s = load_settings(_write(tmp_path, "targets: [{url: 'http://ops:hunter2@gpu-1:30000'}]"))
+    assert s.targets[0].target_name == "gpu-1:30000"
+    with pytest.raises(ConfigError) as info:
+        load_settings(
+            _write(tmp_path, "targets: [{url: 'http://ops:hunter2@gpu-1:30000/metrics'}]")
+        )
+    assert "hunter2" not in "\n".join(info.value.problems)
+
+
+def test_label_names_must_be_prometheus_label_names(tmp_path):
+    path = _write(
+        tmp_path, "targets: [{url: 'http://a:1', labels: {ok_name: x, bad-name: y, __x: z}}]"
+    )
+    with pytest.raises(ConfigError, match="not a valid label name: 'bad-name', '__x'"):
+        load_settings(path)
+
+
+def test_api_key_file_is_checked_at_load_and_must_be_one_line(tmp_path):
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    s = load_settings(_write(tmp_path, f"targets: [{{url: 'http://a:1', api_key_file: '{key}'}}]"))
+    assert s.targets[0].api_key_file == key
+    key.write_text("s3cret\nsecond line\n")
+    with pytest.raises(ConfigError, match="one line \\(2 lines\\)") as info:
+        load_settings(_write(tmp_path, f"targets: [{{url: 'http://a:1', api_key_file: '{key}'}}]"))
+    assert "s3cret" not in "\n".join(info.value.problems)
+    missing = tmp_path / "missing"
+    with pytest.raises(ConfigError, match="cannot read .*missing"):
+        load_settings(
+            _write(tmp_path, f"targets: [{{url: 'http://a:1', api_key_file: '{missing}'}}]")
+        )
+
+
+def test_alertmanager_url_port_is_checked():
+    with pytest.raises(ConfigError, match="alertmanager.urls.*bad port"):
+        load_settings(None, {"alertmanager": {"urls": ["http://am:70000"]}})

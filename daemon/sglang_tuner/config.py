@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -17,6 +18,40 @@ from .values import PROFILES
 
 Profile = Literal["offline", "online", "long_context", "multi_turn"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def checked_url(value: str) -> str:
+    """An http(s) URL with a host and a valid port; the trailing slash dropped."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    try:
+        parts.port  # noqa: B018 (raises for a port outside 0-65535)
+    except ValueError as exc:
+        raise ValueError(f"bad port in {redact_userinfo(value)!r}: {exc}") from None
+    return value.rstrip("/")
+
+
+def redact_userinfo(url: str) -> str:
+    """The URL without `user:password@` (for names, logs, the API and the database)."""
+    return re.sub(r"(\w+://)[^/@\s]*@", r"\1", url)
+
+
+def read_key_file(path: Path) -> str:
+    """A key or password file: one non-empty line (a trailing newline is fine); never shown."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"cannot read {path}: {reason}") from None
+    lines = text.rstrip("\r\n").splitlines()
+    if len(lines) != 1 or not lines[0].strip():
+        found = "empty" if not lines else f"{len(lines)} lines"
+        raise ValueError(f"{path} must hold the secret on one line ({found})")
+    return lines[0].strip()
 
 
 class _Strict(BaseModel):
@@ -41,16 +76,41 @@ class TargetSettings(_Strict):
 
     @field_validator("url")
     @classmethod
-    def url_is_http(cls, value: str) -> str:
-        """Only http(s) URLs; the trailing slash is dropped."""
-        if not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+    def url_is_the_servers_base_url(cls, value: str) -> str:
+        """An http(s) base URL; the trailing slash is dropped, a `/metrics` path refused."""
+        url = checked_url(value)
+        if urlsplit(url).path.endswith("/metrics"):
+            base = redact_userinfo(url).removesuffix("/metrics")
+            raise ValueError(f"give the server's base URL ({base}), not its /metrics")
+        return url
+
+    @field_validator("dcgm_url")
+    @classmethod
+    def dcgm_url_is_http(cls, value: str | None) -> str | None:
+        """An http(s) URL when given."""
+        return None if value is None else checked_url(value)
+
+    @field_validator("labels")
+    @classmethod
+    def label_names_are_prometheus_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """Label names Alertmanager and Prometheus accept ([a-zA-Z_][a-zA-Z0-9_]*, no __)."""
+        bad = [k for k in value if not _LABEL_NAME.match(k) or k.startswith("__")]
+        if bad:
+            raise ValueError(f"not a valid label name: {', '.join(map(repr, bad))}")
+        return value
+
+    @field_validator("api_key_file")
+    @classmethod
+    def api_key_file_is_one_line(cls, value: Path | None) -> Path | None:
+        """Readable, one line (checked now, so check-config catches what start would fail on)."""
+        if value is not None:
+            read_key_file(value)
+        return value
 
     @property
     def target_name(self) -> str:
-        """The `target` label value."""
-        return self.name or re.sub(r"^https?://", "", self.url)
+        """The `target` label value: `name`, else host:port (never a password in the URL)."""
+        return self.name or re.sub(r"^https?://", "", redact_userinfo(self.url))
 
 
 class FileSDSettings(_Strict):
@@ -105,11 +165,8 @@ class AlertmanagerSettings(_Strict):
     @field_validator("urls")
     @classmethod
     def urls_are_http(cls, value: list[str]) -> list[str]:
-        """Every URL is http(s)."""
-        for url in value:
-            if not re.match(r"^https?://[^/\s]+", url):
-                raise ValueError(f"{url!r} must be an http:// or https:// URL")
-        return [u.rstrip("/") for u in value]
+        """Every URL is http(s) with a valid port."""
+        return [checked_url(url) for url in value]
 
 
 class Settings(BaseSettings):

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from .config import FileSDSettings, Settings, TargetSettings
+from .config import FileSDSettings, Settings, TargetSettings, read_key_file
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class TargetSpec:
 
 def _read_token(target: TargetSettings) -> str | None:
     if target.api_key_file is not None:
-        return target.api_key_file.read_text().strip() or None
+        return read_key_file(target.api_key_file)
     if target.api_key_env:
         return os.environ.get(target.api_key_env) or None
     return None
