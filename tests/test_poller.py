@@ -4,10 +4,10 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 from sglang_tuner.poller import TargetPoller
 from sglang_tuner.signals import GPU_FB_FREE_GB, NUM_RUNNING_REQS
+from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.targets import TargetSpec
 
 from tests.conftest import FIXTURES
@@ -45,7 +45,7 @@ def node():
 async def test_poller_reads_gpu_model_and_free_memory_from_dcgm(node):
     spec = TargetSpec("gpu-a", node, dcgm_url=f"{node}/dcgm")
     poller = TargetPoller(spec, window_capacity=10)
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         await poller.refresh_server_info(client, timeout=2.0)
         await poller.scrape(client, now=100.0, timeout=2.0, cap=1 << 20)
     assert poller.config is not None
@@ -59,7 +59,7 @@ async def test_poller_reads_gpu_model_and_free_memory_from_dcgm(node):
 async def test_poller_configured_gpu_model_when_no_dcgm(node):
     spec = TargetSpec("gpu-b", node, gpu_model="NVIDIA A100-SXM4-80GB")
     poller = TargetPoller(spec, window_capacity=10)
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         await poller.refresh_server_info(client, timeout=2.0)
     assert poller.config is not None and poller.config.gpu_model == "NVIDIA A100-SXM4-80GB"
     assert poller.config_error is None

@@ -20,6 +20,7 @@ from .poller import TargetPoller
 from .publish import Publisher
 from .rules import ALL_RULES
 from .rules.base import Rule
+from .sources.http import HttpClient
 from .state import TunerState
 from .store import Store
 from .targets import FileSD, TargetSpec, merge_targets, static_targets
@@ -128,11 +129,9 @@ class Tuner:
             poller.client = self._make_client()
             self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
 
-    def _make_client(self) -> httpx.AsyncClient:
-        # One small pool per target: httpcore scans all of a pool's connections on every
-        # request, so one shared pool for 1,000 targets costs O(targets) per scrape.
-        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
-        return httpx.AsyncClient(limits=limits, verify=self._ssl or True, follow_redirects=False)
+    def _make_client(self) -> HttpClient:
+        # One client (a few kept-alive connections) per target, closed with the target.
+        return HttpClient(self._ssl)
 
     def _remove_target(self, name: str) -> None:
         poller = self.pollers.pop(name, None)

@@ -4,12 +4,11 @@ import dataclasses
 import logging
 from collections import Counter
 
-import httpx
-
 from .evaluate import RuleEvaluation
 from .signals import DECODE_OOM_EVENTS, GPU_FB_FREE_GB, PREFILL_OOM_EVENTS, RESTARTS
 from .sources import ScrapeResult, ServerConfig, Snapshot
 from .sources.dcgm import fetch_dcgm
+from .sources.http import HttpClient
 from .sources.logs import LogFollower
 from .sources.scrape import scrape_metrics
 from .sources.server_info import fetch_server_info
@@ -43,7 +42,7 @@ class TargetPoller:
         self.spec = spec
         self.window = Window(window_capacity)
         self.mapper = SignalMapper()
-        self.client: httpx.AsyncClient | None = None  # the target's own connection pool
+        self.client: HttpClient | None = None  # the target's own connection pool
         self.log = LogFollower(spec.log_file) if spec.log_file else None
         self.config: ServerConfig | None = None
         self.config_error: str | None = None
@@ -60,7 +59,7 @@ class TargetPoller:
         self.evaluated_up: bool | None = None
         self.samples_in_window = 0
 
-    async def scrape(self, client: httpx.AsyncClient, now: float, timeout: float, cap: int) -> None:
+    async def scrape(self, client: HttpClient, now: float, timeout: float, cap: int) -> None:
         """One scrape; failures are recorded, never raised."""
         result = await scrape_metrics(
             client, self.spec.name, self.spec.url, self.mapper, now,
@@ -91,7 +90,7 @@ class TargetPoller:
         if events.get(PREFILL_OOM_EVENTS, 0) > 0 or events.get(DECODE_OOM_EVENTS, 0) > 0:
             self.window.append(Snapshot(self.spec.name, now, events))
 
-    async def refresh_server_info(self, client: httpx.AsyncClient, timeout: float) -> None:
+    async def refresh_server_info(self, client: HttpClient, timeout: float) -> None:
         """Re-read `/server_info` (and DCGM); a restart with other flags starts a fresh window."""
         config, error = await fetch_server_info(
             client, self.spec.url, token=self.spec.token, timeout_seconds=timeout
@@ -108,7 +107,7 @@ class TargetPoller:
         self.config = config or self.config
         self.config_error = error
 
-    async def _refresh_dcgm(self, client: httpx.AsyncClient, timeout: float) -> None:
+    async def _refresh_dcgm(self, client: HttpClient, timeout: float) -> None:
         assert self.spec.dcgm_url is not None
         facts = await fetch_dcgm(client, self.spec.dcgm_url, timeout_seconds=timeout)
         free = facts.get("gpu_fb_free_gb")
