@@ -79,14 +79,12 @@ def scan_exposition(
     never decoded. Raises ValueError with a short reason when the body is not exposition text.
     """
     body = b"\n" + body + b"\n"
-    bad = _BAD_LINE_RE.search(body)
-    if bad is not None:
-        line = body[bad.start() + 1 :].split(b"\n", 1)[0]
-        raise ValueError(f"not exposition text: {line[:60]!r}")
     pattern, decoded = _sample_regex(None if names is None else frozenset(names), prefixes)
     samples: RawSamples = {}
     try:
-        for name_bytes, raw, value, bad_line in pattern.findall(body):
+        for name_bytes, raw, value, bad_line, bad_start in pattern.findall(body):
+            if bad_start:
+                _raise_bad_line(body)
             if bad_line:
                 raw, value = _slow_line(bad_line)
             name = decoded.get(name_bytes) or decoded.setdefault(name_bytes, name_bytes.decode())
@@ -100,14 +98,22 @@ def scan_exposition(
     return RawPage(samples, has_prefixed)
 
 
+def _raise_bad_line(body: bytes) -> None:
+    """Raise ValueError quoting the first line that cannot start a sample or comment."""
+    bad = _BAD_LINE_RE.search(body)
+    line = b"" if bad is None else body[bad.start() + 1 :].split(b"\n", 1)[0]
+    raise ValueError(f"not exposition text: {line[:60]!r}")
+
+
 @functools.lru_cache(maxsize=32)
 def _sample_regex(
     names: frozenset[str] | None, prefixes: tuple[str, ...]
 ) -> tuple[re.Pattern[bytes], dict[bytes, str]]:
     """Regex for the wanted sample lines, and the names it can capture (bytes -> str).
 
-    Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: name, labels, value, and the rest
-    of a wanted line that does not parse that way (exemplars, or garbage: it raises).
+    Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: name, labels, value, the rest
+    of a wanted line that does not parse that way (exemplars, or garbage: it raises), and the
+    first character of a line that cannot start a sample or comment (the page is garbage).
     """
     common = os.path.commonprefix(prefixes)
     rests = "|".join(re.escape(p[len(common) :]) for p in prefixes)
@@ -116,8 +122,9 @@ def _sample_regex(
     else:
         alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     pattern = re.compile(
-        rf"\n{re.escape(common)}(?:{rests})({alternatives})(?=[{{ \t])".encode()
+        rf"\n(?:{re.escape(common)}(?:{rests})({alternatives})(?=[{{ \t])".encode()
         + rb"(?:(?:\{([^}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*))"
+        + rb"|([^#a-zA-Z_:\n \t\r]))"
     )
     return pattern, {n.encode(): n for n in names or ()}
 

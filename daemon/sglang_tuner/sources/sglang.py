@@ -78,7 +78,7 @@ SGLANG_METRIC_NAMES: frozenset[str] = frozenset(
 
 # A scheduler's series set is one DP rank; these ranks repeat it (identical or mirrored values).
 _RANK_LABELS = ("dp_rank", "tp_rank", "pp_rank", "moe_ep_rank")
-_LE_RE = re.compile(rb'le="([^"]*)"')  # starts with a literal: a fast search
+_LE_RE = re.compile(rb',le="([^"]*)"')  # starts with a literal: a fast search
 _STRICT_LE_RE = re.compile(rb'(?:^|,)\s*le="([^"]*)"')
 _USED_LABELS = frozenset((*_RANK_LABELS, "le", "priority", "mode"))  # all the mapper reads
 
@@ -261,13 +261,12 @@ def _bucket_bounds(raws: list[bytes]) -> list[bytes]:
     """The `le` text of each bucket label set, in order ("NaN" where it has none).
 
     Bucket label sets are most of a page's distinct ones: caching them would cost ~50 KiB per
-    target, so `le` is found afresh, by one search over them all. When that search could have
-    been fooled (an `le` not directly after a comma, a label name ending in `le`), each set is
-    searched on its own.
+    target, so `le` is found afresh, by one search over them all. When that finds one per set
+    only by chance (a set without `le` and a value holding `,le="`), the result is as wrong as
+    the page; otherwise each set is searched on its own.
     """
-    joined = b"," + b",".join(raws)
-    bounds: list[bytes] = _LE_RE.findall(joined)
-    if len(bounds) == len(raws) == joined.count(b',le="'):
+    bounds: list[bytes] = _LE_RE.findall(b"," + b",".join(raws))
+    if len(bounds) == len(raws):
         return bounds
     matches = [_STRICT_LE_RE.search(raw) for raw in raws]
     return [b"NaN" if match is None else match.group(1) for match in matches]
