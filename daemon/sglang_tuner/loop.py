@@ -5,6 +5,7 @@ Only this module (and the CLI) reads the clock; everything it calls takes `now`.
 
 import asyncio
 import logging
+import math
 import ssl
 import time
 import zlib
@@ -27,6 +28,8 @@ from .targets import FileSD, TargetSpec, merge_targets, static_targets
 from .window import capacity_for
 
 logger = logging.getLogger(__name__)
+# Scrapes start on multiples of this: small next to any interval, large enough to batch a few.
+SCRAPE_TICK_SECONDS = 0.05
 
 
 def _offset(name: str, interval: float) -> float:
@@ -56,6 +59,8 @@ class Tuner:
         self._scheduler: AsyncIOScheduler | None = None
         self._ssl: ssl.SSLContext | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._scrapers: dict[str, asyncio.Task[None]] = {}  # one scrape loop per target
+        self._started = asyncio.Event()  # scrape loops wait for the state to be restored
 
     def window_capacity(self) -> int:
         """Ring size covering the longest window any enabled rule uses."""
@@ -84,11 +89,15 @@ class Tuner:
             self._every("persist", 60.0, self.persist_job, 60.0)
         await self.publisher.start()
         self._scheduler.start()
+        self._started.set()
 
     async def stop(self) -> None:
         """Stop the jobs, persist once more and close connections."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        for task in self._scrapers.values():
+            task.cancel()
+        await asyncio.gather(*self._scrapers.values(), return_exceptions=True)
         await self.publisher.stop()
         if self.store is not None:
             self.persist()
@@ -127,7 +136,8 @@ class Tuner:
                 continue
             self.pollers[name] = poller = TargetPoller(spec, capacity)
             poller.client = self._make_client()
-            self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
+            first = _offset(name, interval)
+            self._scrapers[name] = asyncio.create_task(self._scrape_every(name, interval, first))
 
     def _make_client(self) -> HttpClient:
         # One client (a few kept-alive connections) per target, closed with the target.
@@ -140,9 +150,32 @@ class Tuner:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
         self.publisher.forget_target(name, self.clock())
-        if self._scheduler is not None and self._scheduler.get_job(f"scrape:{name}"):
-            self._scheduler.remove_job(f"scrape:{name}")
+        scraper = self._scrapers.pop(name, None)
+        if scraper is not None:
+            scraper.cancel()
         logger.info("target %s removed", name)
+
+    async def _scrape_every(self, name: str, interval: float, first: float) -> None:
+        """Scrape `name` every `interval` seconds from `first` on; a late one skips missed slots.
+
+        A task per target rather than a scheduler job (APScheduler's job store, wake-ups and
+        task per run cost ~8 % of the daemon's CPU at 1,000 targets), and wake-ups rounded up
+        to SCRAPE_TICK_SECONDS so the targets due in one tick share a turn of the event loop
+        (another ~8 %).
+        """
+        await self._started.wait()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        due = loop.time() + first
+        while task is None or not task.cancelling():
+            await asyncio.sleep(
+                math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
+            )
+            await self.scrape(name)
+            due += interval
+            late = loop.time() - due
+            if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
+                due += math.ceil(late / interval) * interval
 
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
