@@ -135,6 +135,17 @@ async def test_http_client_sends_headers_and_user_agent(server: RawServer) -> No
     assert "Authorization: Bearer tok" in head
 
 
+async def test_http_client_refuses_line_breaks_in_headers_and_spaces_in_urls(
+    server: RawServer,
+) -> None:
+    async with HttpClient() as client:
+        with pytest.raises(ProtocolFailedError) as caught:
+            await client.get(server.url("/length"), {"Authorization": "Bearer a\r\nX-Evil: 1"})
+        assert "Evil" not in str(caught.value)
+        with pytest.raises(ConnectFailedError):
+            await client.get(server.url("/a b"))
+
+
 async def test_http_client_reuses_a_kept_alive_connection(server: RawServer) -> None:
     before = server.connections
     async with HttpClient() as client:

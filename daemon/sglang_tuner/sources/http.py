@@ -67,6 +67,8 @@ class _Origin:
             self.auth = "Authorization: Basic " + base64.b64encode(pair.encode()).decode() + "\r\n"
         path = parts.path or "/"
         target = f"{path}?{parts.query}" if parts.query else path
+        if any(c in target for c in " \r\n"):
+            raise ConnectFailedError(f"not a valid request target: {target[:80]!r}", refused=False)
         self.head = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n"
 
 
@@ -129,6 +131,8 @@ class HttpClient:
 
     def _request(self, origin: _Origin, headers: Mapping[str, str] | None) -> bytes:
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
+        if extra.count("\n") != len(headers or ()) or extra.count("\r") != len(headers or ()):
+            raise ProtocolFailedError("a request header holds a line break")  # never echo it
         return f"{origin.head}{self._agent}{origin.auth}{extra}\r\n".encode("latin-1")
 
     def _checkout(self, origin: _Origin) -> ResponseReader | None:
