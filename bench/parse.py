@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.sources.exposition import LabelCache, parse_exposition
+from sglang_tuner.sources.exposition import LabelCache, parse_exposition, scan_exposition
 from sglang_tuner.sources.sglang import SignalMapper
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"
@@ -45,7 +45,7 @@ def our_parse_all(text: str) -> int:
     return sum(len(labels(raw)) for rows in page.samples.values() for raw, _ in rows)
 
 
-def mapper_update(texts: tuple[str, str]) -> Callable[[], object]:
+def mapper_update(texts: tuple[bytes, bytes]) -> Callable[[], object]:
     """A steady-state SignalMapper.update: alternate two scrapes of the same target."""
     mapper = SignalMapper()
     state = {"ts": 0.0, "i": 0}
@@ -63,15 +63,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
-    text, text_b = PAGE_A.read_text(), PAGE_B.read_text()
+    body, body_b = PAGE_A.read_bytes(), PAGE_B.read_bytes()
+    text = body.decode()  # the baseline reads text; ours reads the bytes as received
     lines = len(text.splitlines())
     cases = {
         BASELINE: lambda: prometheus_client_parse(text),
-        "ours: parse, all sglang families": lambda: parse_exposition(text),
+        "ours: parse, all sglang families": lambda: parse_exposition(body),
         "ours: parse all + label dicts (no cache)": lambda: our_parse_all(text),
-        "ours: parse, mapper's families only": lambda: parse_exposition(text, _families()),
-        "ours: SignalMapper.update, steady state": mapper_update((text, text_b)),
-        "ours: SignalMapper.update, new mapper": lambda: SignalMapper().update(text, 0.0),
+        "ours: scan, mapper's families only": lambda: scan_exposition(body, _families()),
+        "ours: SignalMapper.update, steady state": mapper_update((body, body_b)),
+        "ours: SignalMapper.update, new mapper": lambda: SignalMapper().update(body, 0.0),
     }
     medians = median_seconds(cases, args.repeat)
     print(f"page: {PAGE_A.name}, {lines} lines, {len(text)} bytes; median of {args.repeat}")

@@ -2,7 +2,7 @@
 
 Measured in one run, against baselines from the same run:
 - CPU: the daemon (`sglang-tuner run`, a real process) vs a bare fetcher that only GETs every
-  target's /metrics on the same schedule (httpx, one pool per target like the daemon; no
+  target's /metrics on the same schedule (the daemon's HttpClient, one per target; no
   parsing, no windows, no rules);
 - missed scrapes: scrapes the daemon made vs the schedule;
 - memory: daemon RSS with N targets minus RSS with none, per target;
@@ -30,21 +30,22 @@ MIX = "healthy,scheduler_too_conservative,retraction_storm,client_too_slow,queue
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FETCHER = """
 import asyncio, json, resource, sys, time, zlib
-import httpx
+from sglang_tuner.sources.http import HttpClient, HttpError
 urls, interval, seconds = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+HEADERS = {"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip"}
 async def one(client, url, until, counts):
     await asyncio.sleep((zlib.crc32(url.encode()) % 1000) / 1000 * interval)
     while time.monotonic() < until:
         started = time.monotonic()
         try:
-            (await client.get(url + "/metrics")).content
+            async with asyncio.timeout(3):
+                await client.get(url + "/metrics", HEADERS)
             counts[0] += 1
-        except httpx.HTTPError:
+        except (HttpError, TimeoutError):
             counts[1] += 1
         await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
 async def main():
-    ctx = httpx.create_ssl_context()
-    clients = [httpx.AsyncClient(timeout=3, verify=ctx) for _ in urls]  # one pool per target
+    clients = [HttpClient() for _ in urls]  # one per target, like the daemon
     counts, until = [0, 0], time.monotonic() + seconds
     cpu0 = time.process_time()
     await asyncio.gather(*(one(c, u, until, counts) for c, u in zip(clients, urls)))
@@ -168,7 +169,7 @@ def run(targets: int, seconds: float, interval: float) -> dict[str, object]:
             f"simulator up: {targets} servers; fetch-only baseline for {seconds:g}s ...", flush=True
         )
         cmd = [sys.executable, "-c", FETCHER, json.dumps(urls), str(interval), str(seconds)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env())
         fetch = json.loads(out.stdout)
         with tempfile.TemporaryDirectory() as tmp:
             empty, empty_base = start_daemon(Path(tmp), [], interval)

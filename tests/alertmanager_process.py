@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -20,6 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.ports import free_port
 
 AM_BINARY = shutil.which("prometheus-alertmanager")
 needs_alertmanager = pytest.mark.skipif(
@@ -79,13 +80,6 @@ def serve(recorder: Recorder, tls: ssl.SSLContext | None = None) -> Iterator[Rec
 
 
 # --- a real Alertmanager ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

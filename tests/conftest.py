@@ -1,7 +1,6 @@
 """Shared test setup: the package lives under daemon/ (installed editable by `make test`)."""
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,15 +19,9 @@ if str(DAEMON) not in sys.path:
 
 
 from tests.alertmanager_process import alertmanager, start_alertmanager, webhook  # noqa: E402, F401
+from tests.ports import free_port  # noqa: E402, F401
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (127.0.0.1)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _MisbehavingHandler(BaseHTTPRequestHandler):

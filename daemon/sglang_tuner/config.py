@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .values import PROFILES
+from .values import PROFILES, redact_userinfo
 
 Profile = Literal["offline", "online", "long_context", "multi_turn"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -33,11 +33,6 @@ def checked_url(value: str) -> str:
     except ValueError as exc:
         raise ValueError(f"bad port in {redact_userinfo(value)!r}: {exc}") from None
     return value.rstrip("/")
-
-
-def redact_userinfo(url: str) -> str:
-    """The URL without `user:password@` (for names, logs, the API and the database)."""
-    return re.sub(r"(\w+://)[^/@\s]*@", r"\1", url)
 
 
 def read_key_file(path: Path) -> str:

@@ -11,7 +11,7 @@ from .evaluation import AlertmanagerStatus, Evaluation, RuleResult, TargetStatus
 from .judge import Judgement, TargetJudgement
 from .plan import Plan
 from .target_state import TargetState
-from .values import Advice, AlertState, Finding
+from .values import Advice, AlertState, Finding, redact_userinfo
 
 
 def active_advice(
@@ -58,7 +58,7 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
     signals = dict(last.snapshot.values) if last is not None and last.snapshot else {}
     return TargetStatus(
         name=spec.name,
-        url=spec.url,
+        url=redact_userinfo(spec.url),
         profile=spec.profile,
         labels=dict(spec.labels),
         up=None if last is None else last.is_up,

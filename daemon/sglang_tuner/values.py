@@ -4,6 +4,7 @@ The bottom of the house: this module imports nothing else of the package, and ev
 module may import it. Everything here is immutable.
 """
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -234,3 +235,11 @@ class FlagHistory:
             return failed if str(failed.value) == str(value) else None
         crossed = value <= failed.value if failed.too_low else value >= failed.value
         return failed if crossed else None
+
+
+_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
+
+
+def redact_userinfo(text: str) -> str:
+    """`text` with every URL's `user:password@` removed (for names, logs, the API, the store)."""
+    return _USERINFO.sub(r"\1", text)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ import httpx
 import pytest
 from sglang_sim import SCENARIOS
 from sglang_sim.cli import main
+
+from tests.ports import free_port
 
 DAEMON = str(Path(__file__).resolve().parents[2] / "daemon")
 
@@ -47,15 +48,8 @@ def test_bad_name_is_one_line_and_exit_2(argv, capsys):
     assert err.count("\n") == 1 and "unknown" in err
 
 
-def free_port() -> int:
-    """A port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_serves_count_servers_round_robin_and_stops_on_sigterm(tmp_path):
-    port = free_port()
+    port = free_port(2)
     cmd = [
         sys.executable,
         "-c",

@@ -5,10 +5,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from sglang_tuner import signals as s
 from sglang_tuner.sources.dcgm import GPU_MODEL, fetch_dcgm, parse_dcgm
+from sglang_tuner.sources.http import HttpClient
 
 PAGE = (
     Path(__file__).resolve().parent.parent / "fixtures" / "dcgm" / "dcgm-exporter.prom"
@@ -53,11 +53,11 @@ def server() -> Iterator[str]:
 async def test_fetch_dcgm_reads_exporter_with_or_without_metrics_path(
     server: str, suffix: str
 ) -> None:
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         values = await fetch_dcgm(client, server + suffix, timeout_seconds=2.0)
     assert values[s.GPU_FB_FREE_GB] == 7.25
 
 
 async def test_fetch_dcgm_unreachable_exporter_gives_empty_result() -> None:
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         assert await fetch_dcgm(client, "http://127.0.0.1:9", timeout_seconds=1.0) == {}

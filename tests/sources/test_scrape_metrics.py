@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 from sglang_tuner import signals as s
+from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.sglang import SignalMapper
 from sglang_tuner.values import SCRAPE_FAILURE_REASONS, ScrapeResult
@@ -113,7 +113,7 @@ def closed_port() -> int:
 
 async def scrape(url: str, **kwargs: float) -> ScrapeResult:
     """One scrape with a fresh client and mapper."""
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         return await scrape_metrics(client, "t", url, SignalMapper(), 1000.0, **kwargs)  # type: ignore[arg-type]
 
 
@@ -180,12 +180,12 @@ async def test_scrape_metrics_unresolvable_host_is_connect_error() -> None:
 async def test_scrape_metrics_slow_target_does_not_delay_others(server: str) -> None:
     finished: list[str] = []
 
-    async def one(client: httpx.AsyncClient, name: str, url: str) -> ScrapeResult:
+    async def one(client: HttpClient, name: str, url: str) -> ScrapeResult:
         result = await scrape_metrics(client, name, url, SignalMapper(), 0.0, timeout_seconds=2.0)
         finished.append(name)
         return result
 
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         targets = {"slow": server + "/slow", **{f"ok{i}": server + "/ok" for i in range(3)}}
         results = await asyncio.gather(*(one(client, n, u) for n, u in targets.items()))
     assert finished[-1] == "slow" and len(finished) == 4

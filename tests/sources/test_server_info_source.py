@@ -7,8 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.server_info import (
     REDACTED,
     fetch_server_info,
@@ -128,7 +128,7 @@ def server() -> Iterator[str]:
 
 async def fetch(url: str, token: str | None = None) -> tuple[Any, str | None]:
     """fetch_server_info with a fresh client."""
-    async with httpx.AsyncClient() as client:
+    async with HttpClient() as client:
         return await fetch_server_info(client, url, token=token, timeout_seconds=2.0)
 
 

@@ -24,6 +24,12 @@ class _Handler(BaseHTTPRequestHandler):
         del args
 
     def do_GET(self) -> None:  # noqa: N802
+        if (
+            self.headers.get("Authorization", "").startswith("Basic ")
+            and "/server_info" in self.path
+        ):
+            self.send_error(401)  # the password is checked, and refused, only here
+            return
         path, kind = PAGES.get(self.path, (None, ""))
         body = path.read_bytes() if path else b"not found"
         self.send_response(200 if path else 404)
@@ -70,3 +76,18 @@ async def test_target_configured_gpu_model_when_no_dcgm(node):
     state = await _read_all(TargetSpec("gpu-b", node, gpu_model="NVIDIA A100-SXM4-80GB"))
     assert state.config is not None and state.config.gpu_model == "NVIDIA A100-SXM4-80GB"
     assert state.config_error is None
+
+
+async def test_a_password_in_the_target_url_is_sent_but_never_shown(node):
+    secret_url = node.replace("http://", "http://ops:hunter2@")
+    state = await _read_all(TargetSpec("gpu-c", secret_url))
+    assert state.last is not None and state.last.is_up  # basic auth sent, /metrics answered
+    assert state.config_error is not None and "401" in state.config_error
+    assert "hunter2" not in state.config_error and "ops:" not in state.config_error
+    closed = TargetSource(TargetSpec("gpu-d", "http://ops:hunter2@127.0.0.1:1"))
+    try:
+        result = await closed.scrape(100.0, timeout_seconds=2.0, max_body_bytes=1 << 20)
+    finally:
+        await closed.aclose()
+    assert result.error is not None and "127.0.0.1:1" in result.error
+    assert "hunter2" not in result.error

@@ -2,10 +2,9 @@
 
 import asyncio
 
-import httpx
-
 from sglang_tuner import signals as s
 from sglang_tuner.sources.exposition import LabelCache, parse_exposition
+from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body
 
 FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB, one series per GPU, label modelName
@@ -13,7 +12,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 GPU_MODEL = "gpu_model"  # key of the GPU model string in fetch_dcgm's result
 
 
-def parse_dcgm(text: str) -> dict[str, float | str]:
+def parse_dcgm(text: str | bytes) -> dict[str, float | str]:
     """Free framebuffer (the smallest over the node's GPUs, GB) and the GPU model from DCGM text."""
     series = parse_exposition(text, [FB_FREE[5:]], prefixes=("DCGM_",)).samples
     rows = series.get(FB_FREE[5:], [])
@@ -28,13 +27,13 @@ def parse_dcgm(text: str) -> dict[str, float | str]:
 
 
 async def fetch_dcgm(
-    client: httpx.AsyncClient, url: str, *, timeout_seconds: float
+    client: HttpClient, url: str, *, timeout_seconds: float
 ) -> dict[str, float | str]:
     """GET the exporter's `/metrics` (appended if missing); {} when unreachable or empty."""
     metrics_url = url if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
     try:
         async with asyncio.timeout(timeout_seconds):
-            body = await fetch_body(client, metrics_url, MAX_BODY_BYTES, None, timeout_seconds)
-        return parse_dcgm(body.decode("utf-8", errors="replace"))
+            body = await fetch_body(client, metrics_url, MAX_BODY_BYTES)
+        return parse_dcgm(body)
     except (TimeoutError, ScrapeError, ValueError):
         return {}

@@ -16,17 +16,30 @@ from dataclasses import dataclass
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 
-_EXEMPLAR_RE = re.compile(  # OpenMetrics: `name{labels} value [ts] # {exemplar labels} value`
-    r'(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]+# .*$'
+# What follows a sample name, read slowly but exactly (quoted `}`, OpenMetrics exemplars
+# `name{labels} value [ts] # {exemplar labels} value`), when the fast regex could not.
+_SLOW_LINE_RE = re.compile(
+    rb'(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?'
+    rb"(?:[ \t]+# .*)?[ \t]*\r?$"
 )
 # A line that cannot start a sample or comment (blank lines and leading blanks are fine).
-_BAD_LINE_RE = re.compile(r"\n[^#a-zA-Z_:\n \t\r]")
+_BAD_LINE_RE = re.compile(rb"\n[^#a-zA-Z_:\n \t\r]")
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 
 # canonical sample name -> [(raw label string, value), ...] in page order
+RawSamples = dict[str, list[tuple[bytes, float]]]
 Samples = dict[str, list[tuple[str, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RawPage:
+    """The kept samples of one page (label strings undecoded), and whether any line carried
+    one of the prefixes."""
+
+    samples: RawSamples
+    has_prefixed_lines: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,41 +51,69 @@ class Page:
 
 
 def parse_exposition(
-    text: str,
+    text: str | bytes,
     names: Collection[str] | None = None,
     *,
     prefixes: tuple[str, ...] = SGLANG_PREFIXES,
 ) -> Page:
-    """Parse `text`, keeping the samples named in `names` (without the prefix; None keeps all).
+    """`scan_exposition` with label strings decoded (for callers off the scrape path)."""
+    body = text.encode() if isinstance(text, str) else text
+    page = scan_exposition(body, names, prefixes=prefixes)
+    samples = {
+        name: [(raw.decode(errors="replace"), value) for raw, value in rows]
+        for name, rows in page.samples.items()
+    }
+    return Page(samples, page.has_prefixed_lines)
+
+
+def scan_exposition(
+    body: bytes,
+    names: Collection[str] | None = None,
+    *,
+    prefixes: tuple[str, ...] = SGLANG_PREFIXES,
+) -> RawPage:
+    """Parse `body`, keeping the samples named in `names` (without the prefix; None keeps all).
 
     Names are sample names: a histogram's are `<family>_bucket`, `_sum`, `_count`. One regex scan
-    over the whole body finds the wanted lines, so skipped lines cost no Python.
-    Raises ValueError with a short reason when the body is not exposition text.
+    over the whole body finds the wanted lines, so skipped lines cost no Python; the body is
+    never decoded. Raises ValueError with a short reason when the body is not exposition text.
     """
-    body = "\n" + text + "\n"
+    body = b"\n" + body + b"\n"
+    pattern, decoded = _sample_regex(None if names is None else frozenset(names), prefixes)
+    samples: RawSamples = {}
+    try:
+        for name_bytes, raw, value, bad_line, bad_start in pattern.findall(body):
+            if bad_start:
+                _raise_bad_line(body)
+            if bad_line:
+                raw, value = _slow_line(bad_line)
+            name = decoded.get(name_bytes) or decoded.setdefault(name_bytes, name_bytes.decode())
+            rows = samples.get(name)
+            if rows is None:
+                samples[name] = rows = []
+            rows.append((raw, float(value)))  # Go-style floats, NaN, +Inf, -Inf
+    except ValueError as exc:
+        raise ValueError(f"bad sample: {str(exc)[:80]}") from None
+    has_prefixed = bool(samples) or any(b"\n" + p.encode() in body for p in prefixes)
+    return RawPage(samples, has_prefixed)
+
+
+def _raise_bad_line(body: bytes) -> None:
+    """Raise ValueError quoting the first line that cannot start a sample or comment."""
     bad = _BAD_LINE_RE.search(body)
-    if bad is not None:
-        line = body[bad.start() + 1 :].split("\n", 1)[0]
-        raise ValueError(f"not exposition text: {line[:60]!r}")
-    samples: Samples = {}
-    pattern = _sample_regex(None if names is None else frozenset(names), prefixes)
-    for match in pattern.finditer(body):
-        name, raw, value, bad_line = match.groups()
-        if bad_line is not None or (raw is not None and " # " in raw):
-            raw, value = _exemplar_line(match.group(0)[1:], name)
-        entry = samples.get(name)
-        if entry is None:
-            samples[name] = entry = []
-        entry.append((raw or "", _float(value)))
-    has_prefixed = bool(samples) or any(("\n" + prefix) in body for prefix in prefixes)
-    return Page(samples, has_prefixed)
+    line = b"" if bad is None else body[bad.start() + 1 :].split(b"\n", 1)[0]
+    raise ValueError(f"not exposition text: {line[:60]!r}")
 
 
 @functools.lru_cache(maxsize=32)
-def _sample_regex(names: frozenset[str] | None, prefixes: tuple[str, ...]) -> re.Pattern[str]:
-    """Regex for the wanted sample lines: `\n<prefix><name>{labels} value [timestamp]`.
+def _sample_regex(
+    names: frozenset[str] | None, prefixes: tuple[str, ...]
+) -> tuple[re.Pattern[bytes], dict[bytes, str]]:
+    """Regex for the wanted sample lines, and the names it can capture (bytes -> str).
 
-    Groups: name, labels, value, and `bad` for a wanted line that does not parse (it raises).
+    Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: name, labels, value, the rest
+    of a wanted line that does not parse that way (exemplars, or garbage: it raises), and the
+    first character of a line that cannot start a sample or comment (the page is garbage).
     """
     common = os.path.commonprefix(prefixes)
     rests = "|".join(re.escape(p[len(common) :]) for p in prefixes)
@@ -80,27 +121,20 @@ def _sample_regex(names: frozenset[str] | None, prefixes: tuple[str, ...]) -> re
         alternatives = "[a-zA-Z0-9_:]+"
     else:
         alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(
-        rf"\n{re.escape(common)}(?:{rests})({alternatives})(?=[{{ \t])"
-        r"(?:(?:\{(.*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*))"
+    pattern = re.compile(
+        rf"\n(?:{re.escape(common)}(?:{rests})({alternatives})(?=[{{ \t])".encode()
+        + rb"(?:(?:\{([^}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*))"
+        + rb"|([^#a-zA-Z_:\n \t\r]))"
     )
+    return pattern, {n.encode(): n for n in names or ()}
 
 
-def _float(value: str) -> float:
-    """A sample value (Go-style floats, NaN, +Inf, -Inf)."""
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"bad sample value {value[:20]!r}") from None
-
-
-def _exemplar_line(line: str, name: str) -> tuple[str | None, str]:
-    """Re-read a line the fast regex could not: OpenMetrics exemplars, or garbage (raises)."""
-    rest = line[line.index(name) + len(name) :]
-    exemplar = _EXEMPLAR_RE.match(rest)
-    if exemplar is None:
-        raise ValueError(f"not a valid sample: {line[:60]!r}")
-    return exemplar.group(1), exemplar.group(2)
+def _slow_line(rest: bytes) -> tuple[bytes, bytes]:
+    """(labels, value) of a line the fast regex could not read; ValueError for garbage."""
+    line = _SLOW_LINE_RE.match(rest)
+    if line is None:
+        raise ValueError(f"not a valid sample: {rest[:60]!r}")
+    return line.group(1) or b"", line.group(2)
 
 
 def parse_labels(raw: str) -> dict[str, str]:
@@ -129,17 +163,17 @@ class LabelCache:
     """
 
     def __init__(self, max_entries: int = 20_000, keep: frozenset[str] | None = None) -> None:
-        self._cache: dict[str, dict[str, str]] = {}
+        self._cache: dict[str | bytes, dict[str, str]] = {}
         self._max_entries = max_entries
         self._keep = keep
 
-    def __call__(self, raw: str) -> dict[str, str]:
+    def __call__(self, raw: str | bytes) -> dict[str, str]:
         """Labels of `raw`, parsed once; the returned dict must not be mutated."""
         labels = self._cache.get(raw)
         if labels is None:
             if len(self._cache) >= self._max_entries:
                 self._cache.clear()
-            labels = parse_labels(raw)
+            labels = parse_labels(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
             if self._keep is not None:
                 labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
             self._cache[raw] = labels

@@ -6,12 +6,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
+from sglang_tuner.sources.http import HttpClient, HttpError, HttpResponse
 from sglang_tuner.values import ServerConfig
 
 REDACTED = "<redacted>"
 SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"
+MAX_BODY_BYTES = 16 * 1024 * 1024
 
 
 def is_secret_key(key: str) -> bool:
@@ -170,7 +170,7 @@ def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
 
 
 async def fetch_server_info(
-    client: httpx.AsyncClient, url: str, *, token: str | None, timeout_seconds: float
+    client: HttpClient, url: str, *, token: str | None, timeout_seconds: float
 ) -> tuple[ServerConfig | None, str | None]:
     """GET `/server_info` (or `/get_server_info` on 404): (config, None) or (None, one-line error).
 
@@ -181,28 +181,28 @@ async def fetch_server_info(
     try:
         async with asyncio.timeout(timeout_seconds):
             for path in ("/server_info", "/get_server_info"):
-                response = await client.get(base + path, headers=headers, timeout=timeout_seconds)
-                if response.status_code != 404:
+                response = await client.get(base + path, headers, max_body_bytes=MAX_BODY_BYTES)
+                if response.status != 404:
                     return _read_response(response, base + path, token is not None)
-    except (TimeoutError, httpx.TimeoutException):
+    except TimeoutError:
         return None, f"GET {base}/server_info took longer than {timeout_seconds:g} s"
-    except httpx.HTTPError as exc:
+    except HttpError as exc:
         return None, f"GET {base}/server_info failed: {type(exc).__name__}"
     return None, f"GET {base}/server_info and /get_server_info returned 404"
 
 
 def _read_response(
-    response: httpx.Response, url: str, sent_token: bool
+    response: HttpResponse, url: str, sent_token: bool
 ) -> tuple[ServerConfig | None, str | None]:
     """Turn one answer into a config or an error line."""
-    code = response.status_code
+    code = response.status
     if code in (401, 403):
         hint = "the token was rejected" if sent_token else "set the target's API key"
         return None, f"GET {url} returned {code}: the server needs an API key ({hint})"
     if code != 200:
-        return None, f"GET {url} returned {code} {response.reason_phrase}"
+        return None, f"GET {url} returned {code} {response.reason}"
     try:
-        body = json.loads(response.content)
+        body = json.loads(response.body)
     except ValueError:
         return None, f"GET {url} did not return JSON"
     if not isinstance(body, Mapping):

@@ -11,17 +11,16 @@ hybrid models), from v0.5.11 the max over full/SWA/Mamba pools; both exclude evi
 tokens. `cache_hit_rate`, `is_cuda_graph` and `utilization` are never read (§6.3: broken).
 """
 
-import math
 import re
 from collections.abc import Callable, Iterable
 
 from sglang_tuner import signals as s
 from sglang_tuner.sources.exposition import (
     LabelCache,
-    Samples,
+    RawSamples,
     bucket_deltas,
-    parse_exposition,
     quantile,
+    scan_exposition,
 )
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
@@ -79,7 +78,8 @@ SGLANG_METRIC_NAMES: frozenset[str] = frozenset(
 
 # A scheduler's series set is one DP rank; these ranks repeat it (identical or mirrored values).
 _RANK_LABELS = ("dp_rank", "tp_rank", "pp_rank", "moe_ep_rank")
-_LE_RE = re.compile(r'(?:^|,)\s*le="([^"]*)"')
+_LE_RE = re.compile(rb',le="([^"]*)"')  # starts with a literal: a fast search
+_STRICT_LE_RE = re.compile(rb'(?:^|,)\s*le="([^"]*)"')
 _USED_LABELS = frozenset((*_RANK_LABELS, "le", "priority", "mode"))  # all the mapper reads
 
 _COMBINE: dict[str, Callable[[list[float]], float]] = {
@@ -126,9 +126,9 @@ class SignalMapper:
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, dict[float, float]] = {}
 
-    def update(self, text: str, ts: float) -> dict[str, float]:
+    def update(self, body: bytes | str, ts: float) -> dict[str, float]:
         """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text."""
-        page = parse_exposition(text, _SAMPLE_NAMES)
+        page = scan_exposition(body.encode() if isinstance(body, str) else body, _SAMPLE_NAMES)
         if not page.has_prefixed_lines:
             raise NoSglangMetricsError(_NO_SGLANG)
         samples = page.samples
@@ -145,7 +145,7 @@ class SignalMapper:
 
     def _by_rank(
         self,
-        series: Iterable[tuple[str, float]],
+        series: Iterable[tuple[bytes, float]],
         keep: Callable[[dict[str, str]], bool] | None = None,
     ) -> dict[str, float]:
         """dp_rank -> value: summed over non-rank labels, then max over the TP/PP/EP ranks."""
@@ -161,7 +161,7 @@ class SignalMapper:
             per_dp[dp] = max(per_dp.get(dp, value), value)
         return per_dp
 
-    def _gauges(self, samples: Samples) -> dict[str, float]:
+    def _gauges(self, samples: RawSamples) -> dict[str, float]:
         """Scheduler gauges combined over DP ranks; priority-split series are skipped."""
         values: dict[str, float] = {}
         for signal, (family, how) in _GAUGES.items():
@@ -173,14 +173,14 @@ class SignalMapper:
         return values
 
     def _total(
-        self, samples: Samples, family: str, label: str = "", want: str = ""
+        self, samples: RawSamples, family: str, label: str = "", want: str = ""
     ) -> float | None:
         """A counter's total over all series (optionally only where label == value)."""
         keep = (lambda labels: labels.get(label) == want) if label else None
         per_dp = self._by_rank(samples.get(family, ()), keep)
         return sum(per_dp.values()) if per_dp else None
 
-    def _totals(self, samples: Samples) -> dict[str, float]:
+    def _totals(self, samples: RawSamples) -> dict[str, float]:
         """Every cumulative value whose rate we want, keyed by family (and mode)."""
         totals: dict[str, float | None] = {f: self._total(samples, f) for f in _RATES.values()}
         # per request SGLang reports either the per-source breakdown or the legacy "total"
@@ -200,16 +200,13 @@ class SignalMapper:
         totals["retracted"] = retracted
         return {key: value for key, value in totals.items() if value is not None}
 
-    def _buckets(self, samples: Samples, family: str) -> dict[float, float]:
+    def _buckets(self, samples: RawSamples, family: str) -> dict[float, float]:
         """le -> cumulative count, summed over every non-`le` label."""
-        counts: dict[float, float] = {}
-        for raw, value in samples.get(family + "_bucket", ()):
-            # Bucket label sets are most of a page's distinct ones; caching them costs ~50 KiB
-            # per target, and only `le` is needed.
-            match = _LE_RE.search(raw)
-            le = float(match.group(1)) if match else math.nan
+        rows = samples.get(family + "_bucket", ())
+        counts: dict[bytes, float] = {}
+        for le, (_, value) in zip(_bucket_bounds([raw for raw, _ in rows]), rows, strict=True):
             counts[le] = counts.get(le, 0.0) + value
-        return counts
+        return {float(le): count for le, count in counts.items()}
 
     def _rates(
         self, totals: dict[str, float], buckets: dict[str, dict[float, float]], dt: float
@@ -245,7 +242,7 @@ class SignalMapper:
         return values
 
     def _interval_retractions(
-        self, samples: Samples, dt: float, totals: dict[str, float]
+        self, samples: RawSamples, dt: float, totals: dict[str, float]
     ) -> dict[str, float]:
         """v0.5.2-v0.5.6: the per-log-interval gauge, as a lower-bound rate over the interval.
 
@@ -258,6 +255,21 @@ class SignalMapper:
         if not per_dp:
             return {}
         return {s.RETRACTIONS_PER_MINUTE: sum(per_dp.values()) * 60.0 / dt}
+
+
+def _bucket_bounds(raws: list[bytes]) -> list[bytes]:
+    """The `le` text of each bucket label set, in order ("NaN" where it has none).
+
+    Bucket label sets are most of a page's distinct ones: caching them would cost ~50 KiB per
+    target, so `le` is found afresh, by one search over them all. When that finds one per set
+    only by chance (a set without `le` and a value holding `,le="`), the result is as wrong as
+    the page; otherwise each set is searched on its own.
+    """
+    bounds: list[bytes] = _LE_RE.findall(b"," + b",".join(raws))
+    if len(bounds) == len(raws):
+        return bounds
+    matches = [_STRICT_LE_RE.search(raw) for raw in raws]
+    return [b"NaN" if match is None else match.group(1) for match in matches]
 
 
 def _is_total_priority(labels: dict[str, str]) -> bool:

@@ -1,16 +1,17 @@
 """One SGLang server's sources: its HTTP connection pool, page mapper, log file and DCGM exporter.
 
 The loop owns one `TargetSource` per target and calls it for every read; the results go to the
-target state. Failures are returned as values, never raised.
+target state. Failures are returned as values, never raised, and never carry the password of a
+`user:password@` URL.
 """
 
+import dataclasses
 import ssl
 
-import httpx
-
 from ..targets import TargetSpec
-from ..values import ScrapeResult, ServerConfig
+from ..values import ScrapeResult, ServerConfig, redact_userinfo
 from .dcgm import fetch_dcgm
+from .http import HttpClient
 from .logs import LogFollower
 from .scrape import scrape_metrics
 from .server_info import fetch_server_info
@@ -20,22 +21,22 @@ from .sglang import SignalMapper
 class TargetSource:
     """The I/O handles of one target; `aclose` releases them."""
 
-    def __init__(self, spec: TargetSpec, verify: ssl.SSLContext | bool = True) -> None:
+    def __init__(self, spec: TargetSpec, ssl_context: ssl.SSLContext | None = None) -> None:
         self.spec = spec
         self.mapper = SignalMapper()  # counter state for rates: one per target
         self.log = LogFollower(spec.log_file) if spec.log_file else None
-        # One small pool per target: httpcore scans all of a pool's connections on every
-        # request, so one shared pool for 1,000 targets costs O(targets) per scrape.
-        limits = httpx.Limits(max_connections=4, max_keepalive_connections=2)
-        self.client = httpx.AsyncClient(limits=limits, verify=verify, follow_redirects=False)
+        self.client = HttpClient(ssl_context)  # a few kept-alive connections, closed with it
         self.server_info_ts = 0.0  # when /server_info was last asked for
 
     async def scrape(self, now: float, timeout_seconds: float, max_body_bytes: int) -> ScrapeResult:
         """One `/metrics` scrape."""
-        return await scrape_metrics(
+        result = await scrape_metrics(
             self.client, self.spec.name, self.spec.url, self.mapper, now,
             timeout_seconds=timeout_seconds, max_body_bytes=max_body_bytes,
         )  # fmt: skip
+        if result.error is None:
+            return result
+        return dataclasses.replace(result, error=redact_userinfo(result.error))
 
     def poll_log(self, now: float) -> dict[str, float]:
         """What the log said since the previous poll ({} without a log file)."""
@@ -43,9 +44,10 @@ class TargetSource:
 
     async def server_info(self, timeout_seconds: float) -> tuple[ServerConfig | None, str | None]:
         """`/server_info` (or `/get_server_info`): (config, None) or (None, error)."""
-        return await fetch_server_info(
+        config, error = await fetch_server_info(
             self.client, self.spec.url, token=self.spec.token, timeout_seconds=timeout_seconds
         )
+        return config, None if error is None else redact_userinfo(error)
 
     async def dcgm(self, timeout_seconds: float) -> dict[str, float | str]:
         """The DCGM exporter's facts ({} without one or when it cannot be read)."""
