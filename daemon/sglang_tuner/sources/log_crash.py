@@ -151,19 +151,19 @@ class CrashTracker:
         self.events: Counter[CrashKind] = Counter()
         self.record: _Record | None = None
         self._burst: _Burst | None = None
-        self._last_ts: float | None = None
+        self.last_ts: float | None = None  # of the last crash line; None after other lines
 
     def process_start(self, phase: Phase) -> None:
         """A new process (STARTUP) or its startup summary (SERVING): the previous crash is over."""
         self.close_record()
         self.end_burst()
-        self.phase, self.last_batch = phase, None
+        self.phase, self.last_batch, self.last_ts = phase, None, None
 
     def line(self, text: str, ts: float | None) -> None:
         """A line outside a traceback record that passed the keyword filter."""
-        self._last_ts = ts if ts is not None else self._last_ts
+        self.last_ts = ts if ts is not None else self.last_ts
         if _HEAD.search(text):  # a bare traceback is fatal only if its text says so
-            self.record = _Record(self._last_ts, fatal=_FATAL.search(text) is not None)
+            self.record = _Record(self.last_ts, fatal=_FATAL.search(text) is not None)
         self._evidence(text)
 
     def record_line(self, text: str) -> None:
@@ -228,7 +228,7 @@ class CrashTracker:
 
     def _count(self, kind: CrashKind) -> None:
         """One specific kind, once per burst."""
-        burst = self._burst_at(self.record.ts if self.record else self._last_ts)
+        burst = self._burst_at(self.record.ts if self.record else self.last_ts)
         if self.record is not None:
             self.record.specific = True
         if kind not in burst.kinds:
@@ -240,7 +240,7 @@ class CrashTracker:
         if self.record is not None:
             self.record.fatal = True
         else:
-            self._burst_at(self._last_ts).fatal = True
+            self._burst_at(self.last_ts).fatal = True
 
     def _burst_at(self, ts: float | None) -> _Burst:
         """The burst a line at `ts` belongs to; a new one past the span."""

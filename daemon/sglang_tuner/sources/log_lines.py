@@ -106,13 +106,18 @@ class LogScanner:
         if "Decode batch" in line and _DECODE.search(line):
             self._decode(line)
         elif "Prefill batch" in line and _PREFILL.search(line):
-            crash.phase, crash.last_batch = Phase.SERVING, CrashKind.PREFILL_OOM
+            crash.phase, crash.last_batch, crash.last_ts = (
+                Phase.SERVING,
+                CrashKind.PREFILL_OOM,
+                None,
+            )
         elif _KEYWORDS.search(line):
             self._rare(line)
 
     def _decode(self, line: str) -> None:
         """A Decode batch line: the phase, and the CUDA graph flag (absent <= 0.4.6.post3)."""
-        self.crash.phase, self.crash.last_batch = Phase.SERVING, CrashKind.DECODE_OOM
+        crash = self.crash  # an unprefixed crash line after serving has no known time
+        crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.DECODE_OOM, None
         graph = _GRAPH.search(line)
         if graph is not None:
             self._decode_lines += 1
