@@ -64,44 +64,21 @@ _HEAD = re.compile(
 )
 _FRAME = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)", line \d+, in (\w+)')
 
+# Frame functions by phase, every version (0.1-0.2: forward_fill_batch, forward_prefill_batch,
+# forward_decode_batch; 0.5.23: the eager runner's _execute_*, cuda_graph_setup's capture_*).
 _CAPTURE_FUNCS = frozenset(
-    {
-        "capture",
-        "capture_one_batch_size",
-        "graph_capture",
-        "init_cuda_graphs",
-        "init_device_graphs",
-        "init_all_cuda_graphs",
-        "init_piecewise_cuda_graphs",
-        "capture_cuda_graphs",
-        "capture_decode_graph",
-        "capture_prefill_graph",
-    }
+    "capture capture_one_batch_size graph_capture init_cuda_graphs init_device_graphs"
+    " init_all_cuda_graphs init_piecewise_cuda_graphs capture_cuda_graphs capture_decode_graph"
+    " capture_prefill_graph".split()
 )
 _PREFILL_FUNCS = frozenset(
-    {
-        "forward_extend",
-        "_execute_extend",
-        "_execute_extend_cp",
-        "forward_split_prefill",
-        "forward_prefill_batch",  # 0.2.x tp_worker
-        "forward_fill_batch",  # 0.1.x
-        "prepare_for_extend",
-        "get_new_batch_prefill",
-        "process_batch_result_prefill",
-        "forward_target_extend",
-    }
+    "forward_extend _execute_extend _execute_extend_cp forward_split_prefill forward_prefill_batch"
+    " forward_fill_batch prepare_for_extend get_new_batch_prefill process_batch_result_prefill"
+    " forward_target_extend".split()
 )
 _DECODE_FUNCS = frozenset(
-    {
-        "forward_decode",
-        "_execute_decode",
-        "forward_decode_batch",  # 0.1.x-0.2.x tp_worker
-        "prepare_for_decode",
-        "update_running_batch",
-        "process_batch_result_decode",
-        "forward_draft_extend_after_decode",
-    }
+    "forward_decode _execute_decode forward_decode_batch prepare_for_decode update_running_batch"
+    " process_batch_result_decode forward_draft_extend_after_decode".split()
 )
 _PREFILL_GRAPH_FILES = frozenset({"piecewise_cuda_graph_runner.py", "prefill_cuda_graph_runner.py"})
 
