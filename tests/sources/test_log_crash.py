@@ -153,6 +153,11 @@ def test_scan_lines_oom_while_loading_weights_is_other_crash() -> None:
     assert crash_counts(scan_lines([init, start, *traceback(0, *frames)])) == {"other_crash": 1}
 
 
+def test_scan_lines_bare_oom_while_starting_is_other_crash() -> None:
+    init = PREFIX.format(sec=0, tp=0) + "Init torch distributed begin."
+    assert crash_counts(scan_lines([init, OOM])) == {"other_crash": 1}
+
+
 def test_log_scanner_keeps_batch_lines_counted_inside_an_open_record() -> None:
     scanner = LogScanner()
     scanner.feed(["Traceback (most recent call last):", PREFIX.format(sec=0, tp=0) + DECODE])

@@ -185,20 +185,23 @@ class CrashTracker:
     def _evidence(self, text: str) -> None:
         """Count what one line proves, in order of specificity."""
         kind = _specific_kind(text)
-        if kind is None and _CUDA_OOM.search(text):
+        oom = kind is None and _CUDA_OOM.search(text) is not None
+        if oom:
             kind = self._oom_kind()
         if kind is not None:
             self._count(kind)
-        elif _CAPTURE_FAILED.search(text) or _FATAL.search(text):
+        elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
             self._mark_fatal()
 
     def _oom_kind(self) -> CrashKind | None:
         """A CUDA OOM's kind: frames first, then the server's phase, then the last batch."""
         record = self.record
-        if (record is not None and record.capture) or self.phase is Phase.CAPTURE:
+        if record is not None and record.capture:
             return CrashKind.CUDA_GRAPH_CAPTURE_OOM
         if record is not None and record.phase is not None:
             return record.phase
+        if self.phase is Phase.CAPTURE:
+            return CrashKind.CUDA_GRAPH_CAPTURE_OOM
         if self.phase is Phase.STARTUP:
             return None  # loading weights or sizing the pool: some other crash
         return self.last_batch or CrashKind.PREFILL_OOM  # a process's first forward is a prefill
