@@ -8,6 +8,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 RUNS = (
     ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
+    ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
     ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40"]),
     ("HTTP clients, fetch only", ["clients.py", "--targets", "1000", "--seconds", "30"]),

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from sglang_tuner.changes import Change
 from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
-from sglang_tuner.values import Outcome, ServerConfig, Snapshot
+from sglang_tuner.values import FlagHistory, Outcome, ServerConfig, Snapshot
 from sglang_tuner.window import Window, WindowView
 
 _DEFAULT_CONFIG = ServerConfig()
@@ -56,6 +56,7 @@ def rule_input(
     config_error: str | None = None,
     error_reason: str | None = None,
     changes: tuple[Change, ...] = (),
+    history: FlagHistory | None = None,
 ) -> RuleInput:
     """A RuleInput with the rule's own thresholds for the profile unless given."""
     return RuleInput(
@@ -72,6 +73,7 @@ def rule_input(
         config_error=config_error,
         error_reason=error_reason,
         changes=changes,
+        history=history or FlagHistory(),
     )
 
 

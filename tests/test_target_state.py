@@ -3,6 +3,7 @@
 from sglang_tuner.signals import (
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
+    KV_POOL_EXHAUSTED_EVENTS,
     NUM_QUEUE_REQS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
@@ -114,6 +115,17 @@ def test_a_crash_marks_the_value_it_blames_as_failing():
     assert state.history.crashes_with("--chunked-prefill-size", 8192) is failed
     assert state.history.crashes_with("--chunked-prefill-size", 16384) is failed
     assert state.history.crashes_with("--chunked-prefill-size", 4096) is None
+
+
+def test_sglangs_own_pool_running_out_holds_a_smaller_pool_and_a_larger_batch():
+    state = TargetState(SPEC, 10)
+    state.apply_server_info(ServerConfig(mem_fraction_static=0.85, max_running_requests=256), None)
+    state.ingest(_down(50.0), {KV_POOL_EXHAUSTED_EVENTS: 1.0})
+    assert state.history.crashes_with("--mem-fraction-static", 0.8) is not None  # smaller pool
+    assert state.history.crashes_with("--mem-fraction-static", 0.88) is None
+    assert state.history.crashes_with("--max-running-requests", 300) is not None
+    assert state.history.crashes_with("--max-running-requests", 192) is None
+    assert len(state.window) == 1  # kept while down: a crash loop is when it matters
 
 
 def test_flag_values_that_served_five_minutes_without_a_crash_are_safe():

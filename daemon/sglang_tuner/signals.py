@@ -38,14 +38,38 @@ PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finish
 # Startup facts and events.
 STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
 RESTARTS: Final = "restarts"  # restarts detected since the previous snapshot (counter resets)
-PREFILL_OOM_EVENTS: Final = "prefill_oom_events"  # from the log, since the previous snapshot
+
+# Crashes read from the log (sources/log_crash.py): events since the previous snapshot, each
+# crash counted once however many TP ranks print it; 0.0 when the log showed none.
+# CUDA (torch) OOM in a prefill/extend forward pass: traceback through forward_extend & co.
+PREFILL_OOM_EVENTS: Final = "prefill_oom_events"
+# CUDA (torch) OOM in a decode forward pass: traceback through forward_decode, graph replay.
 DECODE_OOM_EVENTS: Final = "decode_oom_events"
+# OOM while capturing CUDA graphs at startup ("Capture cuda graph failed: CUDA out of memory",
+# or a CUDA OOM raised inside the graph runner's capture or after "Capture ... graph begin").
+CUDA_GRAPH_CAPTURE_OOM_EVENTS: Final = "cuda_graph_capture_oom_events"
+# The scheduler's own pools ran out ("Prefill/Decode out of memory. Try to lower your batch
+# size.", "alloc_req_slots runs out of memory", "No space left for only one request"): the KV
+# or request-slot pool was exhausted, GPU memory was not.
+KV_POOL_EXHAUSTED_EVENTS: Final = "kv_pool_exhausted_events"
+# Startup found no room for the KV pool: "Not enough memory. Please try to increase
+# --mem-fraction-static" (the fix raises it).
+STARTUP_NOT_ENOUGH_MEMORY_EVENTS: Final = "startup_not_enough_memory_events"
+# Any other fatal crash: NCCL errors and timeouts, the scheduler watchdog, non-memory capture
+# failures, other "... hit an exception" tracebacks; only for a crash with none of the above.
+OTHER_CRASH_EVENTS: Final = "other_crash_events"
+# They count even while the server is down (a crash loop).
+CRASH_EVENT_SIGNALS: Final[tuple[str, ...]] = (
+    PREFILL_OOM_EVENTS,
+    DECODE_OOM_EVENTS,
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    KV_POOL_EXHAUSTED_EVENTS,
+    STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    OTHER_CRASH_EVENTS,
+)
 CUDA_GRAPH_FALSE_RATIO: Final = (
     "cuda_graph_false_ratio"  # log: Decode lines with "cuda graph: False"
 )
-
-# Crash events from the log: they count even while the server is down (a crash loop).
-CRASH_EVENT_SIGNALS: Final[tuple[str, ...]] = (PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS)
 
 # GPU facts from the DCGM exporter.
 GPU_FB_FREE_GB: Final = "gpu_fb_free_gb"
@@ -76,8 +100,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     PROMPT_TOKENS_MEAN,
     STARTUP_AVAILABLE_GPU_MEM_GB,
     RESTARTS,
-    PREFILL_OOM_EVENTS,
-    DECODE_OOM_EVENTS,
+    *CRASH_EVENT_SIGNALS,
     CUDA_GRAPH_FALSE_RATIO,
     GPU_FB_FREE_GB,
 )
@@ -115,5 +138,9 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     RESTARTS: ("count", "restarts", 1.0),
     PREFILL_OOM_EVENTS: ("count", "prefill_oom", 1.0),
     DECODE_OOM_EVENTS: ("count", "decode_oom", 1.0),
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS: ("count", "cuda_graph_capture_oom", 1.0),
+    KV_POOL_EXHAUSTED_EVENTS: ("count", "kv_pool_exhausted", 1.0),
+    STARTUP_NOT_ENOUGH_MEMORY_EVENTS: ("count", "startup_not_enough_memory", 1.0),
+    OTHER_CRASH_EVENTS: ("count", "other_crash", 1.0),
 }
 SIGNAL_UNITS: Final[tuple[str, ...]] = tuple(dict.fromkeys(u for u, _, _ in EXPORTED_AS.values()))

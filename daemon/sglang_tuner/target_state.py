@@ -11,10 +11,13 @@ from collections.abc import Mapping
 from .changes import FLAGS, Change, ChangeLog
 from .signals import (
     CRASH_EVENT_SIGNALS,
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
+    KV_POOL_EXHAUSTED_EVENTS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
+    STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
 from .targets import TargetSpec
 from .values import FlagHistory, FlagOutcome, ScrapeResult, ServerConfig, Snapshot
@@ -36,11 +39,15 @@ TUNING_FIELDS = (
 )
 
 
-# Crash signal -> the flag (ServerConfig field) whose value it blames, and whether the crash says
-# that value was too low rather than too high.
-CRASH_BLAME: dict[str, tuple[str, bool]] = {
-    PREFILL_OOM_EVENTS: ("chunked_prefill_size", False),
-    DECODE_OOM_EVENTS: ("max_running_requests", False),
+# Crash signal -> the flags (ServerConfig fields) whose values it blames, each with whether the
+# crash says that value was too low rather than too high. SGLang's own pool running out blames a
+# pool that was too small as much as a batch that was too large.
+CRASH_BLAME: dict[str, tuple[tuple[str, bool], ...]] = {
+    PREFILL_OOM_EVENTS: (("chunked_prefill_size", False),),
+    DECODE_OOM_EVENTS: (("max_running_requests", False),),
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS: (("cuda_graph_max_bs", False),),
+    KV_POOL_EXHAUSTED_EVENTS: (("max_running_requests", False), ("mem_fraction_static", True)),
+    STARTUP_NOT_ENOUGH_MEMORY_EVENTS: (("mem_fraction_static", True),),
 }
 # A configuration that served this long without a crash has safe flag values (one window).
 SAFE_AFTER_SECONDS = 300.0
@@ -114,10 +121,13 @@ class TargetState:
         if self.config is None:
             return
         failing = dict(self.history.failing)
-        for signal, (field, too_low) in CRASH_BLAME.items():
-            value = getattr(self.config, field)
-            if values.get(signal, 0) > 0 and value is not None:
-                failing[field] = FlagOutcome(value, ts, signal, too_low)
+        for signal, blamed in CRASH_BLAME.items():
+            if values.get(signal, 0) <= 0:
+                continue
+            for field, too_low in blamed:
+                value = getattr(self.config, field)
+                if value is not None:
+                    failing[field] = FlagOutcome(value, ts, signal, too_low)
         self.history = dataclasses.replace(self.history, failing=failing)
 
     def _remember_safe(self, ts: float) -> None:

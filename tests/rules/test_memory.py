@@ -106,7 +106,7 @@ def test_mem_fraction_too_high_fires_on_oom_restart():
     view = window_from(restarts="0x10 1 0x9", decode_oom_events="0x9 1 0x10")
     out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(mem_fraction_static=0.88))
     assert isinstance(out, Finding)
-    assert out.evidence == "1 restart(s) with 1 OOM error(s) in the window"
+    assert out.evidence == "1 restart(s) with 1 CUDA OOM crash(es) in the window"
     assert out.action.text == "--mem-fraction-static 0.88 -> 0.8"
 
 

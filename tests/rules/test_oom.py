@@ -12,7 +12,7 @@ def test_prefill_oom_fires_and_halves_toward_4096():
     out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=ServerConfig(chunked_prefill_size=8192))
     assert isinstance(out, Finding)
     assert out.action.text == "--chunked-prefill-size 8192 -> 4096"
-    assert out.evidence == "1 'Prefill out of memory' error(s) in the log over the window"
+    assert out.evidence == "1 CUDA out-of-memory crash(es) during prefill in the window"
     assert out.confidence is Confidence.HIGH
 
 
@@ -66,7 +66,7 @@ def test_decode_oom_fires_below_the_p90_batch():
     assert isinstance(out, Finding)
     # p90 per-rank batch 200, a quarter below: 150
     assert out.action.text == "--max-running-requests 256 -> 150"
-    assert out.evidence == "2 'Decode out of memory' error(s) in the log over the window"
+    assert out.evidence == "2 CUDA out-of-memory crash(es) during decode in the window"
 
 
 def test_decode_oom_never_suggests_above_current():

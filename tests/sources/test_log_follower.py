@@ -9,12 +9,12 @@ from sglang_tuner.sources.logs import LogCounts, LogFollower, scan_lines, to_sig
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs"
 
-EXPECTED = {  # version: (retracted, prefill oom, decode oom, decode lines, no-graph, tokens, GB)
-    "0.4.6": LogCounts(3, 0, 0, 0, 0, 401000, None),
-    "0.4.10": LogCounts(1, 1, 0, 2, 1, 665690, 13.5),
-    "0.5.4": LogCounts(3, 0, 0, 2, 1, 500000, 20.95),
-    "0.5.9": LogCounts(2, 0, 1, 2, 0, 820000, 20.9),
-    "0.5.17": LogCounts(5, 0, 1, 2, 1, 412000, 7.25),
+EXPECTED = {  # version: (retracted, decode lines, no-graph, tokens, GB), then crash counts
+    "0.4.6": LogCounts(3, 0, 0, 401000, None),
+    "0.4.10": LogCounts(1, 2, 1, 665690, 13.5, kv_pool_exhausted=1),
+    "0.5.4": LogCounts(3, 2, 1, 500000, 20.95),
+    "0.5.9": LogCounts(2, 2, 0, 820000, 20.9, kv_pool_exhausted=1),
+    "0.5.17": LogCounts(5, 2, 1, 412000, 7.25, kv_pool_exhausted=1),
 }
 
 
@@ -36,7 +36,37 @@ def test_scan_lines_guide_examples() -> None:
             "available_gpu_mem=13.50 GB",
         ]
     )
-    assert counts == LogCounts(1, 0, 0, 1, 0, 665690, 13.5)
+    assert counts == LogCounts(1, 1, 0, 665690, 13.5)
+
+
+def test_scan_lines_older_guide_retraction_spelling() -> None:
+    line = "decode out of memory happened, #retracted_reqs: 1, #new_token_ratio: 0.9998 -> 1.0000"
+    assert scan_lines([line]) == LogCounts(retracted_reqs=1)  # not an OOM: a retraction
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "decode out of memory happened, #retracted_reqs: 2, #new_token_ratio: 0.4 -> 0.6",  # 0.1.x
+        "Decode out of memory happened. #retracted_reqs: 2, #new_token_ratio: 0.4 -> 0.6",  # -0.4.6
+        "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 1 -> 1",
+        "KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+        "#aborted_retracted_reqs: 0, #new_token_ratio: 0.5000 -> 0.8000",  # 0.5.4
+        "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 8192, "
+        "#mamba_num_gained: 2, #new_token_ratio: 0.3000 -> 0.6000",  # 0.5.11+
+        "Testing retraction. #retracted_reqs: 2, #new_tokens_gained: 100",  # SGLANG_TEST_RETRACT
+    ],
+)
+def test_scan_lines_reads_every_retraction_spelling(line: str) -> None:
+    assert scan_lines([f"[2026-01-01 00:00:00 TP0] {line}"]) == LogCounts(retracted_reqs=2)
+
+
+def test_scan_lines_counts_a_retraction_once_across_tp_ranks() -> None:
+    line = "Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1 -> 0.2"
+    ranks = [f"[2025-03-07 21:49:45 TP{tp}] {line}" for tp in range(8)]
+    again = f"[2025-03-07 21:49:45 TP3] {line}"  # the same rank again: a second retraction
+    dp_rank = f"[2025-03-07 21:49:45 DP1 TP1] {line}"  # another scheduler
+    assert scan_lines([*ranks, again, dp_rank]).retracted_reqs == 3
 
 
 def test_scan_lines_cpu_graph_label_counts_as_graph_flag() -> None:
@@ -48,7 +78,20 @@ def test_to_signals_rates_retractions_per_minute() -> None:
     values = to_signals(LogCounts(retracted_reqs=3, decode_lines=4, decode_without_graph=1), 30.0)
     assert values[s.RETRACTIONS_PER_MINUTE] == 6.0
     assert values[s.CUDA_GRAPH_FALSE_RATIO] == 0.25
-    assert values[s.PREFILL_OOM_EVENTS] == 0.0
+    assert all(values[signal] == 0.0 for signal in s.CRASH_EVENT_SIGNALS)
+
+
+def test_to_signals_maps_each_crash_kind_to_its_signal() -> None:
+    counts = LogCounts(
+        cuda_graph_capture_oom=1,
+        prefill_oom=2,
+        decode_oom=3,
+        kv_pool_exhausted=4,
+        startup_not_enough_memory=5,
+        other_crash=6,
+    )
+    values = to_signals(counts, 5.0)
+    assert [values[signal] for signal in s.CRASH_EVENT_SIGNALS] == [2.0, 3.0, 1.0, 4.0, 5.0, 6.0]
 
 
 def test_to_signals_first_poll_has_no_rate() -> None:
@@ -128,19 +171,54 @@ def test_log_follower_survives_truncation(tmp_path: Path) -> None:
     assert follower.poll(60.0)[s.RETRACTIONS_PER_MINUTE] == 5.0
 
 
-def test_log_follower_counts_oom_lines_since_last_poll(tmp_path: Path) -> None:
+def test_log_follower_counts_pool_exhaustion_once_since_last_poll(tmp_path: Path) -> None:
     log = tmp_path / "sglang.log"
     log.write_text("")
     follower = LogFollower(log)
     follower.poll(0.0)
     append(
         log,
-        "[x TP0] Prefill out of memory. Try to lower your batch size.\nTry to allocate 8 tokens.\n",
+        "[2026-01-01 00:00:00 TP0] Prefill out of memory. Try to lower your batch size.\n"
+        "Try to allocate 8 tokens.\n",
     )
     values = follower.poll(5.0)
-    assert (values[s.PREFILL_OOM_EVENTS], values[s.DECODE_OOM_EVENTS]) == (1.0, 0.0)
-    assert follower.poll(10.0)[s.PREFILL_OOM_EVENTS] == 0.0
+    assert values[s.KV_POOL_EXHAUSTED_EVENTS] == 1.0
+    assert (values[s.PREFILL_OOM_EVENTS], values[s.DECODE_OOM_EVENTS]) == (0.0, 0.0)
+    append(log, "[2026-01-01 00:00:00 TP0] RuntimeError: Prefill out of memory. Try to lower\n")
+    assert follower.poll(10.0)[s.KV_POOL_EXHAUSTED_EVENTS] == 0.0  # the same crash's traceback
     follower.close()
+
+
+TRACEBACK = (
+    "[2026-01-01 00:00:{sec:02d} TP{tp}] Scheduler hit an exception: Traceback (most recent ...\n"
+    '  File "/x/sglang/srt/model_executor/model_runner.py", line 9, in forward_decode\n'
+    "    return self.model.forward(\n"
+)
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+
+
+def test_log_follower_joins_a_traceback_split_across_polls(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text("")
+    follower = LogFollower(log)
+    follower.poll(0.0)
+    append(log, TRACEBACK.format(sec=0, tp=0))
+    assert follower.poll(5.0)[s.OTHER_CRASH_EVENTS] == 0.0  # not decided while it may go on
+    append(log, OOM + TRACEBACK.format(sec=1, tp=1) + OOM)  # the end, then TP1's copy
+    assert follower.poll(10.0)[s.DECODE_OOM_EVENTS] == 1.0
+    later = [follower.poll(t) for t in (15.0, 20.0)]
+    assert all(v[s.DECODE_OOM_EVENTS] == v[s.OTHER_CRASH_EVENTS] == 0.0 for v in later)
+
+
+def test_log_follower_decides_other_crash_after_a_quiet_poll(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text("")
+    follower = LogFollower(log)
+    follower.poll(0.0)
+    append(log, "[2026-01-01 00:00:00 DP4 TP4] Watchdog timeout (self.watchdog_timeout=300)\n")
+    assert follower.poll(5.0)[s.OTHER_CRASH_EVENTS] == 0.0
+    assert follower.poll(10.0)[s.OTHER_CRASH_EVENTS] == 1.0
+    assert follower.poll(15.0)[s.OTHER_CRASH_EVENTS] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -175,7 +253,7 @@ def test_scan_lines_decode_variants(line: str, graph_off: int) -> None:
     )
 
 
-def test_scan_lines_raw_torch_oom_takes_the_phase_of_the_last_batch():
+def test_scan_lines_raw_torch_oom_takes_the_phase_of_the_last_batch() -> None:
     prefill = (
         "[2026-11-22 10:00:00 TP0] Prefill batch, #new-seq: 4, #new-token: 20480, "
         "#cached-token: 0, "

@@ -1,6 +1,7 @@
 """The tuning-rule catalogue. Rules are listed here explicitly, never discovered."""
 
 from .base import Rule
+from .crashes import CUDA_GRAPH_CAPTURE_OOM, KV_POOL_EXHAUSTED, STARTUP_NOT_ENOUGH_MEMORY
 from .cuda_graph import CUDA_GRAPH_NOT_COVERING, TORCH_COMPILE_SMALL_BATCH
 from .diagnosis import LOW_THROUGHPUT
 from .latency import BATCH_TOO_LARGE_FOR_LATENCY, LONG_PROMPTS_DOMINATE_TTFT, QUEUE_WAIT_DOMINATES
@@ -23,6 +24,9 @@ ALL_RULES: tuple[Rule, ...] = (
     MEM_FRACTION_TOO_HIGH,
     PREFILL_OOM,
     DECODE_OOM,
+    CUDA_GRAPH_CAPTURE_OOM,
+    KV_POOL_EXHAUSTED,
+    STARTUP_NOT_ENOUGH_MEMORY,
     KV_CACHE_PRESSURE,
     # Batching and CUDA graphs
     CUDA_GRAPH_NOT_COVERING,

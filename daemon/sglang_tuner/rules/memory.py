@@ -3,6 +3,7 @@
 import math
 
 from ..signals import (
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
     PREFILL_OOM_EVENTS,
@@ -130,13 +131,18 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     return Finding(evidence, _raise_mem_fraction(inp), Confidence.HIGH)
 
 
+# Crashes where the GPU itself ran out; not SGLang's own pool running out (a smaller pool makes
+# that worse) nor "Not enough memory" at startup (it asks for the opposite).
+GPU_OOM_SIGNALS = (PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS, CUDA_GRAPH_CAPTURE_OOM_EVENTS)
+
+
 def _check_mem_too_high(inp: RuleInput) -> Outcome:
-    """A restart with OOM log lines in the window, or startup available_gpu_mem under 5 GB."""
+    """A restart with CUDA OOMs in the window, or startup available_gpu_mem under 5 GB."""
     th, free = inp.thresholds, startup_available_gb(inp)
     restarts = inp.view.total(RESTARTS) or 0.0
-    ooms = (inp.view.total(PREFILL_OOM_EVENTS) or 0.0) + (inp.view.total(DECODE_OOM_EVENTS) or 0.0)
+    ooms = sum(inp.view.total(signal) or 0.0 for signal in GPU_OOM_SIGNALS)
     if restarts >= th["oom_restarts"] and ooms > 0:
-        evidence = f"{restarts:.0f} restart(s) with {ooms:.0f} OOM error(s) in the window"
+        evidence = f"{restarts:.0f} restart(s) with {ooms:.0f} CUDA OOM crash(es) in the window"
         return Finding(evidence, _lower_mem_fraction(inp), Confidence.HIGH)
     if free is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
@@ -175,7 +181,7 @@ MEM_FRACTION_TOO_HIGH = Rule(
     summary="Under 5 GB free after startup, or the server restarted after OOM errors.",
     action="Lower --mem-fraction-static back into the 5-8 GB band (after OOMs: 0.8, then 0.7).",
     source=MEMORY_SOURCE + "; " + OOM_SOURCE + " (General OOM)",
-    signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS),
+    signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, *GPU_OOM_SIGNALS),
     thresholds={
         "available_gpu_mem_too_low_gb": 5.0,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,

@@ -13,7 +13,7 @@ SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 MEM_FLAG = "--mem-fraction-static"
 _NO_OOM_LINES = (
     "OOM errors are read from the SGLang log only: set the target's log_file "
-    "('Prefill out of memory' / 'Decode out of memory' lines)"
+    "(CUDA out-of-memory tracebacks in prefill or decode)"
 )
 NO_CRASH = "no more out-of-memory crashes"
 
@@ -49,7 +49,7 @@ def _lower_chunked_prefill(inp: RuleInput) -> Action:
     return with_expected(action, expected)
 
 
-def _lower_max_running(inp: RuleInput) -> Action:
+def lower_max_running(inp: RuleInput) -> Action:
     """Below the batch that ran out of memory: the p90 per-rank batch minus one step."""
     current = max_running_per_rank(inp.config)
     batch = per_rank_batch(inp.view, 0.9)
@@ -76,18 +76,18 @@ def _check_events(
     events = inp.view.total(signal) or 0.0
     if events < inp.thresholds["oom_events"]:
         return Pass(0.0, present)
-    evidence = f"{events:.0f} '{phase} out of memory' error(s) in the log over the window"
+    evidence = f"{events:.0f} CUDA out-of-memory crash(es) during {phase} in the window"
     return Finding(evidence, suggest(inp), Confidence.HIGH, 1.0, present)
 
 
 def _check_prefill_oom(inp: RuleInput) -> Outcome:
-    """Any 'Prefill out of memory' log line in the window."""
-    return _check_events(inp, PREFILL_OOM_EVENTS, "Prefill", _lower_chunked_prefill)
+    """Any CUDA OOM in a prefill (extend) forward pass in the window."""
+    return _check_events(inp, PREFILL_OOM_EVENTS, "prefill", _lower_chunked_prefill)
 
 
 def _check_decode_oom(inp: RuleInput) -> Outcome:
-    """Any 'Decode out of memory' log line in the window."""
-    return _check_events(inp, DECODE_OOM_EVENTS, "Decode", _lower_max_running)
+    """Any CUDA OOM in a decode forward pass (or graph replay) in the window."""
+    return _check_events(inp, DECODE_OOM_EVENTS, "decode", lower_max_running)
 
 
 _ONE_CRASH = "ours: one crash in the window is enough to act on"

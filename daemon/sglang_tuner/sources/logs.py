@@ -1,102 +1,35 @@
 """Follow an SGLang log file like `tail -F` and turn its lines into signals (reference §9).
 
-Parsing (`scan_lines`) is pure and separate from the file handling (`LogFollower`).
+Parsing is pure and lives in `log_lines` (lines) and `log_crash` (crash kinds); this module only
+handles the file and maps counts to signals.
 """
 
 import os
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
 from sglang_tuner import signals as s
 
-# <= v0.4.6 "Decode out of memory happened.", v0.4.7+ "KV cache pool is full. Retract requests.",
-# SGLANG_TEST_RETRACT "Testing retraction."; then "#retracted_reqs: N" in every version.
-_RETRACT_RE = re.compile(
-    r"(?:KV cache pool is full\. Retract requests\.|Decode out of memory happened\."
-    r"|Testing retraction\.) #retracted_reqs: (\d+)"
-)
-_DECODE_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,] ")
-_PREFILL_RE = re.compile(r"Prefill batch(?: \[\d+\])?[.,] ")
-# A raw PyTorch OOM names no phase: it belongs to the batch the scheduler logged last.
-_TORCH_OOM_RE = re.compile(r"torch\.(?:cuda\.)?OutOfMemoryError: CUDA out of memory")
-_GRAPH_RE = re.compile(r"\b(?:cuda|cpu|npu|musa) graph: (True|False)")
-_PREFILL_OOM_RE = re.compile(r"Prefill out of memory\. Try to lower")
-_DECODE_OOM_RE = re.compile(
-    r"Decode out of memory\. Try to lower|alloc_req_slots runs out of memory"
-)
-_MAX_TOKENS_RE = re.compile(r"\bmax_total_num_tokens=(\d+)")
-_AVAILABLE_RE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
+from .log_crash import CrashKind
+from .log_lines import LogCounts, LogScanner, scan_lines
+
+__all__ = ["LogCounts", "LogFollower", "last_startup_line", "scan_lines", "to_signals"]
+
 _STARTUP_MARK = b"max_total_num_tokens="
 MAX_READ_BYTES = 8 * 1024 * 1024  # per poll; the rest is read at the next poll
-
-
-@dataclass(frozen=True, slots=True)
-class LogCounts:
-    """What a batch of log lines said."""
-
-    retracted_reqs: int = 0
-    prefill_oom: int = 0
-    decode_oom: int = 0
-    decode_lines: int = 0  # Decode batch lines that state the graph flag
-    decode_without_graph: int = 0
-    max_total_num_tokens: int | None = None  # from the last startup summary seen
-    available_gpu_mem_gb: float | None = None
-    # "prefill" or "decode": the phase a raw PyTorch OOM belongs to (parser state, not an event)
-    last_batch: str | None = field(default=None, compare=False)
-
-
-def scan_lines(lines: Iterable[str], counts: LogCounts | None = None) -> LogCounts:
-    """Add the events of `lines` to `counts`."""
-    result = counts or LogCounts()
-    for line in lines:
-        result = _scan_line(line, result)
-    return result
-
-
-def _scan_line(line: str, c: LogCounts) -> LogCounts:
-    """One line's contribution."""
-    if match := _RETRACT_RE.search(line):
-        return replace(c, retracted_reqs=c.retracted_reqs + int(match.group(1)))
-    if _PREFILL_RE.search(line):
-        return replace(c, last_batch="prefill")
-    if _TORCH_OOM_RE.search(line):
-        # No batch since startup: the first forward of a process is a prefill.
-        if c.last_batch in ("prefill", None):
-            return replace(c, prefill_oom=c.prefill_oom + 1)
-        return replace(c, decode_oom=c.decode_oom + 1)
-    if _DECODE_RE.search(line):
-        c = replace(c, last_batch="decode")
-        graph = _GRAPH_RE.search(line)
-        if graph is None:  # <= v0.4.6.post3 prints no graph flag
-            return c
-        off = int(graph.group(1) == "False")
-        return replace(
-            c, decode_lines=c.decode_lines + 1, decode_without_graph=c.decode_without_graph + off
-        )
-    if _PREFILL_OOM_RE.search(line):
-        return replace(c, prefill_oom=c.prefill_oom + 1)
-    if _DECODE_OOM_RE.search(line):
-        return replace(c, decode_oom=c.decode_oom + 1)
-    if match := _MAX_TOKENS_RE.search(line):
-        available = _AVAILABLE_RE.search(line)  # absent before v0.4.7
-        return replace(
-            c,
-            last_batch=None,  # a new process
-            max_total_num_tokens=int(match.group(1)),
-            available_gpu_mem_gb=float(available.group(1)) if available else None,
-        )
-    return c
+CRASH_SIGNALS: dict[CrashKind, str] = {
+    CrashKind.CUDA_GRAPH_CAPTURE_OOM: s.CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    CrashKind.PREFILL_OOM: s.PREFILL_OOM_EVENTS,
+    CrashKind.DECODE_OOM: s.DECODE_OOM_EVENTS,
+    CrashKind.KV_POOL_EXHAUSTED: s.KV_POOL_EXHAUSTED_EVENTS,
+    CrashKind.STARTUP_NOT_ENOUGH_MEMORY: s.STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    CrashKind.OTHER_CRASH: s.OTHER_CRASH_EVENTS,
+}
 
 
 def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
     """Signals for the lines read over `seconds` (None: the first poll, no rate)."""
-    values: dict[str, float] = {
-        s.PREFILL_OOM_EVENTS: float(counts.prefill_oom),
-        s.DECODE_OOM_EVENTS: float(counts.decode_oom),
-    }
+    values = {signal: float(getattr(counts, kind.value)) for kind, signal in CRASH_SIGNALS.items()}
     if seconds is not None and seconds > 0:
         values[s.RETRACTIONS_PER_MINUTE] = counts.retracted_reqs * 60.0 / seconds
     if counts.decode_lines:
@@ -136,7 +69,7 @@ class LogFollower:
         self._file: BinaryIO | None = None
         self._inode: int | None = None
         self._pending = b""  # an incomplete last line
-        self._startup = LogCounts()  # startup facts persist across polls
+        self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
         self._last_poll: float | None = None
 
     def poll(self, now: float) -> dict[str, float]:
@@ -144,12 +77,10 @@ class LogFollower:
         lines = self._read_new_lines()
         if lines is None:
             return {}
-        counts = scan_lines(lines, self._startup)
-        self._startup = LogCounts(
-            max_total_num_tokens=counts.max_total_num_tokens,
-            available_gpu_mem_gb=counts.available_gpu_mem_gb,
-            last_batch=counts.last_batch,
-        )
+        self._scanner.feed(lines)
+        # Other ranks' copies of a traceback get one poll to arrive; then the crash is decided.
+        self._scanner.crash.flush_stale()
+        counts = self._scanner.take()
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)
@@ -188,7 +119,7 @@ class LogFollower:
         if initial:
             line = last_startup_line(handle)
             if line is not None:
-                self._startup = scan_lines([line])
+                self._scanner.feed([line])
         return True
 
     def _file_state(self, handle: BinaryIO) -> str:

@@ -1,0 +1,210 @@
+"""Crashes the log tells apart, each with its own fix (sources/log_crash.py reads them).
+
+A CUDA-graph capture OOM asks for fewer graphs; SGLang's own pool running out ("Try to lower your
+batch size") asks for a smaller batch and never for a smaller pool; "Not enough memory. Please
+try to increase --mem-fraction-static" asks for the opposite of every other OOM fix.
+"""
+
+from ..signals import (
+    CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    KV_POOL_EXHAUSTED_EVENTS,
+    NUM_RUNNING_REQS_MAX_RANK,
+    STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+)
+from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from .base import Rule, RuleInput, flag_action, with_expected, with_note
+from .cuda_graph import graph_flag
+from .defaults import default_graph_max_bs
+from .graph_sizes import captured_batch_sizes
+from .hardware import gpu_memory_gb
+from .oom import lower_max_running
+
+MEMORY_ISSUES = "Troubleshooting / Memory Issues / Reduce Memory Pressure"
+MEM_FLAG = "--mem-fraction-static"
+_NO_LOG = (
+    "crashes are read from the SGLang log only: set the target's log_file "
+    "(CUDA-graph capture, KV pool and startup memory errors)"
+)
+_ONE_CRASH = "ours: one crash in the window is enough to act on"
+SHRINKS_THE_POOL = (
+    f"do not lower {MEM_FLAG}: it shrinks the pool that ran out (the GPU itself had room)"
+)
+
+
+def _events(inp: RuleInput, signal: str) -> tuple[float, int] | NoData:
+    """(crashes of this kind in the window, samples that could have shown one)."""
+    present = inp.view.present(signal)
+    if present == 0:
+        return NoData(_NO_LOG, inp.view.window_seconds)
+    return inp.view.total(signal) or 0.0, present
+
+
+def _crashed_value(inp: RuleInput, field: str) -> float | None:
+    """The value the server crashed with: the flag history's, else today's config."""
+    failed = inp.history.failing.get(field)
+    if failed is not None and not isinstance(failed.value, str):
+        return float(failed.value)
+    value = getattr(inp.config, field, None) if inp.config is not None else None
+    return None if value is None else float(value)
+
+
+def _safe_value(inp: RuleInput, field: str) -> float | None:
+    """The last value of `field` that served SAFE_AFTER_SECONDS without a crash."""
+    safe = inp.history.safe.get(field)
+    return None if safe is None or isinstance(safe.value, str) else float(safe.value)
+
+
+# -- CUDA-graph capture OOM -------------------------------------------------------------------
+def _lower_graph_bs(inp: RuleInput) -> Action:
+    """Back to the last max bs that served without a crash, else the captured size at or below
+    half of the one that failed (graph buffers grow with the largest captured batch)."""
+    config = inp.config
+    version = config.version if config else None
+    flag = graph_flag(version)
+    crashed = _crashed_value(inp, "cuda_graph_max_bs")
+    if crashed is None:
+        tp = config.tp_size if config else None
+        crashed_int = default_graph_max_bs(version, gpu_memory_gb(config), tp)
+        crashed = None if crashed_int is None else float(crashed_int)
+    if crashed is None:
+        return Action(f"{flag}: lower it (about half)", flag, note="current value unknown")
+    safe = _safe_value(inp, "cuda_graph_max_bs")
+    if safe is not None and safe < crashed:
+        action = flag_action(flag, int(crashed), int(safe), inp)
+        expected = f"startup captures graphs up to {safe:g} again, as it did without crashing"
+        return with_expected(action, expected)
+    half = max(1, int(crashed * inp.thresholds["graph_bs_step_ratio"]))
+    sizes = captured_batch_sizes(version, half, gpu_memory_gb=gpu_memory_gb(config)) or (half,)
+    suggested = max([s for s in sizes if s <= half] or [half])
+    action = flag_action(flag, int(crashed), suggested, inp)
+    expected = (
+        f"graph buffers about {suggested / crashed:.0%} of those that ran out of memory at "
+        f"capture; decode batches above {suggested} per rank run without a graph"
+    )
+    return with_expected(action, expected)
+
+
+def _check_capture_oom(inp: RuleInput) -> Outcome:
+    """Any out-of-memory while capturing CUDA graphs at startup, in the window."""
+    events = _events(inp, CUDA_GRAPH_CAPTURE_OOM_EVENTS)
+    if isinstance(events, NoData):
+        return events
+    count, present = events
+    if count < inp.thresholds["oom_events"]:
+        return Pass(0.0, present)
+    evidence = f"{count:.0f} out-of-memory error(s) while capturing CUDA graphs at startup"
+    return Finding(evidence, _lower_graph_bs(inp), Confidence.HIGH, 1.0, present)
+
+
+CUDA_GRAPH_CAPTURE_OOM = Rule(
+    id="cuda_graph_capture_oom",
+    severity=Severity.CRITICAL,
+    summary="The server ran out of memory capturing CUDA graphs at startup.",
+    action="Lower --cuda-graph-max-bs: back to the last value that served, else about half.",
+    source=MEMORY_ISSUES + " (Reduce --cuda-graph-max-bs)",
+    check=_check_capture_oom,
+    signals=(CUDA_GRAPH_CAPTURE_OOM_EVENTS,),
+    thresholds={"oom_events": 1.0, "graph_bs_step_ratio": 0.5},
+    provenance={
+        "oom_events": _ONE_CRASH,
+        "graph_bs_step_ratio": "ours: the guide says 'reduce' without a number; graph memory "
+        "grows with the largest captured batch, so half of it roughly halves that memory",
+    },
+    needs_up=False,
+    needs_window=False,
+    stability=True,
+)
+
+
+# -- SGLang's own pool ran out ----------------------------------------------------------------
+def _check_kv_pool(inp: RuleInput) -> Outcome:
+    """Any 'Prefill/Decode out of memory. Try to lower your batch size' (or the request-slot
+    spellings) in the window: the scheduler's KV or request pool was exhausted."""
+    events = _events(inp, KV_POOL_EXHAUSTED_EVENTS)
+    if isinstance(events, NoData):
+        return events
+    count, present = events
+    if count < inp.thresholds["oom_events"]:
+        return Pass(0.0, present)
+    evidence = f"{count:.0f} crash(es): SGLang's KV or request pool ran out"
+    action = with_note(lower_max_running(inp), SHRINKS_THE_POOL)
+    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+
+
+KV_POOL_EXHAUSTED = Rule(
+    id="kv_pool_exhausted",
+    severity=Severity.CRITICAL,
+    summary="SGLang's own KV or request pool ran out and the server crashed.",
+    action="Lower --max-running-requests (SGLang: 'Try to lower your batch size'); never lower "
+    "--mem-fraction-static for this.",
+    source="Hyperparameter Tuning / Avoid Out-of-Memory Errors (OOM During Decoding); SGLang's "
+    "message 'Try to lower your batch size'",
+    check=_check_kv_pool,
+    signals=(KV_POOL_EXHAUSTED_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
+    thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
+    provenance={
+        "oom_events": _ONE_CRASH,
+        "max_running_step_ratio": "ours: as decode_oom, a quarter below the p90 batch that crashed",
+    },
+    needs_up=False,
+    needs_window=False,
+    stability=True,
+)
+
+
+# -- Not enough memory at startup -------------------------------------------------------------
+def _raise_for_the_pool(inp: RuleInput) -> Action:
+    """Raise by a fixed step (a failed start costs a full model load), capped; past the cap the
+    model does not fit this way."""
+    th = inp.thresholds
+    crashed = _crashed_value(inp, "mem_fraction_static")
+    ceiling = th["mem_fraction_max"]
+    if crashed is not None and crashed >= ceiling - 1e-9:
+        return Action(
+            f"{MEM_FLAG} is already {crashed:g}: the weights leave no room for a KV pool; "
+            "use more GPUs (--tp-size) or FP8 weights (--quantization fp8)"
+        )
+    if crashed is None:
+        step = th["mem_fraction_step"]
+        return Action(f"{MEM_FLAG}: raise by {step:g}", MEM_FLAG, None, f"+{step:g}",
+                      "the value it failed with is unknown")  # fmt: skip
+    suggested = min(ceiling, round(crashed + th["mem_fraction_step"], 2))
+    action = flag_action(MEM_FLAG, crashed, suggested, inp)
+    total = gpu_memory_gb(inp.config)
+    room = f"about {(suggested - crashed) * total:.1f} GB more" if total else "more memory"
+    return with_expected(action, f"the server starts: {room} for weights and the KV pool")
+
+
+def _check_startup_memory(inp: RuleInput) -> Outcome:
+    """'Not enough memory. Please try to increase --mem-fraction-static' in the window."""
+    events = _events(inp, STARTUP_NOT_ENOUGH_MEMORY_EVENTS)
+    if isinstance(events, NoData):
+        return events
+    count, present = events
+    if count < inp.thresholds["oom_events"]:
+        return Pass(0.0, present)
+    evidence = f"{count:.0f} failed start(s): 'Not enough memory' for the KV cache pool"
+    return Finding(evidence, _raise_for_the_pool(inp), Confidence.HIGH, 1.0, present)
+
+
+STARTUP_NOT_ENOUGH_MEMORY = Rule(
+    id="startup_not_enough_memory",
+    severity=Severity.CRITICAL,
+    summary="The server failed to start: too little memory was left for the KV cache pool.",
+    action="Raise --mem-fraction-static by 0.05 (SGLang's own advice), up to 0.95.",
+    source="ours: SGLang's own startup error says 'Not enough memory. Please try to increase "
+    "--mem-fraction-static'",
+    check=_check_startup_memory,
+    signals=(STARTUP_NOT_ENOUGH_MEMORY_EVENTS,),
+    thresholds={"oom_events": 1.0, "mem_fraction_step": 0.05, "mem_fraction_max": 0.95},
+    provenance={
+        "oom_events": _ONE_CRASH,
+        "mem_fraction_step": "ours: five of the guide's 0.01 steps, since every failed start "
+        "costs a full model load",
+        "mem_fraction_max": "ours: as mem_fraction_too_low, past 0.95 activations have no room",
+    },
+    needs_up=False,
+    needs_window=False,
+    stability=True,
+    ours=True,
+)

@@ -1,0 +1,247 @@
+"""Classify SGLang crashes from the log: which kind of failure, counted once per crash.
+
+A crash shows up as a multi-line traceback record ("Scheduler hit an exception: Traceback ...")
+that every TP rank prints, often with a sigquit line and NCCL noise around it. The kind comes
+from the record's own text first (KV-pool and startup messages, CUDA OOM text, the frames it ran
+through), then from where the server was (capturing CUDA graphs, starting, serving), and only
+last from the batch the scheduler logged last. One crash is one "burst": the records and fatal
+lines within `BURST_SECONDS` of each other (log time), ended early by a process start or a
+startup summary. A burst counts each specific kind once (so the same exception from eight TP
+ranks is one event); `other_crash` counts once, and only for a burst with no specific kind.
+"""
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+BURST_SECONDS = 60.0  # TP ranks print the same traceback within about a second of each other
+
+
+class CrashKind(StrEnum):
+    """The closed set of crash kinds; each value is a `LogCounts` field and a signal stem."""
+
+    CUDA_GRAPH_CAPTURE_OOM = "cuda_graph_capture_oom"
+    PREFILL_OOM = "prefill_oom"
+    DECODE_OOM = "decode_oom"
+    KV_POOL_EXHAUSTED = "kv_pool_exhausted"
+    STARTUP_NOT_ENOUGH_MEMORY = "startup_not_enough_memory"
+    OTHER_CRASH = "other_crash"
+
+
+class Phase(StrEnum):
+    """Where the server was when the last lines were written."""
+
+    UNKNOWN = "unknown"  # nothing seen yet (e.g. the follower started mid-file)
+    STARTUP = "startup"  # a process started and has not printed its startup summary
+    CAPTURE = "capture"  # between "Capture ... graph begin" and "... end"
+    SERVING = "serving"
+
+
+_NOT_ENOUGH = re.compile(
+    r"Not enough memory\. Please try to increase --mem-fraction-static"
+    r"|leaves no room for the full KV pool"  # hybrid SWA pools (0.5.23)
+)
+_KV_POOL = re.compile(
+    r"(?:Prefill|Decode) out of memory\. (?:Try to lower your batch size|This should never happen)"
+    r"|alloc_req_slots runs out of memory"
+    r"|Out of memory\. Please set a smaller number for `--max-running-requests`"  # <= 0.4.3
+    r"|No space left for only one request"
+)
+_CUDA_OOM = re.compile(
+    r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY"
+    r"|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED"
+)
+_CAPTURE_FAILED = re.compile(r"Capture [\w -]*?graph failed")
+_FATAL = re.compile(
+    r"\b[A-Za-z]+ hit an exception:|\bException in [A-Za-z_]+:"
+    r"|[Ww]atchdog timeout \(self\.watchdog_timeout=(?![^)]*soft=True)"
+    r"|Watchdog caught collective operation timeout|NCCL error|DistBackendError"
+    r"|Received sigquit from a child process"
+)
+_HEAD = re.compile(
+    r"\b[A-Za-z]+ hit an exception:|\bException in [A-Za-z_]+:|Traceback \(most recent call last\):"
+)
+_FRAME = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)", line \d+, in (\w+)')
+
+# Frame functions by phase, every version (0.1-0.2: forward_fill_batch, forward_prefill_batch,
+# forward_decode_batch; 0.5.23: the eager runner's _execute_*, cuda_graph_setup's capture_*).
+_CAPTURE_FUNCS = frozenset(
+    "capture capture_one_batch_size graph_capture init_cuda_graphs init_device_graphs"
+    " init_all_cuda_graphs init_piecewise_cuda_graphs capture_cuda_graphs capture_decode_graph"
+    " capture_prefill_graph".split()
+)
+_PREFILL_FUNCS = frozenset(
+    "forward_extend _execute_extend _execute_extend_cp forward_split_prefill forward_prefill_batch"
+    " forward_fill_batch prepare_for_extend get_new_batch_prefill process_batch_result_prefill"
+    " forward_target_extend".split()
+)
+_DECODE_FUNCS = frozenset(
+    "forward_decode _execute_decode forward_decode_batch prepare_for_decode update_running_batch"
+    " process_batch_result_decode forward_draft_extend_after_decode".split()
+)
+_PREFILL_GRAPH_FILES = frozenset({"piecewise_cuda_graph_runner.py", "prefill_cuda_graph_runner.py"})
+
+
+def frame_phase(filename: str, func: str) -> CrashKind | None:
+    """What one traceback frame says: capture, prefill or decode (as the OOM kind), or None."""
+    if func in _CAPTURE_FUNCS or (func == "__init__" and filename.endswith("graph_runner.py")):
+        return CrashKind.CUDA_GRAPH_CAPTURE_OOM
+    if func in _PREFILL_FUNCS:
+        return CrashKind.PREFILL_OOM
+    if func in _DECODE_FUNCS or (func in ("verify", "draft") and "eagle" in filename):
+        return CrashKind.DECODE_OOM
+    if func in ("replay", "execute") and filename.endswith("graph_runner.py"):
+        prefill = filename in _PREFILL_GRAPH_FILES
+        return CrashKind.PREFILL_OOM if prefill else CrashKind.DECODE_OOM
+    return None
+
+
+@dataclass(slots=True)
+class _Record:
+    """One traceback record being read: what its frames and lines said so far."""
+
+    ts: float | None
+    fatal: bool  # the header says the process dies ("... hit an exception:")
+    capture: bool = False
+    phase: CrashKind | None = None  # the innermost prefill/decode frame
+    specific: bool = False  # a specific kind was counted from this record
+    stale: bool = False  # already open at the previous `flush_stale`
+
+
+@dataclass(slots=True)
+class _Burst:
+    """The lines of one crash across ranks."""
+
+    start: float | None
+    kinds: set[CrashKind] = field(default_factory=set)
+    fatal: bool = False  # fatal evidence seen (other_crash unless a specific kind shows up)
+    stale: bool = False  # already open at the previous `flush_stale`
+
+
+class CrashTracker:
+    """Reads crash evidence line by line and counts one event per crash and kind."""
+
+    def __init__(self) -> None:
+        self.phase = Phase.UNKNOWN
+        self.last_batch: CrashKind | None = None  # PREFILL_OOM or DECODE_OOM
+        self.events: Counter[CrashKind] = Counter()
+        self.record: _Record | None = None
+        self._burst: _Burst | None = None
+        self.last_ts: float | None = None  # of the last crash line; None after other lines
+
+    def process_start(self, phase: Phase) -> None:
+        """A new process (STARTUP) or its startup summary (SERVING): the previous crash is over."""
+        self.close_record()
+        self.end_burst()
+        self.phase, self.last_batch, self.last_ts = phase, None, None
+
+    def line(self, text: str, ts: float | None) -> None:
+        """A line outside a traceback record that passed the keyword filter."""
+        self.last_ts = ts if ts is not None else self.last_ts
+        if _HEAD.search(text):  # a bare traceback is fatal only if its text says so
+            self.record = _Record(self.last_ts, fatal=_FATAL.search(text) is not None)
+        self._evidence(text)
+
+    def record_line(self, text: str) -> None:
+        """A continuation line of the open record (a frame, code, or the exception)."""
+        record = self.record
+        assert record is not None
+        frame = _FRAME.search(text) if 'File "' in text else None
+        if frame is None:
+            self._evidence(text)
+            return
+        said = frame_phase(frame.group(1), frame.group(2))
+        if said is CrashKind.CUDA_GRAPH_CAPTURE_OOM:
+            record.capture = True
+        elif said is not None:
+            record.phase = said  # later frames are deeper: the innermost one wins
+
+    def close_record(self) -> None:
+        """The record ended: a fatal header with no specific kind is some other crash."""
+        record, self.record = self.record, None
+        if record is not None and record.fatal and not record.specific:
+            self._burst_at(record.ts).fatal = True
+
+    def end_burst(self) -> None:
+        """Count the pending `other_crash` of the current burst, if it had no specific kind."""
+        burst, self._burst = self._burst, None
+        if burst is not None and burst.fatal and not burst.kinds:
+            self.events[CrashKind.OTHER_CRASH] += 1
+
+    def flush_stale(self) -> None:
+        """End what was already open at the previous call (one poll's grace for other ranks)."""
+        if self.record is not None:
+            if self.record.stale:
+                self.close_record()
+            else:
+                self.record.stale = True
+        if self._burst is not None:
+            if self._burst.stale:
+                self.end_burst()
+            else:
+                self._burst.stale = True
+
+    def _evidence(self, text: str) -> None:
+        """Count what one line proves, in order of specificity."""
+        kind = _specific_kind(text)
+        oom = kind is None and _CUDA_OOM.search(text) is not None
+        if oom:
+            kind = self._oom_kind()
+        if kind is not None:
+            self._count(kind)
+        elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
+            self._mark_fatal()
+
+    def _oom_kind(self) -> CrashKind | None:
+        """A CUDA OOM's kind: frames first, then the server's phase, then the last batch."""
+        record = self.record
+        if record is not None and record.capture:
+            return CrashKind.CUDA_GRAPH_CAPTURE_OOM
+        if record is not None and record.phase is not None:
+            return record.phase
+        if self.phase is Phase.CAPTURE:
+            return CrashKind.CUDA_GRAPH_CAPTURE_OOM
+        if self.phase is Phase.STARTUP:
+            return None  # loading weights or sizing the pool: some other crash
+        return self.last_batch or CrashKind.PREFILL_OOM  # a process's first forward is a prefill
+
+    def _count(self, kind: CrashKind) -> None:
+        """One specific kind, once per burst."""
+        burst = self._burst_at(self.record.ts if self.record else self.last_ts)
+        if self.record is not None:
+            self.record.specific = True
+        if kind not in burst.kinds:
+            burst.kinds.add(kind)
+            self.events[kind] += 1
+
+    def _mark_fatal(self) -> None:
+        """Fatal evidence without a specific kind (decided when the burst ends)."""
+        if self.record is not None:
+            self.record.fatal = True
+        else:
+            self._burst_at(self.last_ts).fatal = True
+
+    def _burst_at(self, ts: float | None) -> _Burst:
+        """The burst a line at `ts` belongs to; a new one past the span."""
+        burst = self._burst
+        if burst is not None and ts is not None and burst.start is not None:
+            if abs(ts - burst.start) > BURST_SECONDS:
+                self.end_burst()
+                burst = None
+        if burst is None:
+            burst = self._burst = _Burst(ts)
+        elif burst.start is None:
+            burst.start = ts
+        return burst
+
+
+def _specific_kind(text: str) -> CrashKind | None:
+    """Kinds SGLang names in its own words (no phase guessing needed)."""
+    if _NOT_ENOUGH.search(text):
+        return CrashKind.STARTUP_NOT_ENOUGH_MEMORY
+    if _KV_POOL.search(text):
+        return CrashKind.KV_POOL_EXHAUSTED
+    if _CAPTURE_FAILED.search(text) and _CUDA_OOM.search(text):
+        return CrashKind.CUDA_GRAPH_CAPTURE_OOM
+    return None

@@ -1,0 +1,82 @@
+"""cuda_graph_capture_oom, kv_pool_exhausted and startup_not_enough_memory: one fix per kind."""
+
+from helpers import evaluate, window_from
+from sglang_tuner.rules.crashes import (
+    CUDA_GRAPH_CAPTURE_OOM,
+    KV_POOL_EXHAUSTED,
+    STARTUP_NOT_ENOUGH_MEMORY,
+)
+from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH
+from sglang_tuner.values import Finding, FlagHistory, FlagOutcome, NoData, Pass, ServerConfig
+
+H100 = "NVIDIA H100 80GB HBM3"
+CAPTURE_CRASH = window_from(cuda_graph_capture_oom_events="0x3 1 0x2")
+POOL_CRASH = window_from(kv_pool_exhausted_events="0x5 1 0x4", num_running_reqs_max_rank="160x10")
+STARTUP_CRASH = window_from(startup_not_enough_memory_events="1")
+
+
+def test_capture_oom_goes_back_to_the_last_graph_size_that_served():
+    config = ServerConfig(version="0.5.23", cuda_graph_max_bs=512, gpu_model=H100)
+    history = FlagHistory(safe={"cuda_graph_max_bs": FlagOutcome(256, 0.0)})
+    out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config, history=history)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--cuda-graph-max-bs-decode 512 -> 256"
+    assert "as it did without crashing" in out.action.expected
+
+
+def test_capture_oom_without_history_halves_to_a_captured_size():
+    config = ServerConfig(version="0.5.9", cuda_graph_max_bs=400, gpu_model=H100)
+    out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--cuda-graph-max-bs 400 -> 200"  # 200 is on the grid (16..256 by 8)
+    assert out.action.expected.startswith("graph buffers about 50% of those that ran out")
+
+
+def test_capture_oom_blames_the_value_it_crashed_with_not_todays():
+    config = ServerConfig(version="0.5.9", cuda_graph_max_bs=160, gpu_model=H100)
+    history = FlagHistory(failing={"cuda_graph_max_bs": FlagOutcome(320, 0.0, "x")})
+    out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config, history=history)
+    assert isinstance(out, Finding) and out.action.text == "--cuda-graph-max-bs 320 -> 160"
+
+
+def test_capture_oom_unset_flag_starts_from_sglangs_default():
+    config = ServerConfig(version="0.5.9", gpu_model=H100, tp_size=1)
+    out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.current is not None
+    assert int(out.action.suggested or 0) <= int(out.action.current) // 2
+
+
+def test_capture_oom_needs_the_log():
+    assert isinstance(evaluate(CUDA_GRAPH_CAPTURE_OOM, window_from(num_running_reqs="1x8")), NoData)
+    quiet = window_from(cuda_graph_capture_oom_events="0x8")
+    assert isinstance(evaluate(CUDA_GRAPH_CAPTURE_OOM, quiet), Pass)
+
+
+def test_kv_pool_exhausted_lowers_the_batch_and_warns_off_a_smaller_pool():
+    config = ServerConfig(max_running_requests=200)
+    out = evaluate(KV_POOL_EXHAUSTED, POOL_CRASH, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--max-running-requests 200 -> 120"  # 160 ran out, a quarter below
+    assert "do not lower --mem-fraction-static" in out.action.note
+
+
+def test_kv_pool_exhaustion_alone_never_lowers_mem_fraction():
+    view = window_from(kv_pool_exhausted_events="0x5 1 0x4", restarts="0x5 1 0x4")
+    config = ServerConfig(mem_fraction_static=0.85)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=config)
+    assert not isinstance(out, Finding)
+
+
+def test_startup_not_enough_memory_raises_mem_fraction_by_a_step():
+    config = ServerConfig(mem_fraction_static=0.7, gpu_model=H100)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.7 -> 0.75"
+    assert out.action.expected == "the server starts: about 4.0 GB more for weights and the KV pool"
+
+
+def test_startup_not_enough_memory_at_the_ceiling_says_the_model_does_not_fit():
+    config = ServerConfig(mem_fraction_static=0.95)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.flag is None
+    assert "--tp-size" in out.action.text and "--quantization fp8" in out.action.text

@@ -1,0 +1,187 @@
+"""Crash kinds read from real and source-assembled SGLang logs (fixtures/sglang/logs/crashes)."""
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from sglang_tuner.sources.log_crash import CrashKind, frame_phase
+from sglang_tuner.sources.log_lines import LogCounts, LogScanner, scan_lines
+
+CRASHES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs" / "crashes"
+KINDS = [kind.value for kind in CrashKind]
+
+EXPECTED = {  # fixture: the non-zero crash counts (see the README beside the fixtures)
+    "v0.3_nccl_watchdog_issue1693": {"other_crash": 1},
+    "v0.4.3_startup_not_enough_memory_issue4330": {"startup_not_enough_memory": 1},
+    "v0.4.4_kv_pool_decode_issue4602": {"kv_pool_exhausted": 1},
+    "v0.4.5_cuda_graph_capture_oom_issue5285": {"cuda_graph_capture_oom": 1},
+    "v0.4.8_watchdog_timeout_issue7553": {"other_crash": 1},
+    "v0.5.2_kv_pool_req_slots_issue10408": {"kv_pool_exhausted": 1},
+    "v0.5.3_capture_failed_not_memory_issue11218": {"other_crash": 1},
+    "v0.5_peer_gpu_memory_error_qwen3vl1961": {"other_crash": 1},
+    "v0.5.9_prefill_oom_assembled": {"prefill_oom": 1},
+    "v0.5.23_decode_oom_assembled": {"decode_oom": 1},
+    "v0.5.23_cuda_graph_capture_oom_assembled": {"cuda_graph_capture_oom": 1},
+    "v0.5.23_kv_pool_prefill_assembled": {"kv_pool_exhausted": 1},
+    "v0.5.23_startup_not_enough_memory_assembled": {"startup_not_enough_memory": 1},
+    "newest_capture_failed_engram_issue39173": {"other_crash": 1},
+    "v0.4.3_retraction_tp_ranks_issue4184": {},
+    "v0.1.26_retraction_lowercase_assembled": {},
+}
+
+
+def crash_counts(counts: LogCounts) -> dict[str, int]:
+    """The non-zero crash fields."""
+    return {kind: getattr(counts, kind) for kind in KINDS if getattr(counts, kind)}
+
+
+def read(name: str) -> list[str]:
+    """A fixture's lines."""
+    return (CRASHES / f"{name}.log").read_text().splitlines()
+
+
+def test_crash_fixtures_all_have_an_expectation() -> None:
+    assert sorted(p.stem for p in CRASHES.glob("*.log")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_scan_lines_classifies_each_crash_fixture(name: str) -> None:
+    assert crash_counts(scan_lines(read(name))) == EXPECTED[name]
+
+
+def test_scan_lines_retraction_fixtures_count_each_retraction_once() -> None:
+    assert scan_lines(read("v0.4.3_retraction_tp_ranks_issue4184")).retracted_reqs == 2
+    assert scan_lines(read("v0.1.26_retraction_lowercase_assembled")).retracted_reqs == 3
+
+
+def test_scan_lines_mixed_log_counts_every_crash_once() -> None:
+    restart = "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m')"  # between crashes
+    names = list(EXPECTED)
+    counts = scan_lines([line for name in names for line in [*read(name), restart]])
+    expected = {kind: sum(EXPECTED[n].get(kind, 0) for n in names) for kind in KINDS}
+    assert crash_counts(counts) == {k: v for k, v in expected.items() if v}
+    assert counts.retracted_reqs == 5
+
+
+PREFIX = "[2026-03-01 12:00:{sec:02d} TP{tp}] "
+DECODE = "Decode batch, #running-req: 90, #token: 9000, token usage: 0.40, cuda graph: True, "
+DECODE += "gen throughput (token/s): 900.00, #queue-req: 0"
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+
+
+def traceback(tp: int, *frames: tuple[str, str], sec: int = 1) -> list[str]:
+    """A scheduler traceback through `frames` (file, function), ending in a CUDA OOM."""
+    head = PREFIX.format(sec=sec, tp=tp) + "Scheduler hit an exception: Traceback (most recent"
+    body = [f'  File "/sgl/python/sglang/srt/{f}", line 1, in {fn}\n    x()' for f, fn in frames]
+    return [head + " call last):", *"\n".join(body).splitlines(), OOM, ""]
+
+
+CAPTURE = (
+    ("model_executor/model_runner.py", "init_cuda_graphs"),
+    ("model_executor/cuda_graph_runner.py", "capture"),
+    ("model_executor/cuda_graph_runner.py", "capture_one_batch_size"),
+    ("models/llama.py", "forward"),
+)
+
+
+def test_scan_lines_oom_inside_capture_after_a_decode_line_is_capture() -> None:
+    lines = [PREFIX.format(sec=0, tp=0) + DECODE, *traceback(0, *CAPTURE)]
+    assert crash_counts(scan_lines(lines)) == {"cuda_graph_capture_oom": 1}
+
+
+def test_scan_lines_frameless_oom_after_capture_begin_is_capture() -> None:
+    begin = "Capture cuda graph begin. This can take up to several minutes. avail mem=6.00 GB"
+    lines = [PREFIX.format(sec=0, tp=0) + DECODE, PREFIX.format(sec=1, tp=0) + begin, OOM]
+    assert crash_counts(scan_lines(lines)) == {"cuda_graph_capture_oom": 1}
+
+
+def test_scan_lines_prefill_frames_win_over_the_last_decode_line() -> None:
+    frames = (("managers/scheduler.py", "run_batch"), ("model_executor/x.py", "forward_extend"))
+    lines = [PREFIX.format(sec=0, tp=0) + DECODE, *traceback(0, *frames)]
+    assert crash_counts(scan_lines(lines)) == {"prefill_oom": 1}
+
+
+def test_scan_lines_decode_graph_replay_is_decode() -> None:
+    frames = (("model_executor/model_runner.py", "forward"), ("cuda_graph_runner.py", "replay"))
+    assert crash_counts(scan_lines(traceback(0, *frames))) == {"decode_oom": 1}
+
+
+def test_scan_lines_same_oom_from_eight_tp_ranks_is_one_event() -> None:
+    frames = (("model_executor/model_runner.py", "forward_decode"),)
+    lines = [line for tp in range(8) for line in traceback(tp, *frames)]
+    assert crash_counts(scan_lines(lines)) == {"decode_oom": 1}
+
+
+def test_scan_lines_two_crashes_with_a_restart_between_are_two_events() -> None:
+    frames = (("model_executor/model_runner.py", "forward_decode"),)
+    restart = PREFIX.format(sec=3, tp=0) + "Init torch distributed begin."
+    lines = [*traceback(0, *frames), restart, *traceback(0, *frames, sec=40)]
+    assert crash_counts(scan_lines(lines)) == {"decode_oom": 2}
+
+
+def test_scan_lines_crashes_further_apart_than_the_burst_are_two_events() -> None:
+    frames = (("model_executor/model_runner.py", "forward_extend"),)
+    later = [line.replace("12:00:", "12:05:") for line in traceback(0, *frames)]
+    assert crash_counts(scan_lines([*traceback(0, *frames), *later])) == {"prefill_oom": 2}
+
+
+def test_scan_lines_sigquit_and_nccl_noise_do_not_add_other_crash() -> None:
+    sigquit = "[2026-03-01 12:00:01] Received sigquit from a child process. It usually means ..."
+    nccl = "[rank3]:[E301 12:00:02.1 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective"
+    frames = (("model_executor/model_runner.py", "forward_extend"),)
+    lines = [sigquit, *traceback(1, *frames), nccl + " operation timeout: WorkNCCL(...)"]
+    assert crash_counts(scan_lines(lines)) == {"prefill_oom": 1}
+
+
+def test_scan_lines_soft_watchdog_is_not_a_crash() -> None:
+    soft = "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=True)"
+    hard = "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"
+    assert crash_counts(scan_lines([PREFIX.format(sec=0, tp=0) + soft])) == {}
+    assert crash_counts(scan_lines([PREFIX.format(sec=0, tp=0) + hard])) == {"other_crash": 1}
+
+
+def test_scan_lines_bare_traceback_without_memory_error_is_not_a_crash() -> None:
+    lines = ["ERROR:    Exception in ASGI application", "Traceback (most recent call last):"]
+    lines += ['  File "/x/fastapi/routing.py", line 3, in app', "ValueError: bad request"]
+    assert crash_counts(scan_lines(lines)) == {}
+
+
+def test_scan_lines_oom_while_loading_weights_is_other_crash() -> None:
+    start = PREFIX.format(sec=0, tp=0) + "Load weight begin. avail mem=79.00 GB"
+    init = PREFIX.format(sec=0, tp=0) + "Init torch distributed begin."
+    frames = (("model_executor/model_runner.py", "load_model"),)
+    assert crash_counts(scan_lines([init, start, *traceback(0, *frames)])) == {"other_crash": 1}
+
+
+def test_scan_lines_bare_oom_while_starting_is_other_crash() -> None:
+    init = PREFIX.format(sec=0, tp=0) + "Init torch distributed begin."
+    assert crash_counts(scan_lines([init, OOM])) == {"other_crash": 1}
+
+
+def test_log_scanner_keeps_batch_lines_counted_inside_an_open_record() -> None:
+    scanner = LogScanner()
+    scanner.feed(["Traceback (most recent call last):", PREFIX.format(sec=0, tp=0) + DECODE])
+    assert scanner.take().decode_lines == 1
+
+
+@pytest.mark.parametrize(
+    ("filename", "func", "kind"),
+    [
+        ("cuda_graph_runner.py", "__init__", CrashKind.CUDA_GRAPH_CAPTURE_OOM),
+        ("decode_cuda_graph_runner.py", "capture_one_batch_size", CrashKind.CUDA_GRAPH_CAPTURE_OOM),
+        ("eager_runner.py", "_execute_extend", CrashKind.PREFILL_OOM),
+        ("piecewise_cuda_graph_runner.py", "replay", CrashKind.PREFILL_OOM),
+        ("eager_runner.py", "_execute_decode", CrashKind.DECODE_OOM),
+        ("eagle_worker.py", "verify", CrashKind.DECODE_OOM),
+        ("tp_worker.py", "forward_decode_batch", CrashKind.DECODE_OOM),
+        ("scheduler.py", "event_loop_overlap", None),
+    ],
+)
+def test_frame_phase_reads_the_runner_and_function(
+    filename: str, func: str, kind: CrashKind | None
+) -> None:
+    assert frame_phase(filename, func) is kind
+
+
+def test_log_counts_has_a_field_per_crash_kind() -> None:
+    assert set(KINDS) <= {field.name for field in fields(LogCounts)}
