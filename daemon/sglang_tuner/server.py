@@ -59,7 +59,11 @@ class ApiThread:
 
     def __init__(self, server: uvicorn.Server) -> None:
         self.server = server
-        self.thread = threading.Thread(target=server.run, name="api", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="api", daemon=True)
+
+    def _run(self) -> None:
+        with suppress(SystemExit):  # uvicorn exits when it cannot bind; `start` reports it
+            self.server.run()
 
     def start(self, timeout_seconds: float = 15.0) -> None:
         """Start and wait until it listens; ServeError when it cannot (port in use, say)."""
