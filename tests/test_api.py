@@ -20,6 +20,7 @@ from sglang_tuner.api import create_app
 from sglang_tuner.changes import Change
 from sglang_tuner.config import Settings
 from sglang_tuner.evaluation import (
+    DatabaseStatus,
     Evaluation,
     RuleResult,
     TargetStatus,
@@ -466,6 +467,14 @@ def test_readyz_503_until_every_target_scraped_then_200() -> None:
     state.publish(_evaluation())
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+
+
+def test_readyz_says_degraded_while_state_cannot_be_saved() -> None:
+    full = DatabaseStatus(configured=True, error="cannot write tuner.db: database or disk is full")
+    state = TunerState(replace(_evaluation(), database=full))
+    response = TestClient(_app(state)).get("/readyz")
+    assert response.status_code == 200  # still serving advice, from memory
+    assert response.json() == {"status": "degraded", "detail": full.error}
 
 
 def test_advice_before_first_evaluation_explains_wait() -> None:

@@ -11,6 +11,7 @@ from sglang_tuner import __version__
 from sglang_tuner.changes import Change
 from sglang_tuner.evaluation import (
     AlertmanagerStatus,
+    DatabaseStatus,
     Evaluation,
     RuleResult,
     TargetStatus,
@@ -130,6 +131,7 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
         alertmanager=AlertmanagerStatus(
             sends_total={AM: 5}, send_failures_total={AM: 1}, alerts_sent_total={AM: 4}
         ),
+        database=DatabaseStatus(configured=True, error=None, save_failures_total=2),
         evaluations_total=42,
         changes={"gpu-a": (CHANGE,)},
         advice=(ADVICE,),
@@ -413,3 +415,8 @@ def test_every_canonical_signal_is_exported_in_one_unit():
     assert set(ALL_SIGNALS) == set(EXPORTED_AS)
     labels = [(unit, label) for unit, label, _ in EXPORTED_AS.values()]
     assert len(labels) == len(set(labels))  # no two signals share a family and label
+
+
+def test_database_metrics_say_whether_state_is_being_saved(registry: CollectorRegistry) -> None:
+    assert _value(registry, "sglang_tuner_database_writable") == 1.0
+    assert _value(registry, "sglang_tuner_database_save_failures_total") == 2.0

@@ -1,9 +1,12 @@
 """The daemon as a real process: one bad target never stalls the others."""
 
+import asyncio
 import signal
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.alertmanager_process import am_alerts, needs_alertmanager
 from tests.conftest import free_port
 
 SHORT = {
@@ -98,3 +101,35 @@ def test_daemon_sighup_applies_a_new_config_and_keeps_the_old_one_when_invalid(
     assert "targets[0].url" in daemon.logs()
     assert daemon.proc.poll() is None
     assert names(daemon) == ["good", "second"]
+
+
+def _active_alerts(url: str, target: str) -> list[dict[str, object]]:
+    return asyncio.run(am_alerts(url, target))
+
+
+def _scrapes_in(daemon, seconds: float) -> int:  # type: ignore[no-untyped-def]
+    before = daemon.get("/targets/good").json()["scrapes_total"]
+    time.sleep(seconds)
+    return int(daemon.get("/targets/good").json()["scrapes_total"] - before)
+
+
+@needs_alertmanager
+def test_daemon_sighup_applies_a_new_scrape_interval_and_a_new_alertmanager(
+    daemon_factory, misbehaving_server, start_alertmanager
+):
+    first_am, second_am = start_alertmanager(), start_alertmanager()
+    targets = [
+        {"name": "good", "url": f"{misbehaving_server}/good"},
+        {"name": "no-metrics", "url": f"{misbehaving_server}/missing"},  # metrics_disabled fires
+    ]
+    daemon = daemon_factory({**SHORT, "targets": targets, "alertmanager": {"urls": [first_am.url]}})
+    daemon.wait_for(lambda _d: _active_alerts(first_am.url, "no-metrics"))
+    assert _scrapes_in(daemon, 3.0) <= 4  # every second
+
+    faster = {"scrape_interval_seconds": 0.25, "scrape_timeout_seconds": 0.2}
+    alertmanager = {"urls": [second_am.url]}
+    daemon.write_config({**daemon.config, **faster, "alertmanager": alertmanager})
+    daemon.proc.send_signal(signal.SIGHUP)
+    daemon.wait_for(lambda d: "configuration reloaded" in d.logs())
+    daemon.wait_for(lambda _d: _active_alerts(second_am.url, "no-metrics"))  # the alert moved
+    assert _scrapes_in(daemon, 2.0) >= 6  # every quarter second now

@@ -28,6 +28,7 @@ RULE = Rule(
     id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",
     source="Hyperparameter Tuning", check=lambda _i: Pass(),
 )  # fmt: skip
+KEY = ("gpu-a", "queue_empty")
 FINDING = Finding("queue 0 in 90% of samples", Action("client: faster"), Confidence.HIGH, 0.9)
 
 
@@ -79,6 +80,42 @@ def test_outputs_persist_and_restore_windows_and_alerts(tmp_path):
     fresh.restore(restored, 160.0)
     assert restored["gpu-a"].window.view(160.0, 600.0).values("q") == [1.0]
     assert fresh.tracker.state_of(("gpu-a", "queue_empty"))[0] == "firing"
+
+
+def test_a_full_database_keeps_history_in_memory_and_reports_degraded(tmp_path):
+    settings = load_settings(None, {"hold_for_seconds": 0})
+    store = Store(tmp_path / "tuner.db")
+    outputs = Outputs(settings, TunerState(), store)
+    targets = _targets("gpu-a")
+    outputs.persist(targets, 99.0)
+    pages = store._read().execute("PRAGMA page_count").fetchone()[0]
+    store._read().execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "disk is full"
+    big = TargetState(TargetSpec("gpu-b", "http://gpu-b:30000"), 2000)
+    values = {f"signal_{i}": float(i) for i in range(20)}
+    for k in range(2000):
+        big.ingest(ScrapeResult("gpu-b", k, 0.01, Snapshot("gpu-b", k, values)))
+    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
+    outputs.persist({**targets, "gpu-b": big}, 100.0)
+    assert len(outputs.history) == 1  # the advice transition waits for the next save
+    database = outputs.publish(targets, _judged("gpu-a"), {}, {}, 101.0).database
+    assert database.configured and database.save_failures_total == 1
+    assert database.error is not None and "full" in database.error
+    store._read().execute("PRAGMA max_page_count = 1000000")  # room again
+    outputs.persist({**targets, "gpu-b": big}, 102.0)
+    assert outputs.history == [] and store.error is None
+    assert len(Store(tmp_path / "tuner.db").history("gpu-a")) == 1
+
+
+def test_restored_alerts_are_sent_again_at_once(tmp_path):
+    settings = load_settings(None, {"hold_for_seconds": 0})
+    outputs = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
+    targets = _targets("gpu-a")
+    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
+    assert outputs.tracker.alerts_to_send(100.0, 60.0, 5.0)  # queued, then the process died
+    outputs.persist(targets, 100.0)
+    fresh = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
+    fresh.restore({"gpu-a": TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 10)}, 101.0)
+    assert [a.key for a in fresh.tracker.alerts_to_send(101.0, 60.0, 5.0)] == [KEY]
 
 
 @needs_alertmanager

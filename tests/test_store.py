@@ -108,3 +108,63 @@ def test_store_keeps_changes_and_their_verdicts_across_restarts(tmp_path):
     log = ChangeLog("gpu-a", "offline", 300.0, 60.0)
     log.restore([loaded])
     assert log.verdicts == {"hurt": 1}
+
+
+def _count(store: Store, table: str) -> int:
+    return int(store._read().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+
+def test_save_writes_only_new_samples_and_forgets_those_that_left_the_window(tmp_path):
+    store = Store(tmp_path / "t.db")
+    window = Window(5)
+    for ts in range(3):
+        window.append(Snapshot("t", float(ts), {"x": float(ts)}))
+    store.save({"a": window.view(2.0, float("inf"))}, [], [], now=2.0)
+    for ts in range(3, 8):
+        window.append(Snapshot("t", float(ts), {"x": float(ts)}))
+    store.save({"a": window.view(7.0, float("inf"))}, [], [], now=7.0)
+    assert _count(store, "samples") == 5  # the ring's five, none twice, the old ones gone
+    (restored,) = Store(tmp_path / "t.db").load_windows({"a": 10}, now=10.0).values()
+    assert [s.ts for s in restored] == [3.0, 4.0, 5.0, 6.0, 7.0]
+    store.save({}, [], [], now=8.0)  # the target left the config
+    assert _count(store, "samples") == 0
+
+
+def test_the_database_is_in_wal_mode(tmp_path):
+    store = Store(tmp_path / "t.db")
+    assert store._read().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_that_is_not_a_database_is_moved_aside_and_a_fresh_one_started(tmp_path, caplog):
+    db = tmp_path / "tuner.db"
+    db.write_bytes(b"this is not sqlite" * 100)
+    store = Store(db)
+    assert store.writable and store.error is None
+    aside = tmp_path / "tuner.db.corrupt-1"
+    assert aside.read_bytes().startswith(b"this is not sqlite")  # kept, for a look
+    assert str(aside) in caplog.text
+    assert store.save({"a": _window((1.0, {"x": 1.0})).view(1.0, 10.0)}, [], [], now=1.0)
+
+
+def test_a_truncated_database_is_moved_aside(tmp_path):
+    db = tmp_path / "tuner.db"
+    store = Store(db)
+    window = _window(*[(float(k), {"x": float(k)}) for k in range(100)])
+    store.save({"a": window.view(100.0, float("inf"))}, [], [], now=100.0)
+    store.close()
+    (tmp_path / "tuner.db-wal").unlink(missing_ok=True)
+    db.write_bytes(db.read_bytes()[: db.stat().st_size // 2])
+    fresh = Store(db)
+    assert fresh.load_windows({"a": 100}, now=200.0) == {"a": []}
+    assert (tmp_path / "tuner.db.corrupt-1").exists()
+
+
+def test_an_unwritable_path_keeps_state_in_memory_and_says_why(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the directory should be")
+    store = Store(blocker / "tuner.db")
+    assert not store.writable and "cannot open" in (store.error or "")
+    assert store.load_windows({"a": 10}, now=1.0) == {"a": []}  # reads answer empty
+    assert not store.save({}, [], [], now=1.0)
+    blocker.unlink()  # the path becomes writable: the next save opens it
+    assert store.save({}, [], [], now=2.0) and store.error is None

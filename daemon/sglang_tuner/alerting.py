@@ -240,9 +240,15 @@ class AlertTracker:
 
     def restore(self, alerts: Iterable[Alert]) -> None:
         """Take back alerts saved before a restart (Prometheus's `for` state restore): a firing
-        alert keeps firing and is resolved, and the resolve sent, if its condition is gone."""
+        alert keeps firing and is resolved, and the resolve sent, if its condition is gone.
+        Each is sent again at once: what was queued for Alertmanager died with the process."""
         for alert in alerts:
-            self._alerts.setdefault(alert.key, alert)
+            self._alerts.setdefault(alert.key, replace(alert, last_sent_at=None))
+
+    def resend_all(self) -> None:
+        """Send every alert again at the next update (another Alertmanager took over)."""
+        for key, alert in self._alerts.items():
+            self._alerts[key] = replace(alert, last_sent_at=None)
 
     def forget_target(self, target: str, now: float) -> list[Alert]:
         """Drop a removed target's alerts; return the sent ones as resolves to send once more."""

@@ -83,8 +83,11 @@ def healthz() -> StatusOut:
     tags=["daemon"],
 )
 def readyz(ev: EvaluationDep) -> StatusOut | JSONResponse:
-    """200 once every target has been scraped and evaluated once; 503 before."""
+    """200 once every target has been scraped and evaluated once (`degraded` while state
+    cannot be saved: it lives in memory only); 503 before."""
     if ev.is_ready:
+        if ev.database.error:
+            return StatusOut(status="degraded", detail=ev.database.error)
         return StatusOut(status="ready")
     waiting = sum(t.up is None for t in ev.targets.values())
     detail = f"waiting for the first scrape of {waiting} target(s)" if waiting else ""

@@ -68,6 +68,15 @@ class AlertmanagerStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class DatabaseStatus:
+    """The state database: whether one is used, why it cannot be written, failed saves."""
+
+    configured: bool = False
+    error: str | None = None  # set while saves fail: state lives in memory only
+    save_failures_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluation:
     """The latest complete evaluation; replaced whole, never mutated."""
 
@@ -80,6 +89,7 @@ class Evaluation:
     verdict_counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # target ->
     rule_evaluation_failures: Mapping[str, int] = field(default_factory=dict)
     alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
+    database: DatabaseStatus = field(default_factory=DatabaseStatus)
     evaluations_total: int = 0
 
     @property

@@ -113,6 +113,10 @@ def _add_daemon(
             add(families, name, [url], counts.get(url, 0))
     add(families, "sglang_tuner_alertmanager_queue_length", [], am.queue_length)
     add(families, "sglang_tuner_alertmanager_dropped", [], am.dropped_total)
+    db = ev.database
+    if db.configured:
+        add(families, "sglang_tuner_database_writable", [], 0.0 if db.error else 1.0)
+        add(families, "sglang_tuner_database_save_failures", [], db.save_failures_total)
 
 
 def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:

@@ -97,20 +97,22 @@ class Tuner:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
             self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
         if self.outputs.store is not None:
-            self._every("persist", 60.0, self.persist_job, 60.0)
+            # Every scrape interval: a kill loses at most one interval of state.
+            every = s.scrape_interval_seconds
+            self._every("persist", every, self.persist_job, every)
         await self.outputs.start()
         self._scheduler.start()
         self._started.set()
 
     async def stop(self) -> None:
-        """Stop the jobs, deliver queued alerts for a moment, persist, close connections."""
+        """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         for task in self._scrapers.values():
             task.cancel()
         await asyncio.gather(*self._scrapers.values(), return_exceptions=True)
+        self.persist()  # first: a stop cut short while alerts drain still keeps the state
         await self.outputs.stop()
-        self.persist()
         await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
@@ -278,11 +280,29 @@ class Tuner:
             self._apply_targets(merge_targets(static_targets(self.settings), discovered))
 
     def reload(self, settings: Settings) -> None:
-        """Apply a new, already validated configuration (SIGHUP)."""
-        self.settings = self.outputs.settings = settings
+        """Apply a new, already validated configuration (SIGHUP): targets, rules, timing (every
+        target's scrape loop restarts on a new interval, windows resized) and Alertmanager."""
+        old, self.settings = self.settings, settings
         self._file_sd = FileSD(settings.file_sd)
+        if _timing(old) != _timing(settings):
+            self._retime()
+        self._spawn(self.outputs.reconfigure(settings))
         self._apply_targets(self._all_targets())
         logger.info("configuration reloaded: %d target(s)", len(self.targets))
+
+    def _retime(self) -> None:
+        """New scrape interval or window: resize every window, restart the periodic work."""
+        interval, capacity = self.settings.scrape_interval_seconds, self.window_capacity()
+        for name, target in self.targets.items():
+            target.resize_window(capacity)
+            self._scrapers.pop(name).cancel()
+            self._scrapers[name] = asyncio.create_task(
+                self._scrape_every(name, interval, _offset(name, interval))
+            )
+        if self._scheduler is not None:
+            self._every("publish", interval, self.publish_job, interval)
+            if self.outputs.store is not None:
+                self._every("persist", interval, self.persist_job, interval)
 
     async def persist_job(self) -> None:
         """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
@@ -291,6 +311,12 @@ class Tuner:
     def persist(self) -> None:
         """Write windows, alert state and new advice transitions to SQLite."""
         self.outputs.persist(self.targets, self.clock())
+
+
+def _timing(settings: Settings) -> tuple[float, ...]:
+    """The settings whose change restarts the scrape loops and resizes the windows."""
+    spans = [settings.rules[r].window_seconds or 0.0 for r in sorted(settings.rules)]
+    return (settings.scrape_interval_seconds, settings.window_seconds, *spans)
 
 
 def _log_transition(target: TargetState, result: ScrapeResult) -> None:

@@ -76,6 +76,12 @@ SPECS: Mapping[str, Spec] = {
     "sglang_tuner_alertmanager_dropped": _counter(
         "Alerts dropped because the send queue was full: notifications were lost."
     ),
+    "sglang_tuner_database_writable": _gauge(
+        "1 while the state database takes writes; 0: state lives in memory only (see /readyz)."
+    ),
+    "sglang_tuner_database_save_failures": _counter(
+        "Saves of state to the database that failed (read-only path, full disk)."
+    ),
     "sglang_tuner_advice_active": _gauge(
         "1 while the tuning rule's advice is firing for the target: a flag to change.",
         *_TR,

@@ -7,19 +7,23 @@ when a target leaves. Targets and judgements are read here, never written.
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Mapping
 
 from .alerting import AlertTracker, HistoryRow, Transition
 from .alertmanager import AlertmanagerClient, to_alertmanager_json
 from .config import Settings, external_url
-from .evaluation import AlertmanagerStatus, Evaluation, TunerState
+from .evaluation import AlertmanagerStatus, DatabaseStatus, Evaluation, TunerState
 from .judge import TargetJudgement, rule_settings
 from .plan import Plan
 from .publish import active_advice, build_evaluation
 from .store import Store
 from .target_state import TargetState
+from .values import redact_userinfo
 
 logger = logging.getLogger(__name__)
+# Advice transitions kept in memory while the database cannot be written; the oldest go first.
+MAX_UNSAVED_HISTORY = 10_000
 
 
 class Outputs:
@@ -33,6 +37,7 @@ class Outputs:
         am = settings.alertmanager
         self.alertmanager = AlertmanagerClient(am) if am.urls else None
         self.history: list[HistoryRow] = []  # advice transitions not yet stored
+        self.save_failures = 0
         self.publications = 0
         self._sender: asyncio.Task[None] | None = None
 
@@ -50,14 +55,23 @@ class Outputs:
             self._sender = asyncio.create_task(self.alertmanager.run())
 
     async def stop(self) -> None:
-        """Give queued alerts a moment to leave, stop the sender, write the last state."""
-        if self.alertmanager is not None:
-            await self.alertmanager.flush(2.0)
-            if self._sender is not None:
-                self._sender.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._sender
-            await self.alertmanager.aclose()
+        """Give queued alerts a moment to leave, then stop the sender."""
+        await _close(self.alertmanager, self._sender)
+
+    async def reconfigure(self, settings: Settings) -> None:
+        """New settings (SIGHUP); other Alertmanagers get a new sender and every alert anew."""
+        changed = settings.alertmanager != self.settings.alertmanager
+        self.settings = settings
+        if not changed:
+            return
+        old, old_sender = self.alertmanager, self._sender
+        am = settings.alertmanager
+        self.alertmanager, self._sender = (AlertmanagerClient(am) if am.urls else None), None
+        self.tracker.resend_all()
+        await self.start()
+        await _close(old, old_sender)
+        shown = ", ".join(redact_userinfo(u) for u in am.urls) or "none"
+        logger.info("Alertmanager: now %s", shown)
 
     def publish(
         self,
@@ -75,7 +89,8 @@ class Outputs:
         am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
         evaluation = build_evaluation(
             targets, judged, plans, self.tracker,
-            rule_failures=rule_failures, alertmanager=am, count=self.publications, now=now,
+            rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
+            count=self.publications, now=now,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation
@@ -104,32 +119,60 @@ class Outputs:
         if self.alertmanager is not None and resolves:
             self.alertmanager.submit(to_alertmanager_json(resolves), now)
 
+    def _database_status(self) -> DatabaseStatus:
+        if self.store is None:
+            return DatabaseStatus()
+        return DatabaseStatus(True, self.store.error, self.save_failures)
+
     def persist(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Write windows, alert state and new advice transitions to SQLite."""
+        """Write new samples, alert state and new advice transitions to SQLite; on failure keep
+        them in memory (bounded) for the next try."""
         if self.store is None:
             return
         windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
         flags = {n: t.history for n, t in targets.items()}
         changes = {n: t.changes.changes for n, t in targets.items()}
-        self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes)
-        self.history.clear()
+        if self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes):
+            self.history.clear()
+            return
+        self.save_failures += 1
+        del self.history[:-MAX_UNSAVED_HISTORY]
 
     def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Refill windows; take back alert state if the daemon was not down too long."""
+        """Refill windows; take back alert state if the daemon was not down too long. A file
+        that fails while being read is moved aside and the daemon starts fresh."""
         if self.store is None:
             return
+        try:
+            self._restore(self.store, targets, now)
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
+            self.store.reset(f"{type(exc).__name__}: {exc}")
+
+    def _restore(self, store: Store, targets: Mapping[str, TargetState], now: float) -> None:
         limits = {n: t.window.capacity for n, t in targets.items()}
         restored = 0
-        for name, snapshots in self.store.load_windows(limits, now).items():
+        for name, snapshots in store.load_windows(limits, now).items():
             for snapshot in snapshots:
                 targets[name].window.append(snapshot)
             restored += len(snapshots)
-        for name, history in self.store.load_flag_histories(targets).items():
+        for name, history in store.load_flag_histories(targets).items():
             targets[name].history = history
-        for name, changes in self.store.load_changes(targets).items():
+        for name, changes in store.load_changes(targets).items():
             targets[name].changes.restore(changes)
-        alerts = self.store.load_alerts(targets, now)
+        alerts = store.load_alerts(targets, now)
         self.tracker.restore(alerts)
         if restored or alerts:
-            path = self.store.path
+            path = store.path
             logger.info("restored %d samples and %d alert(s) from %s", restored, len(alerts), path)
+
+
+async def _close(client: AlertmanagerClient | None, sender: asyncio.Task[None] | None) -> None:
+    """Give a sender's queued alerts a moment to leave, then stop it and close its client."""
+    if client is None:
+        return
+    await client.flush(2.0)
+    if sender is not None:
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sender
+    await client.aclose()

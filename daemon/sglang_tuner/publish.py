@@ -7,7 +7,7 @@ result to `TunerState.publish`.
 from collections.abc import Mapping
 
 from .alerting import AlertTracker, Key
-from .evaluation import AlertmanagerStatus, Evaluation, RuleResult, TargetStatus
+from .evaluation import AlertmanagerStatus, DatabaseStatus, Evaluation, RuleResult, TargetStatus
 from .judge import Judgement, TargetJudgement
 from .plan import Plan
 from .target_state import TargetState
@@ -110,6 +110,7 @@ def build_evaluation(
     *,
     rule_failures: Mapping[str, int],
     alertmanager: AlertmanagerStatus,
+    database: DatabaseStatus | None = None,
     count: int,
     now: float,
 ) -> Evaluation:
@@ -125,5 +126,6 @@ def build_evaluation(
         verdict_counts={n: dict(t.changes.verdicts) for n, t in targets.items()},
         rule_evaluation_failures=dict(rule_failures),
         alertmanager=alertmanager,
+        database=database or DatabaseStatus(),
         evaluations_total=count,
     )

@@ -244,4 +244,4 @@ class StatusOut(BaseModel):
     """Liveness / readiness answer."""
 
     status: str
-    detail: str | None = None  # why not ready
+    detail: str | None = None  # why not ready, or why degraded

@@ -3,6 +3,7 @@
 Takes and returns plain values; the loop decides what to save and what to restore.
 """
 
+import functools
 import json
 import logging
 import math
@@ -45,21 +46,62 @@ CREATE TABLE IF NOT EXISTS advice_history (
 HISTORY_RETENTION_SECONDS = 30 * 24 * 3600  # a month of advice transitions is plenty
 # Prometheus's --rules.alert.for-outage-tolerance: after a longer outage, alert state starts over.
 OUTAGE_TOLERANCE_SECONDS = 3600.0
+PRUNE_EVERY_SECONDS = 3600.0  # old advice transitions are deleted hourly, not on every save
+
+
+class StoreError(Exception):
+    """The database cannot be written (read-only path, full disk): state stays in memory."""
 
 
 class Store:
-    """One SQLite file; all writes happen in `save`, called from the loop every minute."""
+    """One SQLite file in WAL mode, written a little at a time so that a kill loses at most one
+    `save`: new samples only, alert state, and what changed of flag histories and changes.
+
+    A file that is not a readable database is moved aside (kept) and a fresh one started; a
+    path that cannot be written leaves `error` set and every save retried, the daemon serving
+    from memory meanwhile.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        if path.parent and not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path)
-        self._db.executescript(SCHEMA)
+        self.error: str | None = None  # why the last open or save failed; None when healthy
+        self._db: sqlite3.Connection | None = None
+        self._saved_until: dict[str, float] = {}  # per target: newest sample already stored
+        self._saved_json: dict[tuple[str, str], str] = {}  # (table, key) -> stored JSON
+        self._pruned_at = -math.inf
+        self._connect()
+
+    @property
+    def writable(self) -> bool:
+        """The database is open and the last save succeeded."""
+        return self._db is not None and self.error is None
+
+    def _connect(self) -> sqlite3.Connection | None:
+        """Open (or create) the file; a corrupt one is moved aside first."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = _open_checked(self.path)
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):
+                aside = _move_aside(self.path)
+                logger.error("%s is not a readable database (%s): moved to %s, starting "
+                             "fresh", self.path, exc, aside)  # fmt: skip
+                return self._connect()
+            self._failed(f"cannot open {self.path}: {exc}")
+        except OSError as exc:
+            self._failed(f"cannot open {self.path}: {exc.strerror or exc}")
+        return self._db
+
+    def _failed(self, message: str) -> None:
+        if self.error != message:
+            logger.error("state database: %s; serving from memory and retrying", message)
+        self.error = message
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def save(
         self,
@@ -69,51 +111,66 @@ class Store:
         now: float,
         flags: Mapping[str, FlagHistory] | None = None,
         changes: Mapping[str, Sequence[Change]] | None = None,
-    ) -> None:
-        """Replace the stored windows, alert state, flag histories and changes; append
-        advice transitions."""
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO changes VALUES (?, ?, ?)",
-                [(n, c.at, json.dumps(asdict(c))) for n, cs in (changes or {}).items() for c in cs],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
-                [(name, json.dumps(asdict(h))) for name, h in (flags or {}).items()],
-            )
-            self._db.execute("DELETE FROM samples")
-            for name, view in windows.items():
-                rows = [
-                    (name, ts, json.dumps(_row(view.columns, k))) for k, ts in enumerate(view.ts)
-                ]
-                self._db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
-            self._db.executemany("INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", history)
-            self._db.execute("DELETE FROM alerts")
-            self._db.executemany(
-                "INSERT INTO alerts VALUES (?, ?, ?)",
-                [(now, a.key[0], json.dumps(asdict(a))) for a in alerts],
-            )
-            self._db.execute(
-                "DELETE FROM advice_history WHERE ts < ?", (now - HISTORY_RETENTION_SECONDS,)
-            )
+    ) -> bool:
+        """Store new samples (and forget old ones), alert state, changed flag histories and
+        changes, and append advice transitions: one transaction. False if it could not."""
+        db = self._db or self._connect()
+        if db is None:
+            return False
+        rows = {k: v for k, v in _json_rows(flags, changes).items() if self._saved_json.get(k) != v}
+        saved_until = dict(self._saved_until)
+        try:
+            with db:
+                _write_samples(db, windows, saved_until)
+                db.executemany(
+                    "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
+                    [(k[1], v) for k, v in rows.items() if k[0] == "flags"],
+                )
+                db.executemany("INSERT OR REPLACE INTO changes VALUES (?, ?, ?)",
+                               [(*_change_key(k[1]), v) for k, v in rows.items()
+                                if k[0] == "changes"])  # fmt: skip
+                db.execute("DELETE FROM alerts")
+                db.executemany(
+                    "INSERT INTO alerts VALUES (?, ?, ?)",
+                    [(now, a.key[0], json.dumps(asdict(a))) for a in alerts],
+                )
+                db.executemany("INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", history)
+                if now - self._pruned_at > PRUNE_EVERY_SECONDS:
+                    cutoff = now - HISTORY_RETENTION_SECONDS
+                    db.execute("DELETE FROM advice_history WHERE ts < ?", (cutoff,))
+        except sqlite3.DatabaseError as exc:
+            if _is_corrupt(exc):  # damaged underneath us: the next save starts a fresh file
+                self.close()
+            self._failed(f"cannot write {self.path}: {exc}")
+            return False
+        if now - self._pruned_at > PRUNE_EVERY_SECONDS:
+            self._pruned_at = now
+        self._saved_until = saved_until
+        self._saved_json.update(rows)
+        if self.error is not None:
+            logger.info("state database %s is writable again", self.path)
+            self.error = None
+        return True
 
     def load_windows(self, limits: Mapping[str, int], now: float) -> dict[str, list[Snapshot]]:
         """Each target's last `limits[target]` saved samples, oldest first."""
         out: dict[str, list[Snapshot]] = {}
         for name, limit in limits.items():
-            cursor = self._db.execute(
+            cursor = self._read().execute(
                 "SELECT ts, signals FROM samples WHERE target = ? AND ts <= ? "
                 "ORDER BY ts DESC LIMIT ?",
                 (name, now, limit),
             )
             rows = reversed(cursor.fetchall())
             out[name] = [Snapshot(name, ts, json.loads(signals)) for ts, signals in rows]
+            if out[name]:
+                self._saved_until[name] = out[name][-1].ts
         return out
 
     def load_changes(self, targets: Container[str], limit: int = 20) -> dict[str, list[Change]]:
         """Each watched target's last `limit` changes, oldest first."""
         out: dict[str, list[Change]] = {}
-        rows = self._db.execute("SELECT target, change FROM changes ORDER BY at").fetchall()
+        rows = self._read().execute("SELECT target, change FROM changes ORDER BY at").fetchall()
         for name, text in rows:
             if name in targets:
                 out.setdefault(name, []).append(change_from_dict(json.loads(text)))
@@ -121,15 +178,19 @@ class Store:
 
     def load_flag_histories(self, targets: Container[str]) -> dict[str, FlagHistory]:
         """Each watched target's last safe and last failing flag values."""
-        rows = self._db.execute("SELECT target, history FROM flag_history").fetchall()
+        rows = self._read().execute("SELECT target, history FROM flag_history").fetchall()
         return {name: _flag_history(json.loads(text)) for name, text in rows if name in targets}
 
     def load_alerts(self, targets: Container[str], now: float) -> list[Alert]:
         """Alerts saved within the outage tolerance, for targets still watched."""
-        rows = self._db.execute(
-            "SELECT target, alert FROM alerts WHERE saved_at >= ?",
-            (now - OUTAGE_TOLERANCE_SECONDS,),
-        ).fetchall()
+        rows = (
+            self._read()
+            .execute(
+                "SELECT target, alert FROM alerts WHERE saved_at >= ?",
+                (now - OUTAGE_TOLERANCE_SECONDS,),
+            )
+            .fetchall()
+        )
         return [_alert(json.loads(text)) for target, text in rows if target in targets]
 
     def history(self, target: str | None = None, limit: int = 100) -> list[tuple[object, ...]]:
@@ -138,7 +199,101 @@ class Store:
         args: tuple[object, ...] = ()
         if target is not None:
             query, args = query + " WHERE target = ?", (target,)
-        return list(self._db.execute(query + " ORDER BY ts DESC LIMIT ?", (*args, limit)))
+        return list(self._read().execute(query + " ORDER BY ts DESC LIMIT ?", (*args, limit)))
+
+    def _read(self) -> sqlite3.Connection:
+        """The open database, or an empty in-memory one while the file cannot be opened."""
+        return self._db or _empty()
+
+    def reset(self, reason: str) -> None:
+        """A database that failed while being read: moved aside, a fresh one in its place."""
+        self.close()
+        aside = _move_aside(self.path)
+        logger.error("%s could not be read (%s): moved to %s, starting fresh", self.path,
+                     reason, aside)  # fmt: skip
+        self._saved_until.clear()
+        self._saved_json.clear()
+        self._connect()
+
+
+def _open_checked(path: Path) -> sqlite3.Connection:
+    """Connect in WAL mode (synchronous=NORMAL: a commit survives a kill of the process) and
+    check the file is a sound database; raises sqlite3.DatabaseError when it is not."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        (result,) = db.execute("PRAGMA quick_check").fetchone()
+        if result != "ok":
+            raise sqlite3.DatabaseError(f"database disk image is malformed: {result}")
+        db.executescript(SCHEMA)
+    except sqlite3.Error:
+        db.close()
+        raise
+    return db
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """The file's content is the problem (not permissions, locks or a full disk)."""
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "file is encrypted" in text
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename `path` (and its -wal/-shm files) to `<name>.corrupt-<n>`; return the new path."""
+    n = 1
+    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
+        n += 1
+    for suffix in ("", "-wal", "-shm"):
+        part = path.with_name(path.name + suffix)
+        if part.exists():
+            part.rename(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _write_samples(
+    db: sqlite3.Connection, windows: Mapping[str, WindowView], saved_until: dict[str, float]
+) -> None:
+    """Insert samples newer than what is stored; delete those that left the window, and the
+    samples of targets no longer watched. Updates `saved_until` in place."""
+    for name in [n for n in saved_until if n not in windows]:
+        db.execute("DELETE FROM samples WHERE target = ?", (name,))
+        del saved_until[name]
+    for name, view in windows.items():
+        if not view.ts:
+            db.execute("DELETE FROM samples WHERE target = ?", (name,))
+            saved_until.pop(name, None)
+            continue
+        db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
+        since = saved_until.get(name, -math.inf)
+        rows = [(name, ts, json.dumps(_row(view.columns, k)))
+                for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
+        db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
+        saved_until[name] = view.ts[-1]
+
+
+def _json_rows(
+    flags: Mapping[str, FlagHistory] | None, changes: Mapping[str, Sequence[Change]] | None
+) -> dict[tuple[str, str], str]:
+    """(table, key) -> JSON of every flag history and change (only changed ones get written)."""
+    out = {("flags", name): json.dumps(asdict(h)) for name, h in (flags or {}).items()}
+    for name, found in (changes or {}).items():
+        for change in found:
+            out[("changes", json.dumps([name, change.at]))] = json.dumps(asdict(change))
+    return out
+
+
+def _change_key(key: str) -> tuple[str, float]:
+    name, at = json.loads(key)
+    return name, float(at)
+
+
+@functools.cache
+def _empty() -> sqlite3.Connection:
+    """An empty database in memory, read while the file cannot be opened."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    db.executescript(SCHEMA)
+    return db
 
 
 def _row(columns: Mapping[str, object], k: int) -> dict[str, float]:

@@ -82,6 +82,11 @@ class TargetState:
         self.history = FlagHistory()  # the last safe and last failing value of each flag
         self.up_since: float | None = None  # first good scrape since the last restart
 
+    def resize_window(self, capacity: int) -> None:
+        """Keep the newest samples in a window of `capacity` (the scrape interval changed)."""
+        if capacity != self.window.capacity:
+            self.window = self.window.resized(capacity)
+
     @property
     def name(self) -> str:
         """The `target` label value."""

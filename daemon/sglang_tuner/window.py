@@ -90,6 +90,16 @@ class Window:
             values = {n: col[k] for n, col in view.columns.items() if col[k] == col[k]}
             self.append(Snapshot("", t, values))
 
+    def resized(self, capacity: int) -> "Window":
+        """A window of `capacity` holding the newest samples of this one (a new scrape interval
+        or rule window on reload)."""
+        out = Window(capacity)
+        view = self.view(math.inf, math.inf)
+        for k, t in enumerate(view.ts[-capacity:], start=max(0, len(view.ts) - capacity)):
+            values = {n: col[k] for n, col in view.columns.items() if col[k] == col[k]}
+            out.append(Snapshot("", t, values))
+        return out
+
     def clear(self) -> None:
         """Forget every sample (after a server restart with new flags, say)."""
         self._columns.clear()
