@@ -204,7 +204,7 @@ class Rank(DecodeMixin):
 
     def _refresh(self, gen_throughput: float, hit_rate: float) -> None:
         """A log point: SGLang rewrites every scheduler gauge from the current state."""
-        cap = self.capacity
+        cap = max(self.capacity, 1)  # 0 only in a process that failed at startup
         evictable = self.cache.evictable(cap - self.used)
         self.gauges = {
             "num_running_reqs": len(self.running),
