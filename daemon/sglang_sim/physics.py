@@ -21,10 +21,13 @@ PREFILL_ATTENTION_EFFICIENCY = 0.45
 # the scheduler the overlap loop does not hide.
 STEP_OVERHEAD_S = 0.7e-3
 PREFILL_OVERHEAD_S = 1.5e-3  # batch preparation, radix-cache match and insert per prefill
-# Eager (no CUDA graph) forwards: Python + ~15 kernel launches per layer on the CPU (the GPU
-# waits when it outruns them), and ~1 us idle per kernel boundary on the GPU.
+# Eager (no CUDA graph) forwards: the GPU idles while the small kernels of each layer (norms,
+# rotary, activation) wait for their launches: 45 us per layer, from vLLM's CUDA-graph PR
+# (vllm-project/vllm#1440: Llama-2-7B, batch 1, 100 tokens in 1.20 s eager vs 1.05 s with graphs,
+# +1.5 ms per 32-layer step). The CPU cannot launch a layer in less than ~80 us (Python + ~15
+# launches), which bounds tiny models.
 EAGER_CPU_PER_LAYER_S = 80e-6
-EAGER_GPU_GAP_PER_LAYER_S = 15e-6
+EAGER_GPU_GAP_PER_LAYER_S = 45e-6
 TP_LAUNCH_PER_LAYER_S = 30e-6  # two all-reduce launches per layer in eager mode
 # One all-reduce: fixed latency over NVLink (custom all-reduce) or PCIe (NCCL ring).
 NVLINK_ALLREDUCE_S = 8e-6
@@ -94,7 +97,8 @@ class Engine:
         gemm = flops / (d["flops_per_s"] * PREFILL_GEMM_EFFICIENCY)
         attention = attention_flops / self.knobs.tp_size / d["attn_flops_per_s"]
         gpu = max(d["weights_s"], gemm) + attention + self._allreduce(new_tokens)
-        return max(gpu + d["eager_gap_s"], d["eager_cpu_s"]) + PREFILL_OVERHEAD_S
+        # a prefill's kernels run longer than their launches: no gaps, only the CPU bound
+        return max(gpu, d["eager_cpu_s"]) + PREFILL_OVERHEAD_S
 
     def _allreduce(self, rows: int) -> float:
         """Two all-reduces per layer of rows x hidden BF16 values (ring: 2(tp-1)/tp of them)."""
