@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated seconds to run before serving, so busy servers start in their steady "
         "state (a KV pool takes ~1 min to fill; default 0: a freshly started server)",
     )
+    _add_overrides(parser)
+    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /server_info")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    return parser
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    """--set, --load, --gpu and --model: what every server runs, over its scenario."""
     parser.add_argument(
         "--set",
         action="append",
@@ -76,9 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--gpu", help=f"GPU: {', '.join(GPUS)} (default H100)")
     parser.add_argument("--model", help=f"served model: {', '.join(LLMS)} (default 8B)")
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /server_info")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    return parser
 
 
 def list_text() -> str:

@@ -122,3 +122,11 @@ def test_default_max_running_requests_is_the_req_to_token_pool():
     assert model.plan.max_running_requests == 2048
     capped = ServerModel(ServerConfig(knobs=replace(GUIDE, max_running_requests=300)))
     assert capped.plan.max_running_requests == 300
+
+
+def test_anchor_eager_decode_costs_a_launch_gap_per_layer():
+    # vllm-project/vllm#1440: Llama-2-7B (32 layers), batch 1, +1.5 ms per step without graphs
+    graphs = ServerModel(ServerConfig(knobs=GUIDE)).engine
+    eager = ServerModel(ServerConfig(knobs=replace(GUIDE, disable_cuda_graph=True))).engine
+    extra = eager.decode_seconds(1, 120) - graphs.decode_seconds(1, 120)
+    assert within(extra * 1000, 1.5)
