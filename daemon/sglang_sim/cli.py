@@ -10,12 +10,16 @@ from pathlib import Path
 
 from .catalogue import VERSIONS
 from .fleet import ServerSpec, SimFleet, check_spec, tune_gc
+from .gpus import GPUS
+from .llms import LLMS
 from .scenarios import SCENARIOS
 
 EPILOG = (
     "The servers answer /metrics, /server_info, /get_server_info, /model_info, /health and "
-    "/health_generate like the chosen SGLang version. POST /_sim/scenario "
-    '{"scenario": "healthy"} switches a server to another scenario (simulator only).'
+    "/health_generate like the chosen SGLang version. Simulator only: POST /_sim/restart "
+    '{"flags": {"--schedule-conservativeness": "0.7"}} restarts a server with new flags, '
+    'POST /_sim/load {"clients": 1800} changes its load live, POST /_sim/scenario '
+    '{"scenario": "healthy"} switches it to another scenario.'
 )
 
 
@@ -55,9 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated seconds to run before serving, so busy servers start in their steady "
         "state (a KV pool takes ~1 min to fill; default 0: a freshly started server)",
     )
+    _add_overrides(parser)
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /server_info")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     return parser
+
+
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    """--set, --load, --gpu and --model: what every server runs, over its scenario."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KNOB=VALUE",
+        help="override a server flag on every server, by Knobs field or flag name "
+        "(e.g. schedule_conservativeness=0.5 or --cuda-graph-max-bs=512); repeatable",
+    )
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a load field on every server (e.g. clients=900); repeatable",
+    )
+    parser.add_argument("--gpu", help=f"GPU: {', '.join(GPUS)} (default H100)")
+    parser.add_argument("--model", help=f"served model: {', '.join(LLMS)} (default 8B)")
 
 
 def list_text() -> str:
@@ -75,9 +101,21 @@ def log_path(template: str | None, port: int, count: int) -> str | None:
     return str(path.with_name(f"{path.stem}.{port}{path.suffix}"))
 
 
+def pairs(items: list[str], what: str) -> tuple[tuple[str, str], ...]:
+    """["a=1", "--b=2"] -> (("a", "1"), ("--b", "2")); ValueError without an '='."""
+    out = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{what} expects NAME=VALUE, got {item!r}")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
+
+
 def specs_from(args: argparse.Namespace) -> list[ServerSpec]:
     """One ServerSpec per server, scenarios assigned round-robin."""
     names = [n.strip() for n in args.scenario.split(",") if n.strip()]
+    flags, load = pairs(args.set, "--set"), pairs(args.load, "--load")
     return [
         ServerSpec(
             scenario=names[i % len(names)],
@@ -85,6 +123,10 @@ def specs_from(args: argparse.Namespace) -> list[ServerSpec]:
             port=args.port + i,
             api_key=args.api_key,
             log_file=log_path(args.log_file, args.port + i, args.count),
+            flags=flags,
+            load=load,
+            gpu=args.gpu,
+            model=args.model,
         )
         for i in range(args.count)
     ]

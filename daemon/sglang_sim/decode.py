@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from typing import Protocol
 
-from .hardware import Gpu, Knobs, LlmSpec, decode_step_seconds
+from .hardware import Knobs, MemoryPlan
 from .kvcache import (
     CLIP_MAX_NEW_TOKENS,
     PrefixCache,
+    SchedulerRules,
     choose_retracted,
     pending_output,
     ratio_after_retract,
 )
+from .physics import Engine
 from .stats import Accumulator, TokenizerStats
 from .workload import Arrivals, Req
+
+# Decode steps simulated at once while requests wait: SGLang retries admission after every
+# step in which a request finished; the model does so at most every this many steps (a
+# simulation-cost bound; 1 would be exact).
+MIN_DECODE_BLOCK = 8
 
 
 class LogSink(Protocol):
@@ -30,9 +38,11 @@ class DecodeMixin(ABC):
     The attributes below belong to scheduler.Rank, which owns the state.
     """
 
-    gpu: Gpu
-    llm: LlmSpec
+    engine: Engine
+    plan: MemoryPlan
     knobs: Knobs
+    rules: SchedulerRules
+    rng: random.Random
     capacity: int
     now: float
     used: int
@@ -54,6 +64,9 @@ class DecodeMixin(ABC):
     total_retracted: int
     last_decode_log: float
     last_graph: bool
+    paused: float
+    crashed: str | None
+    crash_fields: dict[str, float]
 
     @abstractmethod
     def _refresh(self, gen_throughput: float, hit_rate: float) -> None:
@@ -61,15 +74,15 @@ class DecodeMixin(ABC):
 
     def _decode_block(self) -> None:
         if self.steps_since_log >= self.knobs.decode_log_interval:
-            # logged here rather than after the last step: the prefills SGLang would run between
-            # decode steps have refilled the pool by now
             self._decode_log()
         steps = max(self.knobs.decode_log_interval - self.steps_since_log, 1)
-        if not self.waiting:
+        lefts = [r.target - r.out for r in self.running]
+        if self.waiting:
+            steps = min(steps, max(min(lefts), MIN_DECODE_BLOCK))
+        else:
             gap = self.arrivals.next_after() - self.now
             if gap < 1.0:
                 steps = max(1, min(steps, int(gap / 0.02) + 1))
-        lefts = [r.target - r.out for r in self.running]
         free = self.capacity - self.used
         fit = steps
         if _growth(lefts, steps) > free:
@@ -78,28 +91,40 @@ class DecodeMixin(ABC):
                 mid = (lo + hi + 1) // 2
                 lo, hi = (mid, hi) if _growth(lefts, mid) <= free else (lo, mid - 1)
             fit = lo
-        if fit:
+        if fit and not self._decode_oom():
             self._run_decode(fit, lefts)
-        if fit < steps and self.capacity - self.used < len(self.running):
-            self._retract()
+        if not self.crashed and fit < steps and self.capacity - self.used < len(self.running):
+            self._retract()  # check_decode_mem failed: the next step does not fit
+
+    def _decode_oom(self) -> bool:
+        """An eager decode batch allocates its activations; too little free memory is an OOM."""
+        batch = len(self.running)
+        if self.engine.graph_size(batch):
+            return False
+        need = self.engine.eager_decode_gb(batch) * (1 + 0.1 * self.rng.expovariate(1.0))
+        if need <= self.plan.available_gb:
+            return False
+        self.crashed = "decode_oom"
+        self.crash_fields = {"tokens": batch, "need_gb": need}
+        return True
 
     def _run_decode(self, steps: int, lefts: list[int]) -> None:
         batch = len(self.running)
         seq_sum = self.used - self._chunk_held()
-        step = decode_step_seconds(self.gpu, self.llm, self.knobs, batch, seq_sum)
-        start, still, tokens, freed, pending = self.now, [], 0, 0, 0
+        step = self.engine.decode_seconds(batch, seq_sum)
+        start, still, tokens, pending = self.now, [], 0, 0
         for req, left in zip(self.running, lefts, strict=True):
             if left <= steps:
                 req.out += left
                 tokens += left
-                freed += req.held
+                self.used -= req.held - left
                 self._finish(req, start + left * step)
             else:
                 req.out += steps
                 tokens += steps
+                self.used += steps
                 still.append(req)
                 pending += min(req.max_new - req.out, CLIP_MAX_NEW_TOKENS)
-        self.used += tokens - freed
         self.pending_out = pending
         self.running = still
         self.cache.evict(self.capacity - self.used)
@@ -107,10 +132,15 @@ class DecodeMixin(ABC):
         self.ratio = max(self.ratio - self.decay * steps, self.min_ratio)
         self.steps_since_log += steps
         self.tokens_since_log += tokens
-        graph = "decode_cuda_graph" if batch <= self.knobs.cuda_graph_max_bs else "decode_none"
+        graph = "decode_cuda_graph" if self.engine.graph_size(batch) else "decode_none"
         self.stats.inc("cuda_graph_passes_total", steps, (graph,))
         self.stats.inc("realtime_tokens_total", tokens, ("decode",))
-        self.tok.observe("inter_token_latency_seconds", step, (), tokens, tokens * step)
+        # the first step after a prefill also waited for it (a prefill forward pauses decode)
+        first = min(batch, tokens)
+        self.tok.observe("inter_token_latency_seconds", step + self.paused, (), first)
+        if tokens > first:
+            self.tok.observe("inter_token_latency_seconds", step, (), tokens - first)
+        self.paused = 0.0
         self.last_graph = graph == "decode_cuda_graph"
 
     def _chunk_held(self) -> int:
@@ -118,39 +148,38 @@ class DecodeMixin(ABC):
         return 0 if chunked is None else chunked.cached + chunked.done_prefill
 
     def _finish(self, req: Req, at: float) -> None:
-        self.cache.finished_tokens += req.held
+        self.cache.finished(req.held)
         self.arrivals.client_returns(at)
         self.tok.finished(req, at)
 
     def _retract(self) -> None:
-        kept, gone = choose_retracted(self.running, self.capacity - self.used)
+        """Scheduler.update_running_batch -> ScheduleBatch.retract_decode; no decay this step."""
+        free = self.capacity - self.used
+        kept, gone = choose_retracted(self.running, free, self.rules.retract_room_steps)
+        if not gone:  # one request outgrows the whole pool: SGLang aborts it
+            self.used -= kept[0].held
+            self.arrivals.client_returns(self.now)
+            self.running, self.pending_out = [], 0
+            return
         self.used -= sum(r.held for r in gone)
-        if self.capacity - self.used < len(kept):  # one request outgrows the pool: aborted
-            self.used -= sum(r.held for r in kept)
-            kept = []
         self.running = kept
         self.pending_out = pending_output(kept)
-        old, self.ratio = self.ratio, ratio_after_retract(gone)
+        old, self.ratio = self.ratio, ratio_after_retract(kept, self.rules.ratio_plus_one)
         for req in gone:
             req.retracted += 1
             req.queued_at = self.now
-        self.waiting[:0] = gone
+        self.waiting.extend(gone)  # _add_request_to_queue(is_retracted=True): the queue's end
         self.retracted_since_log += len(gone)
         self.total_retracted += len(gone)
         self.stats.inc("num_retracted_requests_total", len(gone))
         self.stats.inc("num_retracted_input_tokens_total", sum(r.prompt for r in gone))
         self.stats.inc("num_retracted_output_tokens_total", sum(r.out for r in gone))
-        self.log.emit(
-            self.now,
-            "retract",
-            count=len(gone),
-            old=old,
-            new=self.ratio,
-            gained=sum(r.held for r in gone),
-        )
+        gained = sum(r.held for r in gone)
+        self.log.emit(self.now, "retract", count=len(gone), old=old, new=self.ratio, gained=gained)
 
     def _decode_log(self) -> None:
         elapsed = max(self.now - self.last_decode_log, 1e-9)
+        # log_decode_stats: decode tokens over wall time since the last decode log (prefill incl.)
         self._refresh(gen_throughput=self.tokens_since_log / elapsed, hit_rate=0.0)
         self.last_decode_log = self.now
         self.steps_since_log = self.tokens_since_log = 0

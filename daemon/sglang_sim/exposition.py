@@ -113,7 +113,7 @@ class Page:
                     )
                     yield f"{name}_total{{{label_text(labels)}}} {go_float(value)}"
         elif family.scope == "pid":
-            pid = BASE_PID + 7 * self.model.restarts + index
+            pid = BASE_PID + 7 * self.model.boots + index
             value = rank.gauges.get(family.name, 0.0)
             yield f"{name}{{{label_text(pairs + [('pid', str(pid))])}}} {go_float(value)}"
         else:

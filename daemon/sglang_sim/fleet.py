@@ -6,14 +6,21 @@ import asyncio
 import gc
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from types import TracebackType
+from typing import Any
 
 from .catalogue import VERSIONS
+from .flags import apply_flags, apply_load
+from .gpus import gpu_named
 from .http import SimServer
+from .llms import llm_named
 from .logs import LogWriter
-from .model import ServerModel
+from .model import RESTART_DOWN_SECONDS, STARTUP_SECONDS, ServerConfig, ServerModel
 from .scenarios import SCENARIOS
+
+Pairs = tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -26,14 +33,30 @@ class ServerSpec:
     api_key: str | None = None
     log_file: str | None = None
     name: str | None = None
+    flags: Pairs = ()  # (flag or Knobs field, value) applied over the scenario's flags
+    load: Pairs = ()  # (Load field, value) applied over the scenario's load
+    gpu: str | None = None  # A100, H100, H200, B200, L40S (default: the scenario's H100)
+    model: str | None = None  # llama-3.1-8b, llama-3.1-70b
 
 
 def check_spec(spec: ServerSpec) -> None:
-    """Raise ValueError naming the bad scenario or version."""
+    """Raise ValueError naming the bad scenario, version, flag or load field."""
     if spec.scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {spec.scenario!r}; try --list")
     if spec.version not in VERSIONS:
         raise ValueError(f"unknown version {spec.version!r}; choose from {', '.join(VERSIONS)}")
+    config_for(spec)
+
+
+def config_for(spec: ServerSpec) -> ServerConfig:
+    """The scenario's configuration with the spec's version, hardware, flags and load."""
+    config = SCENARIOS[spec.scenario].for_version(spec.version)
+    if spec.gpu:
+        config = replace(config, gpu=gpu_named(spec.gpu))
+    if spec.model:
+        config = replace(config, llm=llm_named(spec.model))
+    config = apply_flags(config, dict(spec.flags))
+    return replace(config, load=apply_load(config.load, dict(spec.load)))
 
 
 def tune_gc() -> None:
@@ -87,7 +110,7 @@ class SimFleet:
         self._started = time.monotonic()
         epoch = time.time() - self.warmup_seconds  # log times read as if started earlier
         for index, spec in enumerate(self.specs):
-            config = SCENARIOS[spec.scenario].for_version(spec.version)
+            config = config_for(spec)
             log = (
                 LogWriter(
                     spec.log_file, spec.version, epoch, config.knobs.tp_size, config.knobs.dp_size
@@ -99,7 +122,7 @@ class SimFleet:
                 self.logs.append(log)
             model = ServerModel(config, seed=self.seed * 100003 + index, log=log)
             model.advance_to(self.warmup_seconds)
-            server = SimServer(model, self.sim_time, spec.api_key, spec.scenario, self._switch)
+            server = SimServer(model, self.sim_time, spec.api_key, spec.scenario, self._control)
             await server.start(self.host, spec.port)
             self.servers.append(server)
 
@@ -109,6 +132,31 @@ class SimFleet:
             await server.stop()
         for log in self.logs:
             log.close()
+
+    def _control(self, server: SimServer, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST /_sim/<action>: scenario, restart or load; ValueError becomes a 400."""
+        if action == "scenario":
+            error = self._switch(server, str(body.get("scenario", "")))
+            if error:
+                raise ValueError(error)
+            return {"scenario": server.scenario}
+        model, now = server.model, self.sim_time()
+        if action == "restart":
+            flags = body.get("flags", {})
+            if not isinstance(flags, Mapping):
+                raise ValueError('body must be {"flags": {"--flag": "value", ...}}')
+            config = apply_flags(model.config, {str(k): str(v) for k, v in flags.items()})
+            model.restart(config, now)
+            return {
+                "status": "restarting",
+                "down_seconds": RESTART_DOWN_SECONDS + STARTUP_SECONDS,
+                "knobs": asdict(config.knobs),
+            }
+        if action == "load":
+            load = apply_load(model.config.load, body)
+            model.set_load(load, now)
+            return {"load": asdict(load)}
+        raise ValueError(f"unknown simulator action {action!r}")
 
     def _switch(self, server: SimServer, scenario: str) -> str | None:
         if scenario not in SCENARIOS:
@@ -125,20 +173,30 @@ class SimFleet:
         return self.urls.index(index_or_url.rstrip("/"))
 
     def set_scenario(self, index_or_url: int | str, scenario: str) -> None:
-        """Switch one server to another scenario (a restart with new flags), e.g. to heal it."""
+        """Switch one server to another scenario at once (new flags, fresh counters)."""
+        self._call(index_or_url, "scenario", {"scenario": scenario})
+
+    def restart(self, index_or_url: int | str, flags: Mapping[str, str]) -> dict[str, Any]:
+        """Restart one server with flags changed, as POST /_sim/restart does."""
+        return self._call(index_or_url, "restart", {"flags": dict(flags)})
+
+    def set_load(self, index_or_url: int | str, **fields: object) -> dict[str, Any]:
+        """Change one server's load live, as POST /_sim/load does."""
+        return self._call(index_or_url, "load", fields)
+
+    def _call(self, index_or_url: int | str, action: str, body: dict[str, Any]) -> dict[str, Any]:
         server = self.servers[self._index(index_or_url)]
         if self._thread is None or self._loop is None:
-            error = self._switch(server, scenario)
-        else:
-            future = asyncio.run_coroutine_threadsafe(
-                self._async_switch(server, scenario), self._loop
-            )
-            error = future.result(timeout=10)
-        if error:
-            raise ValueError(error)
+            return self._control(server, action, body)
+        future = asyncio.run_coroutine_threadsafe(
+            self._async_control(server, action, body), self._loop
+        )
+        return future.result(timeout=10)
 
-    async def _async_switch(self, server: SimServer, scenario: str) -> str | None:
-        return self._switch(server, scenario)
+    async def _async_control(
+        self, server: SimServer, action: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._control(server, action, body)
 
     def __enter__(self) -> SimFleet:
         ready = threading.Event()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .exposition import render_metrics
@@ -34,6 +34,7 @@ COUNTED = frozenset(
     }
 )
 MAX_BODY = 1 << 16
+SIM_PREFIX = "/_sim/"
 
 
 class Response:
@@ -59,10 +60,10 @@ class SimServer:
         clock: Callable[[], float],
         api_key: str | None,
         scenario: str,
-        on_scenario: Callable[[SimServer, str], str | None],
+        control: Callable[[SimServer, str, Mapping[str, Any]], dict[str, Any]],
     ) -> None:
         self.model, self.clock, self.api_key = model, clock, api_key
-        self.scenario, self.on_scenario = scenario, on_scenario
+        self.scenario, self.control = scenario, control
         self.port = 0
         self.server: asyncio.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
@@ -104,9 +105,10 @@ class SimServer:
         length = min(int(headers.get("content-length", "0") or 0), MAX_BODY)
         body = await reader.readexactly(length) if length else b""
         self.model.advance_to(self.clock())
-        if self.model.status() == "dead":
+        path = target.split("?")[0]
+        if self.model.status() == "dead" and not path.startswith(SIM_PREFIX):
             return False  # the process is gone: drop the connection, as a refused one would be
-        response = self.handle(method, target.split("?")[0], headers, body)
+        response = self.handle(method, path, headers, body)
         keep = headers.get("connection", "").lower() != "close"
         writer.write(self._encode(response, headers, keep))
         await writer.drain()
@@ -134,8 +136,8 @@ class SimServer:
         return response
 
     def _route(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response:
-        if path == "/_sim/scenario":
-            return self._set_scenario(method, body)
+        if path.startswith(SIM_PREFIX):
+            return self._sim_control(method, path.removeprefix(SIM_PREFIX), body)
         if self.model.status() != "up":
             return json_response(503, {"detail": "server is starting"})
         if path in ("/health", "/health_generate"):
@@ -153,14 +155,17 @@ class SimServer:
             return json_response(200, model_info(self.model))
         return json_response(404, {"detail": "Not Found"})
 
-    def _set_scenario(self, method: str, body: bytes) -> Response:
+    def _sim_control(self, method: str, action: str, body: bytes) -> Response:
+        """Simulator-only control: POST /_sim/scenario, /_sim/restart, /_sim/load."""
         if method != "POST":
             return json_response(405, {"detail": "Method Not Allowed"})
         try:
-            name = json.loads(body or b"{}").get("scenario", "")
-        except (ValueError, AttributeError):
-            return json_response(400, {"detail": 'body must be JSON: {"scenario": NAME}'})
-        error = self.on_scenario(self, str(name))
-        if error:
-            return json_response(400, {"detail": error})
-        return json_response(200, {"scenario": self.scenario})
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            return json_response(400, {"detail": "body must be a JSON object"})
+        if not isinstance(payload, dict):
+            return json_response(400, {"detail": "body must be a JSON object"})
+        try:
+            return json_response(200, self.control(self, action, payload))
+        except ValueError as exc:
+            return json_response(400, {"detail": str(exc)})

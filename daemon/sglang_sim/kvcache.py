@@ -1,19 +1,55 @@
-"""The KV pool's policies: radix prefix cache (evictable tokens) and retraction choice."""
+"""The KV pool's policies: radix prefix cache, retraction choice and the per-version rules."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
+from .catalogue import Version
 from .workload import Req
 
-RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: room kept for this many decode steps
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS (global_config.retract_decode_steps)
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+# new_token_ratio: SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR,
+# SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS (global_config.py 0.4.10, environ.py 0.5.x): same defaults in
+# every version served.
+INIT_RATIO, MIN_RATIO_FACTOR, DECAY_STEPS = 0.7, 0.14, 600
+
+
+@dataclass(frozen=True)
+class SchedulerRules:
+    """Where the scheduler's arithmetic differs between the versions served."""
+
+    retract_room_steps: int  # retract until the kept batch has room for this many steps
+    ratio_plus_one: bool  # the new ratio divides by sum(max_new_tokens) + 1
+    charge_remaining: bool  # a new request reserves max_new - output (not max_new)
+    page_overhead: int  # tokens added to a new request's reservation
+
+
+def rules_for(version: Version) -> SchedulerRules:
+    """0.4.10: ScheduleBatch.retract_decode keeps room for 20 steps per request and divides by
+    sum(max_new); PrefillAdder.add_one_req reserves min(max_new, CLIP). 0.5.9: retraction stops
+    once the next step fits (check_decode_mem on the kept requests), the ratio divides by sum + 1
+    (NewTokenRatioTracker.estimate_new_token_ratio_after_retract from 0.5.17), the reservation is
+    min(max_new - output, CLIP). 0.5.17: plus one page per request."""
+    if version < (0, 5, 0):
+        return SchedulerRules(RETRACT_DECODE_STEPS, False, False, 0)
+    return SchedulerRules(1, True, True, 1 if version >= (0, 5, 17) else 0)
+
+
+def ratio_bounds(conservativeness: float) -> tuple[float, float, float]:
+    """(init, min, per-step decay) as Scheduler.__init__ (0.4.10, 0.5.9) and
+    NewTokenRatioTracker.from_server_args (0.5.17) / from_config (0.5.23) compute them."""
+    init = min(INIT_RATIO * conservativeness, 1.0)
+    low = min(init * MIN_RATIO_FACTOR, 1.0)
+    return init, low, (init - low) / DECAY_STEPS
 
 
 class PrefixCache:
     """Tokens the radix cache keeps after use: shared prefixes (LRU) and finished sequences."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.groups: OrderedDict[int, int] = OrderedDict()
         self.prefix_tokens = 0
         self.finished_tokens = 0
@@ -24,12 +60,17 @@ class PrefixCache:
 
     def touch(self, group: int, size: int) -> None:
         """A request of this group was prefilled: its prefix is now the most recently used."""
-        if group < 0:
+        if group < 0 or not self.enabled:
             return
         if group not in self.groups:
             self.groups[group] = size
             self.prefix_tokens += size
         self.groups.move_to_end(group)
+
+    def finished(self, tokens: int) -> None:
+        """A finished request's sequence stays in the tree (evictable) unless the cache is off."""
+        if self.enabled:
+            self.finished_tokens += tokens
 
     def evict(self, room: int) -> None:
         """Keep at most `room` tokens (the part of the pool no running request holds)."""
@@ -48,21 +89,21 @@ def pending_output(reqs: list[Req]) -> int:
     return sum(min(r.max_new - r.out, CLIP_MAX_NEW_TOKENS) for r in reqs)
 
 
-def choose_retracted(running: list[Req], free: int) -> tuple[list[Req], list[Req]]:
-    """(kept, retracted): retract fewest-output, longest-input requests first, as SGLang does,
-    until the kept batch has room for RETRACT_DECODE_STEPS more steps."""
+def choose_retracted(running: list[Req], free: int, room_steps: int) -> tuple[list[Req], list[Req]]:
+    """(kept, retracted), as ScheduleBatch.retract_decode: keep the most-decoded requests (ties:
+    shortest prompt), retract at least one, then until the kept ones have room for `room_steps`
+    more tokens each; always keep one."""
     order = sorted(running, key=lambda r: (r.out, -r.prompt), reverse=True)
     gone: list[Req] = []
-    while len(order) > 1 and free < len(order) * RETRACT_DECODE_STEPS:
+    while len(order) > 1 and (not gone or free < len(order) * room_steps):
         req = order.pop()
         free += req.held
         gone.append(req)
     return order, gone
 
 
-def ratio_after_retract(gone: list[Req]) -> float:
-    """SGLang's new_token_ratio estimate after a retraction."""
-    decoded = sum(r.out for r in gone)
-    return min(
-        1.0, (decoded + RETRACT_DECODE_STEPS * len(gone)) / (sum(r.max_new for r in gone) + 1)
-    )
+def ratio_after_retract(kept: list[Req], plus_one: bool) -> float:
+    """The new new_token_ratio: (decoded + 20 per request) / sum(max_new) over the KEPT batch."""
+    decoded = sum(r.out for r in kept) + RETRACT_DECODE_STEPS * len(kept)
+    total = sum(r.max_new for r in kept) + (1 if plus_one else 0)
+    return min(1.0, decoded / max(total, 1))

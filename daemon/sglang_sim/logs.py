@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from . import crashlog
 from .catalogue import Version, parse_version
+from .hardware import CUDA_CONTEXT_GIB
 
 
 def prefix(at_epoch: float, dp: int | None, tp: int | None) -> str:
@@ -59,11 +61,28 @@ def retract_line(v: Version, count: int, gained: int, old: float, new: float) ->
 
 
 def startup_lines(model: Any) -> list[str]:
-    """The summary line the guide reads `available_gpu_mem` from, and the ready line."""
-    plan, knobs = model.plan, model.config.knobs
-    return [
+    """Startup up to the failure, if any: weights, KV pool, CUDA graphs, the summary line."""
+    plan, knobs, v = model.plan, model.knobs, model.version
+    total = model.config.gpu.memory_gib - CUDA_CONTEXT_GIB
+    after_pool = total - plan.weight_gb - plan.kv_cache_gb
+    lines = [
+        f"Load weight end. type={model.config.llm.architecture}, dtype=torch.bfloat16, "
+        f"avail mem={total - plan.weight_gb:.2f} GB, mem usage={plan.weight_gb:.2f} GB."
+    ]
+    if plan.failure == "no_memory":
+        return lines
+    lines += [
         f"KV Cache is allocated. #tokens: {plan.max_total_num_tokens}, "
         f"K size: {plan.kv_cache_gb / 2:.2f} GB, V size: {plan.kv_cache_gb / 2:.2f} GB",
+        f"Memory pool end. avail mem={after_pool:.2f} GB",
+    ]
+    if plan.capture_bs:
+        lines.append(_capture_begin(v, after_pool))
+    if plan.failure:
+        return lines
+    if plan.capture_bs:
+        lines.append(_capture_end(v, plan.graph_gb, plan.available_gb, plan.capture_bs))
+    return lines + [
         f"max_total_num_tokens={plan.max_total_num_tokens}, "
         f"chunked_prefill_size={knobs.chunked_prefill_size}, "
         f"max_prefill_tokens={knobs.max_prefill_tokens}, "
@@ -73,14 +92,40 @@ def startup_lines(model: Any) -> list[str]:
     ]
 
 
-def oom_lines(tokens: int, need_gb: float, free_gb: float) -> list[str]:
-    """A forward-pass OOM as the scheduler's exception handler prints it."""
-    return [
-        "Scheduler hit an exception: Traceback (most recent call last):",
-        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {need_gb:.2f} GiB. "
-        f"GPU 0 has a total capacity of 79.19 GiB of which {free_gb * 1024:.2f} MiB is free. "
-        f"(prefill batch of {tokens} tokens)",
-    ]
+def _capture_begin(v: Version, avail: float) -> str:
+    if v < (0, 5, 14):  # ModelRunner.init_device_graphs
+        return (
+            "Capture cuda graph begin. This can take up to several minutes. "
+            f"avail mem={avail:.2f} GB"
+        )
+    return (  # model_runner_components/cuda_graph_setup.py
+        "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+        f"avail mem={avail:.2f} GB"
+    )
+
+
+def _capture_end(v: Version, used: float, avail: float, sizes: tuple[int, ...]) -> str:
+    if v < (0, 5, 14):
+        return (
+            "Capture cuda graph end. Time elapsed: 9.81 s. "
+            f"mem usage={used:.2f} GB. avail mem={avail:.2f} GB."
+        )
+    return (
+        f"Capture target decode CUDA graph end. bs={list(sizes)}, elapsed=9.81 s, "
+        f"mem usage={used:.2f} GB, avail mem={avail:.2f} GB."
+    )
+
+
+def crash_text(model: Any, kind: str, fields: dict[str, Any]) -> str:
+    """The exception a crash of this kind logs, in the version's wording."""
+    v, plan, total = model.version, model.plan, model.config.gpu.memory_gib
+    if kind == "no_memory":
+        return crashlog.not_enough_memory(v, model.knobs.mem_fraction_static)
+    free = plan.available_gb + plan.graph_gb
+    if kind == "graph_capture":
+        return crashlog.capture_failed(v, plan.graph_gb, free, total)
+    phase = "decode" if kind == "decode_oom" else "prefill"
+    return crashlog.forward_oom(v, phase, fields["need_gb"], plan.available_gb, total)
 
 
 class LogWriter:
@@ -105,33 +150,34 @@ class LogWriter:
         if event == "decode":
             self._write(at, [decode_line(self.version, rank.gauges, rank.last_graph)], index)
         elif event == "prefill":
-            since = at - self.last_prefill.get(index, at - 1.0)
-            self.last_prefill[index] = at
-            throughput = fields["tokens"] / max(since, 1e-3)
-            self._write(
-                at,
-                [
-                    prefill_line(
-                        self.version,
-                        rank.gauges,
-                        fields["seqs"],
-                        fields["tokens"],
-                        fields["cached"],
-                        throughput,
-                    )
-                ],
-                index,
-            )
+            self._prefill(at, rank, index, fields)
         elif event == "retract":
             line = retract_line(
                 self.version, fields["count"], fields["gained"], fields["old"], fields["new"]
             )
             self._write(at, [line])
         elif event == "startup":
-            self._write(at, startup_lines(fields["model"]))
-            self._write(at, ["The server is fired up and ready to roll!"], None)
-        elif event == "oom":
-            self._write(at, oom_lines(fields["tokens"], fields["need_gb"], fields["free_gb"]))
+            model = fields["model"]
+            self._write(at, startup_lines(model))
+            if not model.plan.failure:
+                self._write(at, ["The server is fired up and ready to roll!"], None)
+        elif event == "crash":
+            self._write(at, [crash_text(fields["model"], fields["kind"], fields)])
+            self._write(at, [crashlog.SIGQUIT_LINE], None)
+
+    def _prefill(self, at: float, rank: Any, index: int, fields: dict[str, Any]) -> None:
+        since = at - self.last_prefill.get(index, at - 1.0)
+        self.last_prefill[index] = at
+        throughput = fields["tokens"] / max(since, 1e-3)
+        line = prefill_line(
+            self.version,
+            rank.gauges,
+            fields["seqs"],
+            fields["tokens"],
+            fields["cached"],
+            throughput,
+        )
+        self._write(at, [line], index)
 
     def close(self) -> None:
         """Close the file."""

@@ -4,27 +4,20 @@ from __future__ import annotations
 
 import random
 
+from .catalogue import Version
 from .decode import DecodeMixin, LogSink
-from .hardware import (
-    Gpu,
-    Knobs,
-    LlmSpec,
-    MemoryPlan,
-    activation_gb,
-    prefill_seconds,
-)
-from .kvcache import (
-    CLIP_MAX_NEW_TOKENS,
-    PrefixCache,
-)
+from .hardware import MemoryPlan
+from .kvcache import CLIP_MAX_NEW_TOKENS, PrefixCache, ratio_bounds, rules_for
+from .physics import Engine
 from .stats import Accumulator, TokenizerStats
 from .workload import Arrivals, Load, Req
 
-# SGLang's environment defaults (environ.py) for admission and retraction.
-INIT_RATIO, MIN_RATIO_FACTOR, DECAY_STEPS = 0.7, 0.14, 600
+# SchedulePolicy._determine_active_policy: lpm falls back to fcfs above 128 waiting requests
+# (WAITING_QUEUE_PREFIX_MATCH_MAX in 0.5.23; the literal 128 in 0.4.10 and 0.5.9).
 LPM_FALLBACK_QUEUE = 128
 IDLE_LOG_SECONDS = 30.0
 MAX_PREFILLS_PER_EVENT = 16
+LPM_SORT_SECONDS_PER_REQ = 3e-6  # prefix match + sort per waiting request and schedule
 NAN = float("nan")  # one object, so equal states compare equal
 
 
@@ -33,45 +26,45 @@ class Rank(DecodeMixin):
 
     def __init__(
         self,
-        hw: tuple[Gpu, LlmSpec, Knobs, MemoryPlan],
+        engine: Engine,
+        plan: MemoryPlan,
+        version: Version,
         load: Load,
-        lpm_fallback: bool,
         rng: random.Random,
         start: float,
         tok: TokenizerStats,
         log: LogSink,
     ) -> None:
-        self.gpu, self.llm, self.knobs, self.plan = hw
-        self.capacity = self.plan.max_total_num_tokens
-        self.rng, self.tok, self.log, self.lpm_fallback = rng, tok, log, lpm_fallback
-        share = 1 / self.knobs.dp_size
-        self.arrivals = Arrivals(load, rng, share, start)
-        self.arrivals.returning = [start + i * 0.002 for i in range(int(load.clients * share))]
+        self.engine, self.plan, self.knobs = engine, plan, engine.knobs
+        self.rules = rules_for(version)
+        self.capacity = plan.max_total_num_tokens
+        self.rng, self.tok, self.log = rng, tok, log
+        self.arrivals = Arrivals(load, rng, 1 / self.knobs.dp_size, start)
         self.now = self.last_log = self.last_decode_log = start
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.chunked: Req | None = None
-        self.used = 0
-        self.pending_out = 0  # pending_output(running), kept up to date incrementally
-        self.cache = PrefixCache()
-        self.init_ratio = min(INIT_RATIO * self.knobs.schedule_conservativeness, 1.0)
-        self.min_ratio = min(self.init_ratio * MIN_RATIO_FACTOR, 1.0)
-        self.decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
+        self.used = self.pending_out = 0  # pending_out: pending_output(running), incremental
+        self.cache = PrefixCache(enabled=not self.knobs.disable_radix_cache)
+        self.init_ratio, self.min_ratio, self.decay = ratio_bounds(
+            self.knobs.schedule_conservativeness
+        )
         self.ratio = self.init_ratio
         self.stats = Accumulator()
         self.gauges: dict[str, float] = {}
         self.steps_since_log = self.tokens_since_log = self.retracted_since_log = 0
         self.total_retracted = 0
-        self.crashed = False
+        self.paused = 0.0  # prefill time since the last decode step (delays running requests)
+        self.crashed: str | None = None
+        self.crash_fields: dict[str, float] = {}
         self.index = 0
         self.last_graph = True
         self._refresh(gen_throughput=0.0, hit_rate=0.0)
 
     def step(self) -> None:
-        """Advance this scheduler by one event."""
+        """Advance this scheduler by one event (SGLang's event loop: prefill first, then decode)."""
         self.waiting.extend(self.arrivals.due(self.now))
         prefilled = 0
-        # SGLang runs a new prefill batch whenever one fits, before the next decode step.
         while (self.waiting or self.chunked) and prefilled < MAX_PREFILLS_PER_EVENT:
             if not self._prefill() or self.crashed:
                 break
@@ -93,47 +86,52 @@ class Rank(DecodeMixin):
         return max(self.now, min(self.arrivals.next_after(), self.last_log + IDLE_LOG_SECONDS))
 
     def _idle(self) -> None:
+        # Scheduler.self_check_during_idle resets new_token_ratio whenever nothing runs
+        self.ratio = self.init_ratio
         wake = min(self.arrivals.next_after(), self.last_log + IDLE_LOG_SECONDS)
         self.now = max(self.now, wake)
         if self.now >= self.last_log + IDLE_LOG_SECONDS:
-            self.ratio = self.init_ratio
             self._refresh(gen_throughput=0.0, hit_rate=self.gauges.get("cache_hit_rate", 0.0))
 
-    # -- admission and prefill ------------------------------------------------------------
-    def _reserved(self) -> float:
-        return self.pending_out * self.ratio
-
+    # -- admission and prefill (PrefillAdder, schedule_policy.py) -------------------------
     def _candidates(self) -> list[Req]:
-        lpm = self.knobs.schedule_policy == "lpm"
-        if not lpm or (self.lpm_fallback and len(self.waiting) > LPM_FALLBACK_QUEUE):
+        if self.knobs.schedule_policy != "lpm" or len(self.waiting) > LPM_FALLBACK_QUEUE:
             return self.waiting
         return sorted(self.waiting, key=lambda r: -self.cache.hit(r.group))
 
+    def _charge(self, req: Req) -> int:
+        """Tokens a new request reserves for its output (add_one_req)."""
+        left = req.max_new - req.out if self.rules.charge_remaining else req.max_new
+        return min(left, CLIP_MAX_NEW_TOKENS) + self.rules.page_overhead
+
     def _prefill(self) -> bool:
         knobs = self.knobs
-        budget = self.capacity - self.used - self._reserved()
+        # rem_total_tokens: free + evictable - running requests' reservation x new_token_ratio
+        budget = self.capacity - self.used - self.pending_out * self.ratio
         chunk = knobs.chunked_prefill_size if knobs.chunked_prefill_size > 0 else 1 << 30
-        rem = min(chunk, knobs.max_prefill_tokens) if self.chunked is None else chunk
-        batch: list[tuple[Req, int, int]] = []
-        if self.chunked is not None:
+        rem_input, batch = knobs.max_prefill_tokens, []
+        if self.chunked is not None:  # add_chunked_req: always continues
             req = self.chunked
-            take = min(req.prompt + req.out - req.cached - req.done_prefill, rem)
+            take = min(req.prompt + req.out - req.cached - req.done_prefill, chunk)
             batch.append((req, take, 0))
-            rem -= take
+            chunk, rem_input, budget = chunk - take, rem_input - take, budget - take
         slots = self.plan.max_running_requests - len(self.running)
         ordered = self._candidates()
-        for req in ordered if rem > 0 else ():
-            if slots <= len(batch):
+        for req in ordered if chunk > 0 and budget > 0 else ():
+            if len(batch) >= slots:
                 break
             cached = self.cache.hit(req.group)
             extend = req.prompt + req.out - cached
-            need = extend + min(req.max_new - req.out, CLIP_MAX_NEW_TOKENS) * self.ratio
-            if need > budget or (extend > rem and batch):
-                break
+            charge = self._charge(req)
+            if extend + charge >= budget or (extend >= rem_input and batch):
+                break  # NO_TOKEN / OTHER
             req.cached = cached
-            batch.append((req, min(extend, rem), cached))
-            budget -= need
-            rem -= min(extend, rem)
+            take = min(extend, chunk)
+            batch.append((req, take, cached))
+            budget -= take + (charge if take == extend else 0)
+            chunk, rem_input = chunk - take, rem_input - take
+            if take < extend or budget <= 0 or chunk <= 0 or rem_input <= 0:
+                break
         if not batch:
             return False
         self._run_prefill(batch, ordered)
@@ -142,41 +140,39 @@ class Rank(DecodeMixin):
     def _run_prefill(self, batch: list[tuple[Req, int, int]], ordered: list[Req]) -> None:
         tokens = sum(b[1] for b in batch)
         cached = sum(b[2] for b in batch)
-        # allocator fragmentation makes the peak a little worse than the estimate, now and then
-        noise = 1 + 0.1 * self.rng.expovariate(1.0)
-        need_gb = activation_gb(self.llm, self.knobs, tokens) * noise
-        if need_gb > self.plan.available_gb:
-            self.crashed = True
-            self.log.emit(
-                self.now,
-                "oom",
-                tokens=tokens,
-                need_gb=need_gb,
-                free_gb=max(self.plan.available_gb, 0.0),
-            )
+        need = self.engine.prefill_activation_gb(tokens, len(batch))
+        need *= 1 + 0.1 * self.rng.expovariate(1.0)  # allocator fragmentation, now and then
+        if need > self.plan.available_gb:
+            self.crashed = "prefill_oom"
+            self.crash_fields = {"tokens": tokens, "need_gb": need}
             return
-        start = self.now
-        cost = prefill_seconds(self.gpu, self.llm, self.knobs, tokens, cached)
-        if ordered is not self.waiting:  # lpm sorts the whole queue on every schedule
-            cost += 3e-6 * len(self.waiting) * max(len(self.waiting).bit_length(), 1)
+        start, attention = self.now, 0.0
+        for req, take, hit in batch:
+            done = hit + req.done_prefill + (req.cached if req is self.chunked else 0)
+            attention += self.engine.llm.attention_flops(take, done + take / 2)
+        cost = self.engine.prefill_seconds(tokens, attention)
+        if ordered is not self.waiting:  # lpm matches and sorts the queue on every schedule
+            cost += LPM_SORT_SECONDS_PER_REQ * len(self.waiting)
         self.now += cost
-        fresh = [b[0] for b in batch if b[0] is not self.chunked]
-        if ordered is self.waiting:  # fcfs: the admitted requests are the head of the queue
-            del self.waiting[: len(fresh)]
-        else:
-            admitted = {id(r) for r in fresh}
-            self.waiting = [r for r in self.waiting if id(r) not in admitted]
+        if self.running:
+            self.paused += cost
+        self._dequeue([b[0] for b in batch if b[0] is not self.chunked], ordered)
         for req, take, hit in batch:
             self._admit(req, take, hit, start)
         self.stats.inc("realtime_tokens_total", tokens, ("prefill_compute",))
         self.stats.inc("realtime_tokens_total", cached, ("prefill_cache",))
         self.stats.inc("cuda_graph_passes_total", 1, ("prefill_none",))
         self.cache.evict(self.capacity - self.used)
-        self._refresh(
-            gen_throughput=self.gauges.get("gen_throughput", 0.0),
-            hit_rate=cached / max(tokens + cached, 1),
-        )
+        rate = cached / max(tokens + cached, 1)
+        self._refresh(gen_throughput=self.gauges.get("gen_throughput", 0.0), hit_rate=rate)
         self.log.emit(self.now, "prefill", seqs=len(batch), tokens=tokens, cached=cached, rank=self)
+
+    def _dequeue(self, fresh: list[Req], ordered: list[Req]) -> None:
+        if ordered is self.waiting:  # fcfs: the admitted requests are the head of the queue
+            del self.waiting[: len(fresh)]
+        else:
+            admitted = {id(r) for r in fresh}
+            self.waiting = [r for r in self.waiting if id(r) not in admitted]
 
     def _admit(self, req: Req, take: int, hit: int, start: float) -> None:
         if req.done_prefill == 0 and req is not self.chunked:
@@ -186,28 +182,29 @@ class Rank(DecodeMixin):
             self.cache.touch(req.group, self.arrivals.load.prefix_len)
         req.done_prefill += take
         self.used += take
+        stage = "chunked_prefill"
         if req.done_prefill + req.cached < req.prompt + req.out:
             self.chunked = req
-            self.stats.observe(
-                "per_stage_req_latency_seconds", self.now - start, ("chunked_prefill",)
-            )
-            return
-        self.chunked = None if req is self.chunked else self.chunked
-        self.stats.observe("per_stage_req_latency_seconds", self.now - start, ("prefill_forward",))
+        else:
+            self.chunked = None if req is self.chunked else self.chunked
+            stage = "prefill_forward"
+            self._start_decoding(req)
+        self.stats.observe("per_stage_req_latency_seconds", self.now - start, (stage,))
+
+    def _start_decoding(self, req: Req) -> None:
         req.done_prefill = 0
         self.running.append(req)
         if req.first_token < 0:
             req.first_token = self.now
             req.out += 1
             self.used += 1
-            self.tok.observe(
-                "time_to_first_token_seconds", self.now - req.arrival, (str(req.streaming).lower(),)
-            )
+            stream = (str(req.streaming).lower(),)
+            self.tok.observe("time_to_first_token_seconds", self.now - req.arrival, stream)
         self.pending_out += min(req.max_new - req.out, CLIP_MAX_NEW_TOKENS)
 
     def _refresh(self, gen_throughput: float, hit_rate: float) -> None:
         """A log point: SGLang rewrites every scheduler gauge from the current state."""
-        cap = self.capacity
+        cap = max(self.capacity, 1)  # 0 only in a process that failed at startup
         evictable = self.cache.evictable(cap - self.used)
         self.gauges = {
             "num_running_reqs": len(self.running),

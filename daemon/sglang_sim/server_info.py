@@ -12,19 +12,18 @@ FAKE_API_KEY = "sk-sim-not-a-real-key"
 
 # ServerArgs fields the simulator never varies, with the values SGLang resolves them to.
 FIXED_ARGS: dict[str, Any] = {
-    "host": "127.0.0.1", "dtype": "auto", "kv_cache_dtype": "auto", "quantization": None,
-    "context_length": None, "max_queued_requests": None, "max_total_tokens": None, "pp_size": 1,
-    "ep_size": 1, "enable_dp_attention": False, "page_size": 1, "stream_interval": 1,
-    "disable_radix_cache": False, "enable_mixed_chunk": False, "enable_torch_compile": False,
-    "torch_compile_max_bs": 32, "disable_cuda_graph": False, "cuda_graph_bs": None,
+    "host": "127.0.0.1", "dtype": "auto", "context_length": None, "max_queued_requests": None,
+    "max_total_tokens": None, "pp_size": 1, "ep_size": 1, "enable_dp_attention": False,
+    "page_size": 1, "stream_interval": 1, "enable_mixed_chunk": False, "cuda_graph_bs": None,
     "speculative_algorithm": None, "enable_hierarchical_cache": False, "log_level": "info",
 }  # fmt: skip
 
 
 def server_args(model: ServerModel, port: int, api_key: str | None) -> dict[str, Any]:
     """The ServerArgs fields a tuning rule reads, as the server reports them."""
-    cfg, v = model.config, model.version
-    knobs, path = cfg.knobs, cfg.llm.path
+    cfg, v, knobs = model.config, model.version, model.knobs
+    path = cfg.llm.path
+    backend = cfg.knobs.attention_backend or (knobs.attention_backend if v >= (0, 5, 6) else None)
     args: dict[str, Any] = {
         "model_path": path, "tokenizer_path": path, "served_model_name": path, "port": port,
         "mem_fraction_static": knobs.mem_fraction_static,
@@ -34,7 +33,11 @@ def server_args(model: ServerModel, port: int, api_key: str | None) -> dict[str,
         "schedule_policy": knobs.schedule_policy,
         "schedule_conservativeness": knobs.schedule_conservativeness,
         "tp_size": knobs.tp_size, "dp_size": knobs.dp_size,
-        "attention_backend": "fa3" if v >= (0, 5, 6) else None,  # resolved in ServerArgs from 0.5.6
+        "attention_backend": backend,  # resolved in ServerArgs from 0.5.6
+        "kv_cache_dtype": knobs.kv_cache_dtype, "quantization": knobs.quantization,
+        "disable_radix_cache": knobs.disable_radix_cache,
+        "enable_torch_compile": knobs.enable_torch_compile,
+        "torch_compile_max_bs": knobs.torch_compile_max_bs,
         "enable_metrics": knobs.enable_metrics, "decode_log_interval": knobs.decode_log_interval,
         "random_seed": model.seed, "api_key": api_key or FAKE_API_KEY, **FIXED_ARGS,
     }  # fmt: skip
@@ -47,15 +50,21 @@ def server_args(model: ServerModel, port: int, api_key: str | None) -> dict[str,
 
 
 def _graph_fields(args: dict[str, Any], model: ServerModel) -> None:
-    max_bs = model.config.knobs.cuda_graph_max_bs
+    knobs, disabled = model.knobs, model.knobs.disable_cuda_graph
     if model.version < CUDA_GRAPH_CONFIG_SINCE:
-        args["cuda_graph_max_bs"] = max_bs
+        args["cuda_graph_max_bs"] = knobs.cuda_graph_max_bs
+        args["disable_cuda_graph"] = disabled
         return
-    sizes = [1, 2, 4, 8, *range(16, max_bs + 1, 16)]
-    args["cuda_graph_max_bs_decode"] = None
+    # ServerArgs keeps the CLI value (None unless set); the resolved one is in cuda_graph_config
+    args["cuda_graph_max_bs_decode"] = model.config.knobs.cuda_graph_max_bs or None
     args["cuda_graph_max_bs_prefill"] = None
+    args["disable_cuda_graph"] = disabled
     args["cuda_graph_config"] = {
-        "decode": {"backend": "full", "max_bs": max_bs, "bs": [b for b in sizes if b <= max_bs]},
+        "decode": {
+            "backend": "disabled" if disabled else "full",
+            "max_bs": knobs.cuda_graph_max_bs,
+            "bs": list(model.plan.capture_bs),
+        },
         "prefill": {"backend": "piecewise", "max_bs": 8192, "bs": None},
     }
 
@@ -85,7 +94,7 @@ def server_info(model: ServerModel, port: int, api_key: str | None) -> dict[str,
     for rank in model.ranks:
         state = dict(
             args,
-            attention_backend="fa3",
+            attention_backend=model.knobs.attention_backend,
             last_gen_throughput=rank.gauges.get("gen_throughput", 0.0),
             memory_usage=_memory_usage(model),
         )

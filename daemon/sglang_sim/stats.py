@@ -46,12 +46,14 @@ class Histogram:
         return out
 
 
-# Fine grids: the union of every version's buckets, so each version's page is exact.
+# Fine grids: the union of every version's buckets, so each version's page is exact; latency
+# grids add 5 % log steps from 1 ms so measure.py can read percentiles off them.
+LOG_GRID = tuple(round(0.001 * 1.05**i, 9) for i in range(300))
 FINE_QUEUE = tuple(sorted({*QUEUE_NEW, 0.1, 0.2, 0.5}))
 FINE_E2E = tuple(sorted({*E2E_NEW, 800}))
 GRIDS: dict[str, tuple[float, ...]] = {
-    "time_to_first_token_seconds": tuple(float(b) for b in TTFT_BUCKETS),
-    "inter_token_latency_seconds": ITL_BUCKETS,
+    "time_to_first_token_seconds": tuple(sorted({*map(float, TTFT_BUCKETS), *LOG_GRID})),
+    "inter_token_latency_seconds": tuple(sorted({*ITL_BUCKETS, *LOG_GRID})),
     "request_time_per_output_token_seconds": ITL_BUCKETS,
     "e2e_request_latency_seconds": tuple(float(b) for b in FINE_E2E),
     "queue_time_seconds": tuple(float(b) for b in FINE_QUEUE),

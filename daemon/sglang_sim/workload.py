@@ -59,10 +59,27 @@ class Arrivals:
     """Deterministic request source for one scheduler (DP rank)."""
 
     def __init__(self, load: Load, rng: random.Random, share: float, start: float) -> None:
-        self.load, self.rng = load, rng
+        self.load, self.rng, self.share = load, rng, share
         self.rate = load.rate * share
         self.next_time = start + self._gap() if self.rate > 0 else float("inf")
-        self.returning: list[float] = []
+        self.clients = int(load.clients * share)
+        self.returning = [start + i * 0.002 for i in range(self.clients)]
+        self.leaving = 0  # clients to drop when they next get an answer
+
+    def change(self, load: Load, now: float) -> None:
+        """Switch to another load at `now` (clients join or leave; the rate changes)."""
+        rate = load.rate * self.share
+        if rate != self.rate:
+            self.next_time = now + self.rng.expovariate(rate) if rate > 0 else float("inf")
+        self.load, self.rate = load, rate
+        clients = int(load.clients * self.share)
+        delta, self.clients = clients - self.clients, clients
+        if delta > 0:
+            self.returning += [now + i * 0.002 for i in range(delta)]
+            return
+        drop = min(-delta, len(self.returning))
+        self.returning = sorted(self.returning)[drop:]
+        self.leaving += -delta - drop
 
     def _gap(self) -> float:
         return self.rng.expovariate(self.rate)
@@ -99,5 +116,7 @@ class Arrivals:
 
     def client_returns(self, at: float) -> None:
         """A closed-loop client got its answer and sends the next request at `at`."""
-        if self.load.clients:
+        if self.leaving:
+            self.leaving -= 1
+        elif self.load.clients:
             self.returning.append(at)
