@@ -116,7 +116,8 @@ def test_dockerfile_passes_hadolint():
 def test_dockerfile_is_multistage_non_root_with_healthcheck():
     lines = [ln for ln in DOCKERFILE.read_text().splitlines() if not ln.startswith("#")]
     text = "\n".join(lines)
-    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["python:3.11-slim"] * 2
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3.11-slim$", text, re.MULTILINE)
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${PYTHON_IMAGE}"] * 2
     assert "pip wheel" in text and "python -m venv" in text
     user = re.search(r"^USER (\S+)", text, re.MULTILINE)
     assert user and user.group(1).split(":")[0] not in {"root", "0"}
