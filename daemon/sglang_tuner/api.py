@@ -14,6 +14,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from . import __version__
 from .advice_report import AdviceFilter, select_advice
+from .apidocs import mount_docs
 from .config import Settings
 from .exporter import health_score, render_metrics, with_advice_state
 from .rules.base import Rule, Severity
@@ -212,7 +213,10 @@ def create_app(
         version=__version__,
         description="Tuning advice for running SGLang servers, from SGLang's own tuning guide: "
         "evidence from a window of scrapes and the exact flag change.",
+        docs_url=None,  # mount_docs serves /docs and /redoc without a CDN
+        redoc_url=None,
     )
+    mount_docs(app)
     ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
     app.state.ctx = ctx
 
