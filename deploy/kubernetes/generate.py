@@ -97,12 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is out of date")
     args = parser.parse_args(argv)
-    stale = [path for path, text in render().items() if not path.exists() or path.read_text() != text]
+    files = render()
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if args.check:
         for path in stale:
-            print(f"{path.relative_to(ROOT)} is stale: run python deploy/kubernetes/generate.py")
+            sys.stderr.write(f"{path.relative_to(ROOT)} is stale: run {Path(__file__).name}\n")
         return 1 if stale else 0
-    for path, text in render().items():
+    for path, text in files.items():
         path.write_text(text)
     return 0
 
