@@ -115,19 +115,8 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     base = base_image()
     work = tmp_path_factory.mktemp("image")
     wheel = build_dist(work / "dist")
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--wheel-dir",
-            work / "context" / "wheels",
-            wheel,
-        ],
-        cwd=work,
-    )
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet"]
+    run([*pip_wheel, "--wheel-dir", work / "context" / "wheels", wheel], cwd=work)
     (work / "context" / "Containerfile").write_text(containerfile(DOCKERFILE.read_text()))
     tag = f"localhost/sglang-tuner:test-{os.getpid()}"
     bud = ["buildah", "bud", "--quiet", "--format", "docker", "--runtime", "runc", *LIMITS]
