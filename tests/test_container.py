@@ -4,7 +4,7 @@ packages instead of a registry's base image, with the wheel this checkout builds
 No registry is reachable from the test machines, so the base image is a minimal Debian bookworm
 root made by debootstrap (python3, venv, pip: what python:3.11-slim offers), imported with podman.
 The build stage (`pip wheel .`) is replaced by a wheelhouse built on the host by pip (this
-session's wheel + its dependencies from PyPI); the runtime stage is taken from the shipped
+checkout's wheel + its dependencies from PyPI); the runtime stage is taken from the shipped
 Dockerfile verbatim and built by buildah. The image then runs as the user the Dockerfile names,
 with a read-only root file system, against a simulated SGLang server on the host.
 

@@ -1,6 +1,6 @@
 """The distribution: sdist + wheel build and pass twine; the wheel alone, in a fresh venv, runs.
 
-Built once per session (`python -m build`, pip's cache reused); the fresh venv gets only the wheel
+Built once per test run (`python -m build`, pip's cache reused); the fresh venv gets only the wheel
 and its dependencies, and every command runs outside the checkout so nothing comes from daemon/.
 """
 
