@@ -18,7 +18,6 @@ from sglang_tuner.rules import RULES_BY_ID
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-KUBE = DEPLOY / "kubernetes"
 PROVISIONING = ROOT / "dashboards" / "provisioning"
 UNIT = DEPLOY / "sglang-tuner.service"
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -116,7 +115,8 @@ def test_dockerfile_passes_hadolint():
 def test_dockerfile_is_multistage_non_root_with_healthcheck():
     lines = [ln for ln in DOCKERFILE.read_text().splitlines() if not ln.startswith("#")]
     text = "\n".join(lines)
-    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["python:3.11-slim"] * 2
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3.11-slim$", text, re.MULTILINE)
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${PYTHON_IMAGE}"] * 2
     assert "pip wheel" in text and "python -m venv" in text
     user = re.search(r"^USER (\S+)", text, re.MULTILINE)
     assert user and user.group(1).split(":")[0] not in {"root", "0"}
@@ -130,20 +130,13 @@ def test_dockerfile_is_multistage_non_root_with_healthcheck():
 # --- configs -----------------------------------------------------------------------------------
 
 
-def _configmap_config(tmp_path: Path) -> Path:
-    configmap = yaml.safe_load((KUBE / "configmap.yaml").read_text())
-    path = tmp_path / "configmap-config.yml"
-    path.write_text(configmap["data"]["config.yml"])
-    return path
-
-
+# (deploy/kubernetes/: tests/test_kustomize.py)
 @pytest.mark.parametrize(
-    "name", ["config.example.yaml", "config.compose.yaml", "config.local.yaml", "configmap"]
+    "name", ["config.example.yaml", "config.compose.yaml", "config.local.yaml"]
 )
-def test_shipped_daemon_configs_validate(name: str, tmp_path: Path):
-    path = _configmap_config(tmp_path) if name == "configmap" else DEPLOY / name
+def test_shipped_daemon_configs_validate(name: str):
     catalogue = {rule_id: tuple(rule.thresholds) for rule_id, rule in RULES_BY_ID.items()}
-    settings = load_settings(path, catalogue=catalogue)  # raises on any problem
+    settings = load_settings(DEPLOY / name, catalogue=catalogue)  # raises on any problem
     assert settings.targets
 
 
@@ -273,64 +266,3 @@ def test_grafana_datasource_has_a_fixed_name_and_no_uid_in_dashboards():
     [source] = datasource["datasources"]
     assert source["name"] == "Prometheus" and source["type"] == "prometheus"
     assert source["url"] == "http://prometheus:9090" and source["isDefault"] is True
-
-
-# --- Kubernetes --------------------------------------------------------------------------------
-
-
-def _kube() -> dict[str, dict[str, Any]]:
-    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
-    docs = [yaml.safe_load((KUBE / name).read_text()) for name in kustomization["resources"]]
-    assert {p.name for p in KUBE.glob("*.yaml")} == {
-        "kustomization.yaml",
-        *kustomization["resources"],
-    }
-    return {doc["kind"]: doc for doc in docs}
-
-
-def _tuner_container(deployment: dict[str, Any]) -> dict[str, Any]:
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    return next(c for c in containers if c["name"] == "sglang-tuner")
-
-
-def test_kubernetes_labels_ports_and_selectors_agree():
-    kube = _kube()
-    deployment, service, monitor = kube["Deployment"], kube["Service"], kube["ServiceMonitor"]
-    pod = deployment["spec"]["template"]
-    assert (
-        deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-    )
-    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-    assert (
-        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
-    )
-    container_ports = {
-        p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]
-    }
-    service_ports = {p["name"]: p for p in service["spec"]["ports"]}
-    for port in service_ports.values():
-        assert port["targetPort"] in container_ports
-    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= set(service_ports)
-    assert container_ports["tuner-http"] == 9877
-
-
-def test_kubernetes_sidecar_probes_security_and_config(tmp_path: Path):
-    kube = _kube()
-    tuner = _tuner_container(kube["Deployment"])
-    assert tuner["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "tuner-http"}
-    assert tuner["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "tuner-http"}
-    security = tuner["securityContext"]
-    assert security["runAsNonRoot"] is True and security["allowPrivilegeEscalation"] is False
-    user = re.search(r"^USER (\d+)", DOCKERFILE.read_text(), re.MULTILINE)
-    assert user and security["runAsUser"] == int(user.group(1))
-    assert tuner["args"][:3] == ["run", "--config", "/etc/sglang-tuner/config.yml"]
-    mounts = {m["name"]: m["mountPath"] for m in tuner["volumeMounts"]}
-    assert mounts["tuner-config"] == "/etc/sglang-tuner"
-    assert "config.yml" in kube["ConfigMap"]["data"]
-    settings = load_settings(_configmap_config(tmp_path))
-    sglang = next(
-        c for c in kube["Deployment"]["spec"]["template"]["spec"]["containers"] if c is not tuner
-    )
-    assert "--enable-metrics" in sglang["args"]
-    assert urlsplit(settings.targets[0].url).port == sglang["ports"][0]["containerPort"]
-    assert str(settings.database).startswith(mounts["tuner-state"])

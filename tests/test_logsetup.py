@@ -8,13 +8,13 @@ from sglang_tuner.logsetup import configure_logging
 
 def test_configure_logging_json_writes_one_object_per_line(capsys):
     configure_logging("info", "json")
-    logging.getLogger("sglang_tuner.poller").warning("target %s is down: %s", "gpu-a", "refused")
-    logging.getLogger("sglang_tuner.poller").debug("not shown at info")
+    logging.getLogger("sglang_tuner.loop").warning("target %s is down: %s", "gpu-a", "refused")
+    logging.getLogger("sglang_tuner.loop").debug("not shown at info")
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
     entry = json.loads(lines[0])
     assert entry["level"] == "warning"
-    assert entry["logger"] == "sglang_tuner.poller"
+    assert entry["logger"] == "sglang_tuner.loop"
     assert entry["message"] == "target gpu-a is down: refused"
 
 

@@ -1,4 +1,4 @@
-"""Command line: run, check, demo, sim, rules, check-config, version. Wiring only."""
+"""Command line: run, check, demo, sim, rules, check-config, assets, version. Wiring only."""
 
 import argparse
 import asyncio
@@ -20,6 +20,7 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
   sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
   sglang-tuner demo                        simulated SGLang servers + the daemon
   sglang-tuner changes                     did the last flag changes help? (asks the daemon)
+  sglang-tuner assets export DIR           alert rules, dashboards, systemd unit, example config
 """
 
 
@@ -42,10 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sglang-tuner", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"sglang-tuner {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_flags(sub.add_parser("run", help="run the daemon (scrape, evaluate, serve, alert)"))
     check = sub.add_parser("check", help="watch servers for a while and print the advice")
-    check.add_argument("urls", nargs="+", metavar="URL", help="SGLang base URLs")
+    check.add_argument("urls", nargs="+", metavar="URL", help="SGLang servers: http://host:30000")
     check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
     check.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes (2)")
     check.add_argument(
@@ -67,8 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", default="http://127.0.0.1:9877", help="the daemon's API (http://127.0.0.1:9877)"
     )
     changes.add_argument("--format", choices=["text", "json"], default="text")
+    _assets_parser(sub.add_parser("assets", help="list or export the shipped files"))
     sub.add_parser("version", help="print the version")
     return parser
+
+
+def _assets_parser(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="assets_command", metavar="ACTION", required=True)
+    actions.add_parser("list", help="list the files (alert rules, dashboards, unit, config)")
+    export = actions.add_parser("export", help="write them under DIR, keeping their layout")
+    export.add_argument("dir", type=Path, metavar="DIR")
+    export.add_argument("--force", action="store_true", help="overwrite files that differ")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -87,14 +98,48 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .server import ServeError, serve
 
     settings = _settings(args.config, _overrides(args))
-    configure_logging(settings.log_level, settings.log_format)
     if not settings.targets and not settings.file_sd:
-        print("warning: no targets configured; add targets: to the config", file=sys.stderr)
+        print(_NO_TARGETS.format(where=args.config or "no --config given"), file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings, lambda: _settings(args.config, _overrides(args))))
     except ServeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+_NO_TARGETS = """\
+error: nothing to watch ({where}): no targets and no file_sd.
+  Give a config with a targets: list:  sglang-tuner run --config config.yml
+  (an example: sglang-tuner assets export DIR; then DIR/deploy/config.example.yaml),
+  or set SGLANG_TUNER_TARGETS='[{{"url": "http://127.0.0.1:30000"}}]'.
+  For a one-off look at a server: sglang-tuner check http://HOST:30000"""
+
+
+def _cmd_assets(args: argparse.Namespace) -> int:
+    from . import assets
+
+    root = assets.assets_root()
+    if args.assets_command == "list":
+        for rel in assets.collect(root):
+            print(rel)
+        return 0
+    try:
+        result = assets.export(args.dir, force=args.force, root=root)
+    except OSError as exc:
+        print(f"error: cannot write {exc.filename or args.dir}: {exc.strerror}", file=sys.stderr)
+        return 1
+    if result.conflicts and not args.force:
+        for rel in result.conflicts:
+            print(f"error: {args.dir / rel} exists and differs", file=sys.stderr)
+        print("nothing written; use --force to overwrite those files", file=sys.stderr)
+        return 1
+    for rel in result.written:
+        print(f"{'overwrote' if rel in result.conflicts else 'wrote'} {args.dir / rel}")
+    if result.unchanged:
+        print(f"{len(result.unchanged)} file(s) already up to date in {args.dir}")
     return 0
 
 
@@ -167,6 +212,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_check_config(args)
     if args.command == "changes":
         return _cmd_changes(args)
+    if args.command == "assets":
+        return _cmd_assets(args)
     if args.command == "version":
         print(f"sglang-tuner {__version__}")
         return 0

@@ -11,6 +11,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from . import __version__, api_advice, api_changes
 from .api_context import ApiContext, ContextDep, EvaluationDep, require_rule, require_target
+from .apidocs import mount_docs
 from .config import Settings
 from .evaluation import Evaluation, TargetStatus, TunerState
 from .exporter import health_score, render_metrics
@@ -122,7 +123,10 @@ def create_app(
         version=__version__,
         description="Tuning advice for running SGLang servers, from SGLang's own tuning guide: "
         "evidence from a window of scrapes and the exact flag change.",
+        docs_url=None,  # mount_docs serves /docs and /redoc without a CDN
+        redoc_url=None,
     )
+    mount_docs(app)
     ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
     app.state.ctx = ctx
 

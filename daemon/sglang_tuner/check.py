@@ -3,8 +3,10 @@
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 from .advice_report import AdviceFilter, select_advice
 from .advice_text import advice_text
@@ -12,6 +14,21 @@ from .config import Settings, load_settings
 from .evaluation import Evaluation
 from .logsetup import configure_logging
 from .loop import Tuner
+
+# SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
+# of the server's base URL. Anything before them is the base (it may be a proxy's path prefix).
+_ENDPOINT = re.compile(r"/(?:metrics|server_info|get_server_info|health(?:_generate)?|v1)(?:/.*)?$")
+
+
+def server_url(text: str) -> tuple[str, str | None]:
+    """The SGLang base URL `text` means, and a note when it was not one; ValueError if unusable."""
+    url = text if "://" in text else f"http://{text}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", text):
+        raise ValueError(f"{text!r} is not a server URL; give one like http://gpu-1:30000")
+    path = _ENDPOINT.sub("", parts.path).rstrip("/")
+    base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return base, (None if base == text.rstrip("/") else f"{text} -> watching the server {base}")
 
 
 def check_settings(args: argparse.Namespace) -> Settings:
@@ -64,7 +81,16 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Watch, print the advice; exit 1 when no server could be scraped at all."""
+    """Watch, print the advice; exit 1 when no server could be scraped at all, 2 on a bad URL."""
+    try:
+        urls = [server_url(u) for u in args.urls]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for _, note in urls:
+        if note:
+            print(note, file=sys.stderr)
+    args.urls = [u for u, _ in urls]
     settings = check_settings(args)
     configure_logging("warning")
     print(f"watching {len(args.urls)} server(s) for {args.duration:g}s ...", file=sys.stderr)
