@@ -96,4 +96,8 @@ def capture_batch_sizes(knobs: Knobs, gpu: Gpu, version: Version, max_running: i
         sizes = [b for b in base + list(range(512, max_bs + 1, 32)) if b <= max_bs]
         if version >= APPEND_MAX_BS_SINCE and max_bs not in sizes:
             sizes.append(max_bs)
+    # CudaGraphRunner's get_batch_sizes_to_capture: a list reaching past the request pool also
+    # captures the pool size itself, then drops what is above it (every release).
+    if sizes and max(sizes) > max_running:
+        sizes.append(max_running)
     return sorted({b for b in sizes if b <= max_running} or {min(max_bs, max_running)})

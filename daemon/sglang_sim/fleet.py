@@ -6,7 +6,7 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from types import TracebackType
 from typing import Any
@@ -84,11 +84,13 @@ class SimFleet:
         speed: float = 1.0,
         seed: int = 0,
         warmup_seconds: float = 0.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         for spec in specs:
             check_spec(spec)
         self.specs, self.host, self.speed, self.seed = list(specs), host, speed, seed
         self.warmup_seconds = warmup_seconds
+        self.clock = clock  # simulated seconds from the caller (a driver with its own clock)
         self.servers: list[SimServer] = []
         self.logs: list[LogWriter] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -102,6 +104,8 @@ class SimFleet:
 
     def sim_time(self) -> float:
         """Current simulated time in seconds."""
+        if self.clock is not None:
+            return self.warmup_seconds + self.clock()
         return self.warmup_seconds + (time.monotonic() - self._started) * self.speed
 
     async def start(self) -> None:

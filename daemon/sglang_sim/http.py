@@ -88,6 +88,8 @@ class SimServer:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            pass  # the event loop is closing with a client still connected: nothing to answer
         finally:
             self.writers.discard(writer)
             writer.close()

@@ -143,6 +143,9 @@ class Rank(DecodeMixin):
         need = self.engine.prefill_activation_gb(tokens, len(batch))
         need *= 1 + 0.1 * self.rng.expovariate(1.0)  # allocator fragmentation, now and then
         if need > self.plan.available_gb:
+            # SGLang logs the batch in get_new_batch_prefill, before run_batch runs its forward.
+            self.log.emit(self.now, "prefill", seqs=len(batch), tokens=tokens, cached=cached,
+                          rank=self)  # fmt: skip
             self.crashed = "prefill_oom"
             self.crash_fields = {"tokens": tokens, "need_gb": need}
             return

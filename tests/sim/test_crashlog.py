@@ -127,3 +127,15 @@ def test_the_daemon_reads_each_simulated_crash_as_its_kind(
     counts = scan_lines(text.splitlines())
     kinds = {k: getattr(counts, k) for k in CRASH_KINDS if getattr(counts, k)}
     assert set(kinds) == {kind}, text[-3000:]
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+def test_a_prefill_oom_follows_the_prefill_batch_line_it_crashed_in(tmp_path, version):
+    # SGLang logs a prefill batch before running its forward: from 0.5.17 the traceback names
+    # only _forward_raw, so that line is what tells a reader the phase.
+    knobs = Knobs(mem_fraction_static=0.965)
+    _, _, text = _run(tmp_path, knobs, version, Load(clients=300, prompt_mean=3000), 600.0)
+    lines = text.splitlines()
+    crashes = [i for i, line in enumerate(lines) if "Scheduler hit an exception" in line]
+    assert crashes
+    assert all("Prefill batch" in lines[i - 1] for i in crashes)
