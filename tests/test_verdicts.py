@@ -59,11 +59,20 @@ def test_compare_says_no_change_inside_the_band():
     assert verdict.verdict == NO_CHANGE
 
 
-def test_compare_more_retractions_is_worse_even_with_more_throughput():
+def test_offline_verdict_follows_throughput_and_names_more_retractions_beside_it():
     after = _window(4300, retractions_per_minute=_wobble(30))
     before = _window(4000, retractions_per_minute=_wobble(5))
     verdict = compare(before, after, "offline")
-    assert verdict.verdict == HURT and "retractions_per_minute" in verdict.reason
+    assert verdict.verdict == HELPED
+    assert verdict.reason == "better: gen_throughput; also worse: retractions_per_minute"
+
+
+def test_offline_verdict_is_hurt_when_throughput_falls_whatever_else_improves():
+    after = _window(3600, retractions_per_minute=_wobble(0.5))
+    before = _window(4000, retractions_per_minute=_wobble(30))
+    verdict = compare(before, after, "offline")
+    assert verdict.verdict == HURT
+    assert verdict.reason == "worse: gen_throughput; also better: retractions_per_minute"
 
 
 def test_compare_inconclusive_when_the_clients_doubled_at_the_same_time():

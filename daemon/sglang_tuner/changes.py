@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import signals as s
 from .values import ServerConfig
 from .verdicts import (
     LOAD_SIGNALS,
@@ -63,6 +64,7 @@ class Change:
     after_window: WindowSummary | None = None
     verdict: Verdict | None = None
     asked_ratio: float | None = None  # the asking advice's condition ratio, for ping-pong checks
+    warm_seconds: float = 60.0  # skipped after the restart before the after-window starts
 
     @property
     def revert(self) -> dict[str, str]:
@@ -122,9 +124,15 @@ class ChangeLog:
     """The changes of one server, newest last; `record` at a restart, `verify` as scrapes come."""
 
     def __init__(
-        self, target: str, profile: str, window_seconds: float, warmup_seconds: float
+        self,
+        target: str,
+        profile: str,
+        window_seconds: float,
+        warmup_seconds: float,
+        verifies: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.target, self.profile = target, profile
+        self.verifies = verifies or {}  # rule id -> the metrics that judge its changes
         self.window_seconds, self.warmup_seconds = window_seconds, warmup_seconds
         self.changes: list[Change] = []
         self.verdicts: Counter[str] = Counter()  # judged changes by verdict (monotonic)
@@ -148,14 +156,15 @@ class ChangeLog:
         keys = old_flags.keys() | new_flags.keys()
         changed = sorted(k for k in keys if old_flags.get(k) != new_flags.get(k))
         before = summarize(window.view(restarted_at - 1e-6, self.window_seconds), self._names())
+        warm = warm_seconds(before, self.warmup_seconds, self.window_seconds)
         after = {k: new_flags.get(k, "unset") for k in changed}
         rule = attribute(after, asked or {}) if changed else None
         change = Change(
             target=self.target, at=restarted_at, kind=FLAGS if changed else RESTART,
             before={k: old_flags.get(k, "unset") for k in changed}, after=after, rule=rule,
             profile=self.profile, before_window=before,
-            due=restarted_at + self.warmup_seconds + max(before.seconds, 0.0),
-            asked_ratio=(asked_ratio or {}).get(rule) if rule else None,
+            due=restarted_at + warm + max(before.seconds, 0.0),
+            asked_ratio=(asked_ratio or {}).get(rule) if rule else None, warm_seconds=warm,
         )  # fmt: skip
         self.changes = [*self.changes, change][-MAX_KEPT:]
         return change
@@ -167,14 +176,33 @@ class ChangeLog:
         change = self.changes[-1]
         if change.kind != FLAGS or change.verdict is not None or now < change.due:
             return None
-        span = change.due - change.at - self.warmup_seconds
+        span = change.due - change.at - change.warm_seconds
         view = window.view(change.due, span)
         after = summarize(view, self._names())
-        verdict = compare(change.before_window, after, self.profile, min_samples=min_samples)
+        primary = self.verifies.get(change.rule or "", ())
+        verdict = compare(
+            change.before_window, after, self.profile, min_samples=min_samples, primary=primary
+        )
         judged = replace(change, after_window=after, verdict=verdict)
         self.changes[-1] = judged
         self.verdicts[verdict.verdict] += 1
         return judged
 
     def _names(self) -> tuple[str, ...]:
-        return (*metrics_for(self.profile), *LOAD_SIGNALS)
+        return (*metrics_for(self.profile), *LOAD_SIGNALS, *SERVICE_SIGNALS)
+
+
+# A restarted server is warm once the requests it admitted first have finished, twice over:
+# their service time is end-to-end latency minus queue wait (both p50, from the window before).
+SERVICE_SIGNALS = (s.E2E_P50_SECONDS, s.QUEUE_TIME_P50_SECONDS)
+WARM_SERVICE_TIMES = 2.0
+
+
+def warm_seconds(before: WindowSummary, minimum: float, longest: float) -> float:
+    """How long to skip after a restart: `minimum`, or two service times of the requests, but
+    never more than one window."""
+    e2e, queue = (before.signals.get(n) for n in SERVICE_SIGNALS)
+    if e2e is None:
+        return minimum
+    service = max(0.0, e2e.mean - (queue.mean if queue is not None else 0.0))
+    return min(max(minimum, WARM_SERVICE_TIMES * service), max(minimum, longest))

@@ -185,7 +185,16 @@ class Settings(BaseSettings):
     min_samples: int = Field(6, ge=1, description="Samples a window needs before rules judge it")
     hold_for_seconds: float = Field(120.0, ge=0, description="Pending this long before firing")
     verify_warmup_seconds: float = Field(
-        60.0, ge=0, description="After a restart with new flags, skip this long before comparing"
+        60.0,
+        ge=0,
+        description="After a restart with new flags, skip at least this long "
+        "(longer when requests take longer: two service times) before comparing",
+    )
+    verify_window_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="Length of the windows compared before and after a change "
+        "(ten minutes: a verdict on a 5 % effect needs that much of a noisy server)",
     )
     keep_firing_for_seconds: float = Field(300.0, ge=0, description="Keep firing after it clears")
     listen_host: str = Field("0.0.0.0", description="API and /metrics address")

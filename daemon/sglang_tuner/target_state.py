@@ -64,10 +64,11 @@ class TargetState:
         window_seconds: float = 300.0,
         warmup_seconds: float = 60.0,
         min_samples: int = 6,
+        verifies: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.spec = spec
         self.window = Window(window_capacity)
-        self.changes = ChangeLog(spec.name, spec.profile, window_seconds, warmup_seconds)
+        self.changes = ChangeLog(spec.name, spec.profile, window_seconds, warmup_seconds, verifies)
         self.min_samples = min_samples
         self.restart_pending = False  # a restart was seen since the last /server_info read
         self.config: ServerConfig | None = None
@@ -162,6 +163,12 @@ class TargetState:
             config = dataclasses.replace(config, gpu_model=gpu_model)
         change = None
         old, restarted_at = self.config, self.up_since
+        down = self.last is not None and not self.last.is_up
+        if config is not None and down and flags_changed(old, config):
+            # New flags while /metrics is still down (restarting): take them once it answers,
+            # so the change is recorded from its first good scrape, not silently applied.
+            self.needs_server_info = True
+            return None
         if config is not None and old is not None and restarted_at is not None:
             if self.restart_pending or flags_changed(old, config):
                 change = self.changes.record(
