@@ -7,6 +7,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 RUNS = (
+    ("closed loop: advice applied to simulated servers", ["closed_loop.py"]),
     ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
     ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),

@@ -15,7 +15,7 @@ def test_check_prints_advice_for_a_too_conservative_server_and_survives_a_dead_o
     out = capsys.readouterr().out
     assert code == 0
     assert "scheduler_too_conservative" in out
-    assert "action:   --schedule-conservativeness 3 -> 2.7" in out
+    assert "action:   --schedule-conservativeness 3 -> 0.3" in out  # computed, in one step
     assert "target is down" in out or "connection refused" in out
 
 

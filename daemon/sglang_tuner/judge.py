@@ -118,4 +118,6 @@ def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSetti
         logger.exception("tuning rule %s failed on target %s", rule.id, target.name)
         return Judgement(rule, Health.ERR, severity, None, f"{type(exc).__name__}: {exc}")
     health = Health.NO_DATA if isinstance(outcome, NoData) else Health.OK
+    if isinstance(outcome, Finding) and outcome.severity is not None and not overrides.severity:
+        severity = outcome.severity  # the rule expects too little of this change to warn
     return Judgement(rule, health, severity, outcome)

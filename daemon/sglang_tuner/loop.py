@@ -73,19 +73,36 @@ class Tuner:
         self._background: set[asyncio.Task[None]] = set()
         self._scrapers: dict[str, asyncio.Task[None]] = {}  # one scrape loop per target
         self._started = asyncio.Event()  # scrape loops wait for the state to be restored
+        self._scheduled = True  # False: a driver with its own clock calls `tick`
 
     def window_capacity(self) -> int:
-        """Ring size covering the longest window any enabled rule uses."""
+        """Ring size covering the longest window a rule or the change verification uses."""
         spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
-        longest = max([self.settings.window_seconds, *[s for s in spans if s]])
+        s = self.settings
+        longest = max([s.window_seconds, s.verify_window_seconds, *[w for w in spans if w]])
         return capacity_for(longest, self.settings.scrape_interval_seconds)
 
-    async def start(self) -> None:
-        """Load targets, restore state and start the periodic jobs and the Alertmanager sender."""
+    async def start(self, scheduled: bool = True) -> None:
+        """Load targets, restore state and start the periodic jobs and the Alertmanager sender.
+        `scheduled=False`: no jobs; whoever owns the clock calls `tick` (benchmarks, tests)."""
         self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
-        self._scheduler = AsyncIOScheduler()
+        self._scheduled = scheduled
         self._apply_targets(self._all_targets())
         self.outputs.restore(self.targets, self.clock())
+        await self.outputs.start()
+        if scheduled:
+            self._start_jobs()
+        self._started.set()
+
+    async def tick(self) -> None:
+        """One round at `clock()`, for a driver with its own clock: /server_info where due,
+        every target scraped (and judged when due), one publication."""
+        await self.refresh_server_info()
+        await asyncio.gather(*(self.scrape(name) for name in list(self.targets)))
+        self.publish()
+
+    def _start_jobs(self) -> None:
+        self._scheduler = AsyncIOScheduler()
         s = self.settings
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
         # scrapes that change the same windows.
@@ -100,9 +117,7 @@ class Tuner:
             # Every scrape interval: a kill loses at most one interval of state.
             every = s.scrape_interval_seconds
             self._every("persist", every, self.persist_job, every)
-        await self.outputs.start()
         self._scheduler.start()
-        self._started.set()
 
     async def stop(self) -> None:
         """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
@@ -152,13 +167,16 @@ class Tuner:
             if name in self.targets:
                 continue
             self.targets[name] = TargetState(
-                spec, capacity, window_seconds=self.settings.window_seconds,
+                spec, capacity, window_seconds=self.settings.verify_window_seconds,
                 warmup_seconds=self.settings.verify_warmup_seconds,
                 min_samples=self.settings.min_samples,
+                verifies={rule.id: rule.verifies for rule in self.rules if rule.verifies},
             )  # fmt: skip
             self.sources[name] = TargetSource(spec, self._ssl)
-            first = _offset(name, interval)
-            self._scrapers[name] = asyncio.create_task(self._scrape_every(name, interval, first))
+            if self._scheduled:
+                first = _offset(name, interval)
+                task = asyncio.create_task(self._scrape_every(name, interval, first))
+                self._scrapers[name] = task
 
     def _remove_target(self, name: str) -> None:
         self.targets.pop(name, None)
@@ -222,7 +240,9 @@ class Tuner:
         self.plans[name] = plan = plan_target(
             name, judgement, target.history, self._order, target.changes.changes, target.config
         )
-        if judgement.up:  # what the advice asks for now: a later restart may be its doing
+        # What the advice asks for now: a later restart may be its doing. Kept from before a
+        # restart until the new flags are read, so the change is matched to what was asked.
+        if judgement.up and not (target.needs_server_info or target.restart_pending):
             self.asked[name] = plan.asked(judgement)
 
     async def refresh_server_info(self) -> None:
@@ -295,6 +315,8 @@ class Tuner:
         interval, capacity = self.settings.scrape_interval_seconds, self.window_capacity()
         for name, target in self.targets.items():
             target.resize_window(capacity)
+            if not self._scheduled:
+                continue
             self._scrapers.pop(name).cancel()
             self._scrapers[name] = asyncio.create_task(
                 self._scrape_every(name, interval, _offset(name, interval))

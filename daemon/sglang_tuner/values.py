@@ -152,6 +152,9 @@ class Finding:
     confidence: Confidence
     condition_ratio: float | None = None
     samples: int = 0
+    # Set by a rule that expects little of its change here (e.g. under 3 % throughput): the
+    # finding's severity instead of the rule's, unless the user configured one.
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True, slots=True)

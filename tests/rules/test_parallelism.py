@@ -13,11 +13,9 @@ def test_prefer_data_parallel_fires_when_model_fits_one_gpu():
     config = ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct", tp_size=2, gpu_model=H100)
     out = evaluate(PREFER_DATA_PARALLEL, VIEW, config=config)
     assert isinstance(out, Finding)
-    assert out.action.text == (
-        "run 2 replicas with --tp-size 1 behind the SGLang Model Gateway (router) "
-        "instead of one server with --tp-size 2"
-    )
-    assert (out.action.flag, out.action.current, out.action.suggested) == ("--tp-size", "2", "1")
+    assert out.action.text == "--tp-size 2 -> 1, --dp-size 1 -> 2"
+    assert out.action.flags() == {"--tp-size": "1", "--dp-size": "2"}
+    assert "SGLang Model Gateway" in out.action.note
     assert "(~16 GB) take 20% of one 80 GB GPU" in out.evidence
 
 

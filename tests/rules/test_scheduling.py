@@ -2,7 +2,7 @@
 
 from helpers import evaluate, window_from
 from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
-from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig
+from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig, Severity
 
 LOW_USAGE = window_from(token_usage="0.5x20", num_queue_reqs="40x20", num_running_reqs="60x20")
 
@@ -12,9 +12,33 @@ def test_scheduler_too_conservative_fires_when_usage_low_and_queue_nonempty():
         SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=ServerConfig(schedule_conservativeness=1.0)
     )
     assert isinstance(out, Finding)
-    assert out.action.text == "--schedule-conservativeness 1 -> 0.7"
+    assert out.action.text == "--schedule-conservativeness 1 -> 0.3"  # usage 0.5: to the floor
     assert out.action.note == ""
     assert out.confidence is Confidence.HIGH
+    assert "token usage from p50 0.50 to about 0.9" in out.action.expected
+    assert "an 8B model on one H100 gained nothing" in out.action.expected
+
+
+def test_scheduler_too_conservative_computes_the_value_for_the_usage_target_in_one_step():
+    # u = 0.8, T = 0.9: reservations x 0.8 * 0.1 / (0.9 * 0.2) = 0.444
+    view = window_from(token_usage="0.8x20", num_queue_reqs="40x20", num_running_reqs="60x20")
+    config = ServerConfig(schedule_conservativeness=1.0)
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, view, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--schedule-conservativeness 1 -> 0.44"
+
+
+def test_scheduler_too_conservative_counts_only_the_effective_part_above_1_43():
+    # SGLang caps the ratio at 1.0 = 0.7 x 1.43: from 3 the same 0.444 of 1.43, not of 3.
+    view = window_from(token_usage="0.8x20", num_queue_reqs="40x20", num_running_reqs="60x20")
+    out = evaluate(
+        SCHEDULER_TOO_CONSERVATIVE, view, config=ServerConfig(schedule_conservativeness=3.0)
+    )
+    assert isinstance(out, Finding) and out.action.text == "--schedule-conservativeness 3 -> 0.63"
+    assert "above 1.43 all schedule alike" in out.action.note
+
+
+def test_scheduler_too_conservative_is_a_hint_since_usage_is_not_throughput():
+    assert SCHEDULER_TOO_CONSERVATIVE.severity is Severity.INFO
 
 
 def test_scheduler_too_conservative_steps_down_to_floor():
@@ -43,7 +67,7 @@ def test_scheduler_too_conservative_batch_capped_suggests_max_running_requests()
 def test_scheduler_too_conservative_unknown_current_value_noted():
     out = evaluate(SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=None, config_error="http_401")
     assert isinstance(out, Finding)
-    assert out.action.text == "--schedule-conservativeness 1 -> 0.7"
+    assert out.action.text == "--schedule-conservativeness 1 -> 0.3"
     assert out.action.note == "current value unknown (http_401); assumed SGLang's default 1"
 
 
@@ -82,12 +106,35 @@ def test_retractions_frequent_fires_above_one_per_minute():
     assert out.evidence.startswith("3.0 retractions/min over 1.7m")
 
 
-def test_retractions_frequent_at_ceiling_suggests_fp8():
+def test_retractions_frequent_at_the_guides_value_says_no_value_of_it_helps():
     out = evaluate(
         RETRACTIONS_FREQUENT, RETRACTING, config=ServerConfig(schedule_conservativeness=1.3)
     )
-    assert isinstance(out, Finding)
-    assert out.action.text.startswith("--schedule-conservativeness is already 1.3: free KV memory")
+    assert isinstance(out, Pass)
+    assert "no value of it stops them" in out.detail
+
+
+def test_retractions_frequent_goes_to_the_guides_value_in_one_step_and_warns_below_default():
+    out = evaluate(
+        RETRACTIONS_FREQUENT, RETRACTING, config=ServerConfig(schedule_conservativeness=0.3)
+    )
+    assert isinstance(out, Finding) and out.action.text == "--schedule-conservativeness 0.3 -> 1.3"
+    assert out.severity is None  # the rule's warning stands
+    assert "Retractions themselves need not fall" in out.action.expected
+
+
+def test_retractions_frequent_from_the_default_or_online_is_a_hint():
+    default = evaluate(
+        RETRACTIONS_FREQUENT, RETRACTING, config=ServerConfig(schedule_conservativeness=1.0)
+    )
+    online = evaluate(
+        RETRACTIONS_FREQUENT,
+        RETRACTING,
+        config=ServerConfig(schedule_conservativeness=0.3),
+        profile="online",
+    )
+    assert isinstance(default, Finding) and default.severity is Severity.INFO
+    assert isinstance(online, Finding) and online.severity is Severity.INFO
 
 
 def test_retractions_frequent_silent_at_one_per_minute():

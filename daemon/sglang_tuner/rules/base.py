@@ -65,6 +65,12 @@ class Rule:
     needs_window: bool = True  # False: judges config or events, not min_samples scrapes
     stability: bool = False  # a crash or out-of-memory: its change comes before any other
     ours: bool = False  # not in the guide: our own advice (`source` says why)
+    # The metrics its change is meant to improve: they decide the verdict on that change
+    # (default: the profile's, throughput offline, p99 TTFT and ITL online).
+    verifies: tuple[str, ...] = ()
+    # What applying its advice did in the closed-loop benchmark (bench/closed_loop.py: the
+    # simulator's GPU model, an 8B model on one H100): the claim behind the severity.
+    measured: str = ""
     # Where each threshold comes from: "guide <seed>: ..." or "ours: <reason>".
     provenance: Mapping[str, str] = field(default_factory=dict)
 

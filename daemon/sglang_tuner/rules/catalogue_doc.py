@@ -35,6 +35,15 @@ crash or out-of-memory comes first, then by severity, the guide's advice before 
 guide's order (this page's order). A finding that would move a flag the other way of a
 higher-ranked one, change a flag it already changes, or set a value this server crashed with, is
 held back with the reason.
+
+**Does the advice help?** `bench/closed_loop.py` applies the advice to simulated servers whose
+step times follow GPU physics and whose scheduler follows SGLang's code, and measures each change
+(docs/performance.md has the table). What it found is under **Measured** in each rule below. Where
+the guide's fix did not help in that model, the rule says so and is a hint (`info`) rather than a
+warning: lowering `--schedule-conservativeness` raises token usage but not throughput; more KV
+memory or CUDA-graph coverage gains under 3 % on a busy 8B model; raising conservativeness from
+its default does nothing measurable. A rule may also lower its own severity for one finding when
+it predicts too little from the change (e.g. `cuda_graph_not_covering` under a 3 % predicted gain).
 """
 
 
@@ -80,6 +89,7 @@ def _section(rule: Rule) -> str:
         "- **Thresholds:**",
         *_thresholds(rule),
         f"- **Action:** {rule.action}",
+        *([f"- **Measured:** {rule.measured}"] if rule.measured else []),
         f"- **{'Source' if rule.ours else 'Guide section'}:** {rule.source}",
     ]
     if rule.stability:

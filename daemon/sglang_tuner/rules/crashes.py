@@ -9,6 +9,7 @@ from ..signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
     NUM_RUNNING_REQS_MAX_RANK,
+    RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
@@ -98,6 +99,7 @@ def _check_capture_oom(inp: RuleInput) -> Outcome:
 
 CUDA_GRAPH_CAPTURE_OOM = Rule(
     id="cuda_graph_capture_oom",
+    verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.CRITICAL,
     summary="The server ran out of memory capturing CUDA graphs at startup.",
     action="Lower --cuda-graph-max-bs: back to the last value that served, else about half.",
@@ -133,6 +135,7 @@ def _check_kv_pool(inp: RuleInput) -> Outcome:
 
 KV_POOL_EXHAUSTED = Rule(
     id="kv_pool_exhausted",
+    verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.CRITICAL,
     summary="SGLang's own KV or request pool ran out and the server crashed.",
     action="Lower --max-running-requests (SGLang: 'Try to lower your batch size'); never lower "
@@ -189,6 +192,7 @@ def _check_startup_memory(inp: RuleInput) -> Outcome:
 
 STARTUP_NOT_ENOUGH_MEMORY = Rule(
     id="startup_not_enough_memory",
+    verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.CRITICAL,
     summary="The server failed to start: too little memory was left for the KV cache pool.",
     action="Raise --mem-fraction-static by 0.05 (SGLang's own advice), up to 0.95.",

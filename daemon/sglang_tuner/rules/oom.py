@@ -3,7 +3,7 @@
 import math
 from collections.abc import Callable
 
-from ..signals import DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK, PREFILL_OOM_EVENTS
+from ..signals import DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK, PREFILL_OOM_EVENTS, RESTARTS
 from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from .base import Rule, RuleInput, flag_action, with_expected
 from .hardware import gpu_memory_gb
@@ -94,6 +94,11 @@ _ONE_CRASH = "ours: one crash in the window is enough to act on"
 
 PREFILL_OOM = Rule(
     id="prefill_oom",
+    measured=(
+        "--chunked-prefill-size 20480 -> 4096 on a crash-looping server: crashes 4.3 -> 0 per "
+        "10 min, tokens/s 127 -> 222 (+75 %); the daemon judged it helped."
+    ),
+    verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.CRITICAL,
     summary="The server ran out of memory during prefill.",
     action="Lower --chunked-prefill-size to 4096, then 2048 (slower prefill for long prompts).",
@@ -117,6 +122,7 @@ PREFILL_OOM = Rule(
 
 DECODE_OOM = Rule(
     id="decode_oom",
+    verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.CRITICAL,
     summary="The server ran out of memory during decoding.",
     action="Lower --max-running-requests below the batch that ran out (limits concurrency).",

@@ -15,16 +15,21 @@ def _config_missing(inp: RuleInput) -> NoData:
 
 
 def _to_data_parallel(inp: RuleInput) -> Action:
-    tp = inp.config.tp_size if inp.config and inp.config.tp_size else 2
+    """--tp-size N -> 1 with --dp-size 1 -> N: N replicas on the same GPUs, one launch."""
+    config = inp.config
+    tp = config.tp_size if config and config.tp_size else 2
+    dp = config.dp_size if config and config.dp_size else 1
+    replicas = Action(f"--dp-size {dp} -> {tp * dp}", "--dp-size", str(dp), str(tp * dp))
     return Action(
-        f"run {tp} replicas with --tp-size 1 behind the SGLang Model Gateway (router) "
-        f"instead of one server with --tp-size {tp}",
+        f"--tp-size {tp} -> 1, --dp-size {dp} -> {tp * dp}",
         "--tp-size",
         str(tp),
         "1",
-        "data parallelism through the gateway, not --dp-size; benchmark before switching",
-        expected=f"{tp} independent servers instead of one: up to {tp}x the requests in flight, "
-        "no all-reduce per layer",
+        "or run the replicas as separate servers behind the SGLang Model Gateway (router)",
+        expected=f"{tp} replicas instead of one tp-{tp} server: no all-reduce per layer and "
+        f"{tp}x the decode batches in flight (in our GPU model, an 8B model on 4 H100s: "
+        "+5 % tokens/s)",
+        companions=(replicas,),
     )
 
 
@@ -60,6 +65,10 @@ def _check_data_parallel(inp: RuleInput) -> Outcome:
 
 PREFER_DATA_PARALLEL = Rule(
     id="prefer_data_parallel",
+    measured=(
+        "--tp-size 4 -> 1 with --dp-size 4 for an 8B model on 4 H100s: tokens/s +4.9 %, ITL p99"
+        " -17 %, TTFT p99 +17 %; the daemon judged it helped."
+    ),
     # Warning, not info: tp>1 for a model that fits one GPU idles most of the GPUs' throughput.
     severity=Severity.WARNING,
     summary="Tensor parallelism is used for a model that fits one GPU: data parallelism is faster.",

@@ -60,8 +60,9 @@ def _to_lpm(inp: RuleInput) -> Action:
     action = with_note(action, caveat)
     return with_expected(
         action,
-        "more requests scheduled next to the prefix they share: a "
-        "higher prefix-cache hit ratio, less prefill work per request",
+        "more requests scheduled next to the prefix they share: a higher prefix-cache hit "
+        "ratio, less prefill work per request (in our GPU model, 90 % of prompts sharing one of "
+        "96 long prefixes: +12 % tokens/s)",
     )
 
 
@@ -83,7 +84,8 @@ def _check_lpm(inp: RuleInput) -> Outcome:
     )
     action = with_expected(
         _to_fcfs(inp), "no prefix matching and sorting in each scheduling round: slightly "
-        "lower scheduling overhead; the cache hit ratio stays as low as it is",
+        "lower scheduling overhead (no measurable throughput change in our GPU model); the "
+        "cache hit ratio stays as low as it is",
     )  # fmt: skip
     return judged(freq, inp, frequently_evidence(freq, inp, SIGNALS), action)
 
@@ -131,6 +133,7 @@ def _check_fcfs(inp: RuleInput) -> Outcome:
 
 LPM_WITHOUT_PREFIX_REUSE = Rule(
     id="lpm_without_prefix_reuse",
+    measured=("lpm -> fcfs: no measurable change (the sort is cheap next to a decode step). Info."),
     severity=Severity.INFO,
     summary="lpm pays its scheduling overhead on a long queue with almost no prefix-cache hits.",
     action="Switch to --schedule-policy fcfs (no shared prefixes to exploit).",
@@ -153,7 +156,12 @@ LPM_WITHOUT_PREFIX_REUSE = Rule(
 
 FCFS_WITH_PREFIX_REUSE = Rule(
     id="fcfs_with_prefix_reuse",
-    severity=Severity.INFO,
+    measured=(
+        "fcfs -> lpm with 90 % of prompts sharing one of 96 long prefixes: tokens/s +12 %, ITL "
+        "p99 -11 %; the daemon judged it helped. Once the cache thrashes (hit ratio under 3 %) "
+        "shared prefixes look like none and the rule stays quiet."
+    ),
+    severity=Severity.WARNING,  # measured: +12 % tokens/s in the closed-loop benchmark
     summary="Many prompts share prefixes but fcfs ignores them when picking from the queue.",
     action="Try --schedule-policy lpm (longest prefix match) for more cache hits.",
     source=SOURCE,

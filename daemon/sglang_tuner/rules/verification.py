@@ -53,6 +53,11 @@ def _check_regression(inp: RuleInput) -> Outcome:
         return Pass(detail=f"the latest change: {change.verdict.verdict}")
     if not _still_running(change, inp):
         return Pass(detail="the change has been undone since")
+    if change.rule == "tuning_regression":  # both settings hurt something: no ping-pong
+        return Pass(detail=(
+            f"the latest change was itself a revert and hurt too ({change.verdict.reason}): "
+            "each setting costs something; choose by what matters most"
+        ))  # fmt: skip
     when = datetime.fromtimestamp(change.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
     moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
     asked = f", asked by {change.rule}" if change.rule else ", not asked by any advice"
