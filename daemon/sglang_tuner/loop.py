@@ -240,10 +240,11 @@ class Tuner:
         self.plans[name] = plan = plan_target(
             name, judgement, target.history, self._order, target.changes.changes, target.config
         )
-        # What the advice asks for now: a later restart may be its doing. Kept from before a
-        # restart until the new flags are read, so the change is matched to what was asked.
-        if judgement.up and not (target.needs_server_info or target.restart_pending):
-            self.asked[name] = plan.asked(judgement)
+        # What the advice has asked for since the last change: a later restart may be its doing.
+        # Not updated from a restart until the new flags are read, so the change is matched to
+        # what was asked before it (a crash-looping server included).
+        if not (target.needs_server_info or target.restart_pending):
+            self.asked[name] = self.asked.get(name, Asked()).merged(plan.asked(judgement))
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
@@ -275,6 +276,7 @@ class Tuner:
         asked = self.asked.get(name, Asked())
         change = target.apply_server_info(config, error, asked.flags, asked.ratios)
         if change is not None and change.kind == FLAGS:
+            self.asked[name] = Asked()  # a new configuration: asked afresh from here
             moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
             by = f" (asked by {change.rule})" if change.rule else ""
             logger.info("target %s restarted with new flags: %s%s", name, moved, by)

@@ -50,6 +50,11 @@ class Asked:
     flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     ratios: Mapping[str, float] = field(default_factory=dict)
 
+    def merged(self, newer: "Asked") -> "Asked":
+        """Everything asked so far, the newer value of a flag winning (an operator may apply
+        advice a while after it was given, while the plan has moved on)."""
+        return Asked({**self.flags, **newer.flags}, {**self.ratios, **newer.ratios})
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
