@@ -19,6 +19,7 @@ FLOORS: dict[str, int] = {
     "signals": 0,
     "logsetup": 0,
     "window": 1,
+    "config_fleet": 0,
     "config": 1,
     "verdicts": 2,
     "changes": 3,

@@ -13,9 +13,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .config_fleet import (
+    BasicAuthSettings,
+    Profile,
+    PrometheusSettings,
+    ShardSettings,
+    TLSSettings,
+)
 from .values import PROFILES
 
-Profile = Literal["offline", "online", "long_context", "multi_turn"]
+__all__ = ["BasicAuthSettings", "PrometheusSettings", "ShardSettings", "TLSSettings"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -73,22 +80,6 @@ class RuleSettings(_Strict):
     thresholds: dict[str, float] = Field(default_factory=dict)
 
 
-class TLSSettings(_Strict):
-    """TLS options for the Alertmanager connection."""
-
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    insecure_skip_verify: bool = False
-
-
-class BasicAuthSettings(_Strict):
-    """HTTP basic auth; the password is read from a file, never from the YAML."""
-
-    username: str
-    password_file: Path
-
-
 class AlertmanagerSettings(_Strict):
     """Where and how to push alerts (Alertmanager API v2)."""
 
@@ -144,6 +135,10 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     rules: dict[str, RuleSettings] = Field(default_factory=dict, description="Per-rule overrides")
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
+    prometheus: PrometheusSettings | None = Field(
+        None, description="Read the fleet from a Prometheus-compatible API (beside targets)"
+    )
+    shard: ShardSettings = Field(default_factory=ShardSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -173,6 +168,14 @@ class Settings(BaseSettings):
         """A scrape must end before the next one starts."""
         if self.scrape_timeout_seconds >= self.scrape_interval_seconds:
             raise ValueError("scrape_timeout_seconds must be below scrape_interval_seconds")
+        return self
+
+    @model_validator(mode="after")
+    def query_timeout_below_round(self) -> "Settings":
+        """A Prometheus round (one per evaluation interval) must end before the next starts."""
+        timeout = self.prometheus.timeout_seconds if self.prometheus else 0.0
+        if timeout >= self.evaluation_interval_seconds:
+            raise ValueError("prometheus.timeout_seconds must be below evaluation_interval_seconds")
         return self
 
 
