@@ -22,6 +22,18 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "body_too_large",
     "parse",
     "no_sglang_metrics",
+    # read through a Prometheus-compatible API (a whole round, or this target's series)
+    "query_failed",
+    "query_timeout",
+    "no_series",
+)
+# Closed set of reasons a Prometheus query failed (sglang_tuner_prometheus_query_failures_total).
+QUERY_FAILURE_REASONS: tuple[str, ...] = (
+    "timeout",
+    "unreachable",
+    "rejected",  # 4xx: bad query, auth, too many requests, or an execution error
+    "server_error",  # 5xx other than a timeout
+    "bad_response",  # not a Prometheus API answer, or not the result type asked for
 )
 
 
@@ -117,6 +129,23 @@ class ScrapeResult:
     def is_up(self) -> bool:
         """True when the scrape produced a snapshot."""
         return self.snapshot is not None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStatus:
+    """One query of the Prometheus source: its latest run and its counts since start."""
+
+    name: str  # stable short name, the `query` label (the canonical signal it answers)
+    expr: str
+    ts: float | None = None  # when it last ran
+    duration_seconds: float | None = None
+    series: int = 0  # series in the latest answer
+    error_reason: str | None = None  # one of QUERY_FAILURE_REASONS, latest run
+    error: str | None = None
+    warnings: tuple[str, ...] = ()  # latest answer's warnings (e.g. a partial response)
+    runs_total: int = 0
+    failures_total: Mapping[str, int] = field(default_factory=dict)
+    warnings_total: int = 0  # answers that carried warnings
 
 
 @dataclass(frozen=True, slots=True)
