@@ -48,6 +48,7 @@ FLOORS: dict[str, int] = {
     "api_changes": 14,
     "api": 15,
     "outputs": 16,
+    "fleet": 16,  # the loop's Prometheus mode: source rounds -> target state
     "loop": 17,
     "server": 18,
     "check": 19,

@@ -29,6 +29,10 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen-host", help="API address (default 0.0.0.0)")
     p.add_argument("--listen-port", type=int, help="API port (default 9877)")
     p.add_argument("--external-url", help="our URL as users reach it, for alert links")
+    p.add_argument(
+        "--shard-index", type=int, help="this replica's shard, 0..count-1 (e.g. a pod ordinal)"
+    )
+    p.add_argument("--shard-count", type=int, help="replicas sharing the targets (default 1)")
     _log_flags(p)
 
 
@@ -73,7 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("database", "listen_host", "listen_port", "external_url", "log_level", "log_format")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    shard = {k: getattr(args, f"shard_{k}", None) for k in ("index", "count")}
+    if any(v is not None for v in shard.values()):  # merged with shard: from the file and env
+        flags["shard"] = {k: v for k, v in shard.items() if v is not None}
+    return flags
 
 
 def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
@@ -88,8 +96,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     settings = _settings(args.config, _overrides(args))
     configure_logging(settings.log_level, settings.log_format)
-    if not settings.targets and not settings.file_sd:
-        print("warning: no targets configured; add targets: to the config", file=sys.stderr)
+    if not settings.targets and not settings.file_sd and settings.prometheus is None:
+        print(
+            "warning: no targets configured; add targets: (or prometheus:) to the config",
+            file=sys.stderr,
+        )
     try:
         asyncio.run(serve(settings, lambda: _settings(args.config, _overrides(args))))
     except ServeError as exc:

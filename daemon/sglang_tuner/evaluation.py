@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .changes import Change
 from .plan import Plan
-from .values import Advice, AlertState, Health, Outcome, ServerConfig, Severity
+from .values import Advice, AlertState, Health, Outcome, QueryStatus, ServerConfig, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +81,8 @@ class Evaluation:
     rule_evaluation_failures: Mapping[str, int] = field(default_factory=dict)
     alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
     evaluations_total: int = 0
+    queries: tuple[QueryStatus, ...] = ()  # the Prometheus source's queries, in that mode
+    shard: tuple[int, int] = (0, 1)  # this replica's (index, count)
 
     @property
     def is_ready(self) -> bool:

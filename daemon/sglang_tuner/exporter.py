@@ -13,7 +13,14 @@ from . import __version__
 from .evaluation import Evaluation, RuleResult, TargetStatus
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
-from .values import SCRAPE_FAILURE_REASONS, AlertState, Health, Severity
+from .values import (
+    QUERY_FAILURE_REASONS,
+    SCRAPE_FAILURE_REASONS,
+    AlertState,
+    Health,
+    QueryStatus,
+    Severity,
+)
 from .verdicts import VERDICTS
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
@@ -73,6 +80,8 @@ class TunerCollector(Collector):
         evaluation = self._latest()
         families = new_families()
         _add_daemon(families, evaluation, self._rules)
+        for query in evaluation.queries:
+            _add_query(families, query)
         for target in evaluation.targets.values():
             _add_target(families, target)
             _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
@@ -83,6 +92,8 @@ class TunerCollector(Collector):
 def _add_daemon(families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule]) -> None:
     """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
     add_info(families, "sglang_tuner_build", [], {"version": __version__})
+    index, count = ev.shard
+    add_info(families, "sglang_tuner_shard", [], {"shard": str(index), "shard_count": str(count)})
     add(families, "sglang_tuner_targets", [], len(ev.targets))
     if ev.ts is not None:
         add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
@@ -102,6 +113,22 @@ def _add_daemon(families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[
             add(families, name, [url], counts.get(url, 0))
     add(families, "sglang_tuner_alertmanager_queue_length", [], am.queue_length)
     add(families, "sglang_tuner_alertmanager_dropped", [], am.dropped_total)
+
+
+def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:
+    """One Prometheus-source query: last run, size, and counts (every reason at 0)."""
+    name = q.name
+    if q.ts is not None:
+        add(families, "sglang_tuner_prometheus_query_up", [name], float(q.error_reason is None))
+        add(families, "sglang_tuner_prometheus_query_series", [name], q.series)
+    if q.duration_seconds is not None:
+        duration = q.duration_seconds
+        add(families, "sglang_tuner_prometheus_query_duration_seconds", [name], duration)
+    add(families, "sglang_tuner_prometheus_queries", [name], q.runs_total)
+    failures = dict.fromkeys(QUERY_FAILURE_REASONS, 0) | dict(q.failures_total)
+    for reason, count in failures.items():
+        add(families, "sglang_tuner_prometheus_query_failures", [name, reason], count)
+    add(families, "sglang_tuner_prometheus_query_warnings", [name], q.warnings_total)
 
 
 def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:

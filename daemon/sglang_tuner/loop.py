@@ -3,9 +3,13 @@
 sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
 `Outputs` (alert state, publish, Alertmanager, the store). The loop and `Outputs` own every I/O
 call; only they (and the CLI) read the clock, everything they call takes `now`.
+
+With `prometheus:` configured, a round of queries every evaluation interval reads the whole
+fleet instead (its targets are discovered, not scraped); each round ends with a publish.
 """
 
 import asyncio
+import functools
 import logging
 import ssl
 import time
@@ -21,15 +25,17 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from .changes import FLAGS
 from .config import Settings
 from .evaluation import TunerState
+from .fleet import Fleet, fleet_changed
 from .judge import TargetJudgement, is_due, judge_target, rule_settings
 from .outputs import Outputs
 from .plan import Asked, Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
+from .sources.fleet_targets import FleetTargetSource
 from .sources.target import TargetSource
 from .store import Store
 from .target_state import TargetState
-from .targets import FileSD, TargetSpec, merge_targets, static_targets
+from .targets import FileSD, TargetSpec, merge_targets, shard_targets, static_targets
 from .values import ScrapeResult
 from .window import capacity_for
 
@@ -57,7 +63,9 @@ class Tuner:
         self.state = state or TunerState()
         self.clock = clock
         self.targets: dict[str, TargetState] = {}
-        self.sources: dict[str, TargetSource] = {}
+        self.sources: dict[str, TargetSource | FleetTargetSource] = {}
+        self.fleet: Fleet | None = None  # with `prometheus:` configured
+        self._round: asyncio.Task[Any] | None = None  # the fleet round in progress
         self.judged: dict[str, TargetJudgement] = {}
         self.plans: dict[str, Plan] = {}
         self.asked: dict[str, Asked] = {}  # per target: what its latest plan suggests
@@ -69,11 +77,16 @@ class Tuner:
         self._ssl: ssl.SSLContext | None = None
         self._background: set[asyncio.Task[None]] = set()
 
-    def window_capacity(self) -> int:
-        """Ring size covering the longest window any enabled rule uses."""
+    def longest_window(self) -> float:
+        """The longest window any rule uses."""
         spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
-        longest = max([self.settings.window_seconds, *[s for s in spans if s]])
-        return capacity_for(longest, self.settings.scrape_interval_seconds)
+        return max([self.settings.window_seconds, *[s for s in spans if s]])
+
+    def window_capacity(self, interval_seconds: float | None = None) -> int:
+        """Ring size covering the longest window, samples `interval_seconds` apart (default:
+        the scrape interval; a Prometheus round's targets are sampled once per round)."""
+        interval = interval_seconds or self.settings.scrape_interval_seconds
+        return capacity_for(self.longest_window(), interval)
 
     async def start(self) -> None:
         """Load targets, restore state and start the periodic jobs and the Alertmanager sender."""
@@ -84,9 +97,7 @@ class Tuner:
         s = self.settings
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
         # scrapes that change the same windows.
-        self._every(
-            "publish", s.scrape_interval_seconds, self.publish_job, s.scrape_interval_seconds
-        )
+        self._schedule_rounds()
         self._every("server_info", 5.0, self.refresh_server_info, 0.5)
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
@@ -100,9 +111,14 @@ class Tuner:
         """Stop the jobs, deliver queued alerts for a moment, persist, close connections."""
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
+        if self._round is not None:  # a round must not outlive the connections it uses
+            self._round.cancel()
+            await asyncio.gather(self._round, return_exceptions=True)
         await self.outputs.stop()
         self.persist()
         await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
+        if self.fleet is not None:
+            await self.fleet.aclose()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -127,24 +143,30 @@ class Tuner:
     # -- targets ---------------------------------------------------------------------------
     def _all_targets(self) -> list[TargetSpec]:
         discovered, _ = self._file_sd.refresh()
-        return merge_targets(static_targets(self.settings), discovered)
+        return self._direct_targets(discovered)
+
+    def _direct_targets(self, discovered: list[TargetSpec]) -> list[TargetSpec]:
+        """This replica's share of the static and file_sd targets."""
+        specs = merge_targets(static_targets(self.settings), discovered)
+        return shard_targets(specs, self.settings.shard)
 
     def _apply_targets(self, specs: list[TargetSpec]) -> None:
         """Add, keep or remove targets (and their scrape jobs) to match `specs`."""
         wanted = {t.name: t for t in specs}
         for name in list(self.targets):
-            if name not in wanted or wanted[name] != self.targets[name].spec:
+            in_fleet = self.fleet is not None and name in self.fleet.names
+            if in_fleet and name in wanted:  # a configured target wins over a discovered one
+                assert self.fleet is not None
+                self.fleet.names.discard(name)
+                self._remove_target(name)
+            elif not in_fleet and (name not in wanted or wanted[name] != self.targets[name].spec):
                 self._remove_target(name)
         capacity = self.window_capacity()
         interval = self.settings.scrape_interval_seconds
         for name, spec in wanted.items():
             if name in self.targets:
                 continue
-            self.targets[name] = TargetState(
-                spec, capacity, window_seconds=self.settings.window_seconds,
-                warmup_seconds=self.settings.verify_warmup_seconds,
-                min_samples=self.settings.min_samples,
-            )  # fmt: skip
+            self.targets[name] = self._new_state(spec, capacity)
             self.sources[name] = TargetSource(spec, self._ssl or True)
             self._every(f"scrape:{name}", interval, self.scrape, _offset(name, interval), (name,))
 
@@ -161,11 +183,68 @@ class Tuner:
             self._scheduler.remove_job(f"scrape:{name}")
         logger.info("target %s removed", name)
 
+    # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
+    def _schedule_rounds(self) -> None:
+        """Direct mode publishes every scrape interval; with `prometheus:` each round does."""
+        s, scheduler = self.settings, self._scheduler
+        assert scheduler is not None
+        for job in ("publish", "prometheus"):
+            if scheduler.get_job(job):
+                scheduler.remove_job(job)
+        if s.prometheus is None:
+            interval = s.scrape_interval_seconds
+            self._every("publish", interval, self.publish_job, interval)
+            return
+        capacity = self.window_capacity(s.evaluation_interval_seconds)
+        self.fleet = Fleet(s, lambda spec: self._new_state(spec, capacity))
+        self._every("prometheus", s.evaluation_interval_seconds, self.fleet_round, 0.0)
+
+    def _restart_fleet(self) -> None:
+        """`prometheus:` or `shard:` changed: the discovered targets start over."""
+        if self.fleet is not None:
+            for name in list(self.fleet.names):
+                self._remove_target(name)
+            self._spawn(self.fleet.aclose())
+            self.fleet = None
+        if self._scheduler is not None:
+            self._schedule_rounds()
+
+    async def fleet_round(self) -> None:
+        """One round (after the history, once): every target's result ingested and judged,
+        then a publish."""
+        fleet, now = self.fleet, self.clock()
+        if fleet is None:
+            return
+        self._round = asyncio.current_task()
+        apply = functools.partial(
+            fleet.apply, targets=self.targets, sources=self.sources,
+            remove=self._remove_target, log=_log_transition,
+        )  # fmt: skip
+        try:
+            for past in await fleet.history(now, self.longest_window()):
+                apply(past)
+            apply(await fleet.source.round(now))
+        except asyncio.CancelledError:
+            return  # shutting down
+        for i, name in enumerate(list(fleet.names)):
+            if name in self.targets:
+                self.judge(name, now)
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # let other jobs (and cancellation) in
+        self.publish()
+
+    def _new_state(self, spec: TargetSpec, capacity: int) -> TargetState:
+        s = self.settings
+        return TargetState(
+            spec, capacity, window_seconds=s.window_seconds,
+            warmup_seconds=s.verify_warmup_seconds, min_samples=s.min_samples,
+        )  # fmt: skip
+
     # -- sources -> target state -> judge ---------------------------------------------------
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
         target, source = self.targets.get(name), self.sources.get(name)
-        if target is None or source is None:
+        if target is None or not isinstance(source, TargetSource):
             return
         s = self.settings
         try:
@@ -180,8 +259,9 @@ class Tuner:
 
     def judge(self, name: str, now: float) -> None:
         """Judge every rule for one target, then plan: both kept for the next publish."""
-        target = self.targets[name]
-        judgement = judge_target(target, self.rules, self.settings, now)
+        target, fleet = self.targets[name], self.fleet
+        settings = fleet.judging if fleet is not None and name in fleet.names else self.settings
+        judgement = judge_target(target, self.rules, settings, now)
         self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judged[name] = judgement
         self.plans[name] = plan = plan_target(
@@ -193,11 +273,7 @@ class Tuner:
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
         now, period = self.clock(), self.settings.server_info_interval_seconds
-        due = [
-            n
-            for n, t in self.targets.items()
-            if t.needs_server_info or now - self.sources[n].server_info_ts >= period
-        ]
+        due = [n for n, t in self.targets.items() if self._server_info_due(n, t, now, period)]
         # At start every target is due at once: a few at a time keeps that burst from
         # starving the scrapes.
         limit = asyncio.Semaphore(16)
@@ -205,6 +281,12 @@ class Tuner:
             await asyncio.gather(*(self._server_info(n, now, limit) for n in due))
         except asyncio.CancelledError:
             return  # shutting down
+
+    def _server_info_due(self, name: str, target: TargetState, now: float, period: float) -> bool:
+        source = self.sources[name]
+        if not source.spec.url:  # a fleet target of unknown URL: say why once, never ask
+            return source.server_info_ts == 0.0
+        return target.needs_server_info or now - source.server_info_ts >= period
 
     async def _server_info(self, name: str, now: float, limit: asyncio.Semaphore) -> None:
         source, timeout = self.sources[name], self.settings.scrape_timeout_seconds
@@ -235,20 +317,26 @@ class Tuner:
         for name in self.targets:
             if refresh or name not in self.judged:
                 self.judge(name, now)
-        self.outputs.publish(self.targets, self.judged, self.plans, self.rule_failures, now)
+        queries = self.fleet.queries if self.fleet is not None else ()
+        self.outputs.publish(
+            self.targets, self.judged, self.plans, self.rule_failures, now, queries
+        )
 
     # -- configuration and persistence ------------------------------------------------------
     async def refresh_targets_job(self) -> None:
         """Re-read file_sd files and apply changes (in the event loop)."""
         discovered, changed = self._file_sd.refresh()
         if changed:
-            self._apply_targets(merge_targets(static_targets(self.settings), discovered))
+            self._apply_targets(self._direct_targets(discovered))
 
     def reload(self, settings: Settings) -> None:
         """Apply a new, already validated configuration (SIGHUP)."""
-        self.settings = self.outputs.settings = settings
+        old, self.settings = self.settings, settings
+        self.outputs.settings = settings
         self._file_sd = FileSD(settings.file_sd)
         self._apply_targets(self._all_targets())
+        if fleet_changed(old, settings):
+            self._restart_fleet()
         logger.info("configuration reloaded: %d target(s)", len(self.targets))
 
     async def persist_job(self) -> None:

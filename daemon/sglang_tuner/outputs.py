@@ -7,7 +7,7 @@ when a target leaves. Targets and judgements are read here, never written.
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .alerting import AlertTracker, HistoryRow, Transition
 from .alertmanager import AlertmanagerClient, to_alertmanager_json
@@ -18,6 +18,7 @@ from .plan import Plan
 from .publish import active_advice, build_evaluation
 from .store import Store
 from .target_state import TargetState
+from .values import QueryStatus
 
 logger = logging.getLogger(__name__)
 
@@ -66,16 +67,20 @@ class Outputs:
         plans: Mapping[str, Plan],
         rule_failures: Mapping[str, int],
         now: float,
+        queries: Sequence[QueryStatus] = (),
     ) -> Evaluation:
-        """Advance alert state, notify Alertmanager, and publish a new evaluation."""
+        """Advance alert state, notify Alertmanager, and publish a new evaluation (`queries`:
+        the Prometheus source's, in that mode)."""
         changes = self.tracker.update(active_advice(targets, judged, plans, now), now)
         self._record(changes, now)
         self._notify(now)
         self.publications += 1
         am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
+        shard = (self.settings.shard.index, self.settings.shard.count)
         evaluation = build_evaluation(
             targets, judged, plans, self.tracker,
             rule_failures=rule_failures, alertmanager=am, count=self.publications, now=now,
+            queries=tuple(queries), shard=shard,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation

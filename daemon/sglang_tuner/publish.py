@@ -11,7 +11,7 @@ from .evaluation import AlertmanagerStatus, Evaluation, RuleResult, TargetStatus
 from .judge import Judgement, TargetJudgement
 from .plan import Plan
 from .target_state import TargetState
-from .values import Advice, AlertState, Finding
+from .values import Advice, AlertState, Finding, QueryStatus
 
 
 def active_advice(
@@ -112,6 +112,8 @@ def build_evaluation(
     alertmanager: AlertmanagerStatus,
     count: int,
     now: float,
+    queries: tuple[QueryStatus, ...] = (),
+    shard: tuple[int, int] = (0, 1),
 ) -> Evaluation:
     """The immutable evaluation every output reads."""
     advice = sorted(tracker.advice(), key=lambda a: (a.target, a.rule))
@@ -126,4 +128,6 @@ def build_evaluation(
         rule_evaluation_failures=dict(rule_failures),
         alertmanager=alertmanager,
         evaluations_total=count,
+        queries=queries,
+        shard=shard,
     )
