@@ -3,9 +3,11 @@ does; shards split a fleet with no target in two and none in none."""
 
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import yaml
 from sglang_tuner.config import ConfigError, ShardSettings, load_settings
 from sglang_tuner.targets import TargetSpec, in_shard, shard_of, shard_targets
 
@@ -87,6 +89,61 @@ def test_shard_index_must_name_one_of_the_shards(tmp_path: Path):
     with pytest.raises(ConfigError) as info:
         load_settings(path)
     assert info.value.problems == ["shard: Value error, index 2 must be below count 2"]
+
+
+# --- the StatefulSet example -------------------------------------------------------------------
+
+FLEET_KUBE = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes" / "fleet"
+
+
+def _fleet_kube() -> dict[str, dict[str, Any]]:
+    kustomization = yaml.safe_load((FLEET_KUBE / "kustomization.yaml").read_text())
+    assert {p.name for p in FLEET_KUBE.glob("*.yaml")} == {
+        "kustomization.yaml",
+        *kustomization["resources"],
+    }
+    docs = [yaml.safe_load((FLEET_KUBE / name).read_text()) for name in kustomization["resources"]]
+    return {doc["kind"]: doc for doc in docs}
+
+
+def test_statefulset_pod_ordinal_is_the_shard_index_and_replicas_the_count(tmp_path, monkeypatch):
+    kube = _fleet_kube()
+    sts = kube["StatefulSet"]
+    [container] = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    index = env["SGLANG_TUNER_SHARD__INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert index == "metadata.labels['apps.kubernetes.io/pod-index']"
+    assert int(env["SGLANG_TUNER_SHARD__COUNT"]["value"]) == sts["spec"]["replicas"] == 2
+    assert container["args"][:3] == ["run", "--config", "/etc/sglang-tuner/config.yml"]
+    # the ConfigMap's config, as replica 1 of 2 reads it
+    path = tmp_path / "config.yml"
+    path.write_text(kube["ConfigMap"]["data"]["config.yml"])
+    monkeypatch.setenv("SGLANG_TUNER_SHARD__INDEX", "1")
+    monkeypatch.setenv("SGLANG_TUNER_SHARD__COUNT", env["SGLANG_TUNER_SHARD__COUNT"]["value"])
+    settings = load_settings(path)
+    assert settings.shard == ShardSettings(index=1, count=2) and settings.prometheus is not None
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert str(settings.database).startswith(mounts["tuner-state"])
+    assert container["securityContext"]["runAsNonRoot"] is True
+
+
+def test_statefulset_service_and_monitor_select_the_replicas():
+    kube = _fleet_kube()
+    sts, service, monitor = kube["StatefulSet"], kube["Service"], kube["ServiceMonitor"]
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert sts["spec"]["serviceName"] == service["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    [port] = sts["spec"]["template"]["spec"]["containers"][0]["ports"]
+    assert (
+        service["spec"]["ports"][0]["targetPort"]
+        == port["name"]
+        == monitor["spec"]["endpoints"][0]["port"]
+    )
 
 
 # --- replicas ----------------------------------------------------------------------------------
