@@ -46,25 +46,30 @@ def test_apply_adds_ingests_and_removes_discovered_targets():
     sources: dict = {}
     removed: list[str] = []
     logged: list[str] = []
+    restored: list[dict[str, int]] = []
 
     def apply(fleet_round: FleetRound) -> None:
         fleet.apply(
             fleet_round, targets=targets, sources=sources, remove=removed.append,
+            restore=lambda new: restored.append({n: len(t.window) for n, t in new.items()}),
             log=lambda target, _result: logged.append(target.name),
         )  # fmt: skip
 
     apply(_round(NOW, "a", "b", "static"))
+    assert restored == [{"a": 0, "b": 0}]  # what the store kept comes back before any sample
     assert fleet.names == {"a", "b"} and set(sources) == {"a", "b"}
     assert len(targets["a"].window) == 1 and len(targets["static"].window) == 0  # configured wins
     apply(_round(NOW + 1, "a"))  # b forgotten by the source
     assert removed == ["b"] and fleet.names == {"a"} and len(targets["a"].window) == 2
-    assert logged == ["a", "b", "a"]
+    assert logged == ["a", "b", "a"] and len(restored) == 1
 
 
-def test_fleet_judges_with_one_sample_per_round():
+def test_fleet_judges_with_one_sample_per_round_and_stores_windows_only_without_history():
     fleet = Fleet(_settings(), lambda spec: TargetState(spec, 10))
     assert fleet.judging.scrape_interval_seconds == 1.0
     assert fleet.judging.window_seconds == 60.0
+    assert not fleet.stores_windows  # refilled from query_range at start
+    assert Fleet(_settings(backfill=False), lambda spec: TargetState(spec, 10)).stores_windows
 
 
 def test_reload_restarts_the_fleet_only_when_what_it_reads_changes():

@@ -4,7 +4,7 @@ The loop calls `history` once at start and `source.round` every evaluation inter
 each `FleetRound` to `apply`; this module does no scheduling and reads no clock.
 """
 
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 
 from .config import Settings
 from .sources.fleet_targets import FleetTargetSource
@@ -26,6 +26,8 @@ class Fleet:
         self.names: set[str] = set()
         self.queries: tuple[QueryStatus, ...] = self.source.statuses
         self._history_due = settings.prometheus.backfill
+        # With the history read from Prometheus at start, stored windows are never needed.
+        self.stores_windows = not settings.prometheus.backfill
         # Rules see one sample per round: that is this mode's scrape interval.
         self.judging = settings.model_copy(update={"scrape_interval_seconds": interval})
 
@@ -43,18 +45,22 @@ class Fleet:
         targets: MutableMapping[str, TargetState],
         sources: MutableMapping[str, TargetSource | FleetTargetSource],
         remove: Callable[[str], None],
+        restore: Callable[[Mapping[str, TargetState]], None],
         log: Callable[[TargetState, ScrapeResult], None],
     ) -> None:
-        """Add the targets the round discovered (a configured target of the same name wins),
-        remove the ones it forgot, and let each ingest its result, as after a scrape."""
+        """Add the targets the round discovered (a configured target of the same name wins;
+        what the store kept of them is restored first), remove the ones it forgot, and let each
+        ingest its result, as after a scrape."""
         for name in self.names - fleet_round.specs.keys():
             self.names.discard(name)
             remove(name)
-        for name, spec in fleet_round.specs.items():
-            if name not in targets:
-                targets[name] = self.new_state(spec)
-                sources[name] = FleetTargetSource(spec, self.source.servers)
-                self.names.add(name)
+        new = {n: self.new_state(s) for n, s in fleet_round.specs.items() if n not in targets}
+        if new:
+            restore(new)
+        for name, state in new.items():
+            targets[name] = state
+            sources[name] = FleetTargetSource(state.spec, self.source.servers)
+            self.names.add(name)
         for name, result in fleet_round.results.items():
             target = targets.get(name)
             if target is not None and name in self.names:

@@ -217,8 +217,9 @@ class Tuner:
             return
         self._round = asyncio.current_task()
         apply = functools.partial(
-            fleet.apply, targets=self.targets, sources=self.sources,
-            remove=self._remove_target, log=_log_transition,
+            fleet.apply, targets=self.targets, sources=self.sources, remove=self._remove_target,
+            restore=lambda new: self.outputs.restore(new, now, fleet.stores_windows),
+            log=_log_transition,
         )  # fmt: skip
         try:
             for past in await fleet.history(now, self.longest_window()):
@@ -345,7 +346,9 @@ class Tuner:
 
     def persist(self) -> None:
         """Write windows, alert state and new advice transitions to SQLite."""
-        self.outputs.persist(self.targets, self.clock())
+        fleet = self.fleet
+        refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
+        self.outputs.persist(self.targets, self.clock(), refilled)
 
 
 def _log_transition(target: TargetState, result: ScrapeResult) -> None:

@@ -7,7 +7,7 @@ when a target leaves. Targets and judgements are read here, never written.
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from .alerting import AlertTracker, HistoryRow, Transition
 from .alertmanager import AlertmanagerClient, to_alertmanager_json
@@ -109,21 +109,27 @@ class Outputs:
         if self.alertmanager is not None and resolves:
             self.alertmanager.submit(to_alertmanager_json(resolves), now)
 
-    def persist(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Write windows, alert state and new advice transitions to SQLite."""
+    def persist(
+        self, targets: Mapping[str, TargetState], now: float, skip_windows: Container[str] = ()
+    ) -> None:
+        """Write windows (but those of `skip_windows`, refilled otherwise at start), alert state
+        and new advice transitions to SQLite."""
         if self.store is None:
             return
-        windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
+        windows = {
+            n: t.window.view(now, float("inf")) for n, t in targets.items() if n not in skip_windows
+        }
         flags = {n: t.history for n, t in targets.items()}
         changes = {n: t.changes.changes for n, t in targets.items()}
         self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes)
         self.history.clear()
 
-    def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Refill windows; take back alert state if the daemon was not down too long."""
+    def restore(self, targets: Mapping[str, TargetState], now: float, windows: bool = True) -> None:
+        """Refill windows (unless they are filled otherwise); take back flag histories, changes
+        and alert state if the daemon was not down too long."""
         if self.store is None:
             return
-        limits = {n: t.window.capacity for n, t in targets.items()}
+        limits = {n: t.window.capacity for n, t in targets.items()} if windows else {}
         restored = 0
         for name, snapshots in self.store.load_windows(limits, now).items():
             for snapshot in snapshots:

@@ -484,3 +484,10 @@ async def test_real_prometheus_backfill_returns_the_recent_past(scraped):
     await source.aclose()
     assert [r.ts for r in rounds] == [now - 4, now - 3, now - 2, now - 1]
     assert all(set(hosts) <= set(r.results) for r in rounds), [sorted(r.results) for r in rounds]
+
+
+def test_operations_doc_lists_exactly_the_queries_sent():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    block = doc.split("## Large fleets", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
+    sent = build_queries(PromQL(["instance", "job"], "", 60.0))
+    assert block.strip() == "\n".join(f"# {q.name}\n{q.expr}" for q in sent)

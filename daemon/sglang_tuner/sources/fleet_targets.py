@@ -29,15 +29,16 @@ class FleetTargets:
         self._settings, self._shard = settings, shard
         self._labels = tuple(settings.target_labels)
         self._token = _read_token(settings)
-        self._names: dict[tuple[str, ...], str | None] = {}  # label values -> name (None: not ours)
-        self._owner: dict[str, tuple[str, ...]] = {}  # name -> the label values that claimed it
+        # label values (None: label absent) -> name (None: not ours); per answer series, so cheap
+        self._names: dict[tuple[str | None, ...], str | None] = {}
+        self._owner: dict[str, tuple[str | None, ...]] = {}  # name -> the values that claimed it
         self.specs: dict[str, TargetSpec] = {}
         self._seen: dict[str, float] = {}  # when each target last had series
         self._resets: dict[str, float] = {}  # counter resets in the window, previous round
 
     def name_of(self, labels: Mapping[str, str]) -> str | None:
         """The target name of a series (None: another shard's, or a clashing name)."""
-        key = tuple(labels.get(label, "") for label in self._labels)
+        key = tuple(map(labels.get, self._labels))
         name = self._names.get(key, "")
         if name == "":
             name = self._names[key] = self._claim(key)
@@ -45,12 +46,11 @@ class FleetTargets:
 
     def known_name(self, labels: Mapping[str, str]) -> str | None:
         """The name of a known target these labels belong to (never claims a new name)."""
-        key = tuple(labels.get(label, "") for label in self._labels)
-        name = self._names.get(key)
+        name = self._names.get(tuple(map(labels.get, self._labels)))
         return name if name in self.specs else None
 
-    def _claim(self, key: tuple[str, ...]) -> str | None:
-        values = dict(zip(self._labels, key, strict=True))
+    def _claim(self, key: tuple[str | None, ...]) -> str | None:
+        values = {label: value or "" for label, value in zip(self._labels, key, strict=True)}
         name = self._settings.target_name_template.format(**values)
         if not in_shard(name, self._shard):
             return None
@@ -64,7 +64,7 @@ class FleetTargets:
         return name
 
     def _spec(self, name: str) -> TargetSpec:
-        values = dict(zip(self._labels, self._owner[name], strict=True))
+        values = {label: v or "" for label, v in zip(self._labels, self._owner[name], strict=True)}
         s = self._settings
         url = s.server_url_template.format(**values) if s.server_url_template else ""
         if s.server_url_label:
@@ -84,7 +84,7 @@ class FleetTargets:
         ones without (`up`: Prometheus's own scrape health, to say why); a target without
         series for `forget_after_seconds` is forgotten."""
         results = {name: self._snapshot(name, p, ts, duration) for name, p in parts.items() if p}
-        for name in list(self.specs):
+        for name in list(self.specs):  # the known ones without series this round
             if name in results:
                 continue
             if ts - self._seen[name] > self._settings.forget_after_seconds:
@@ -127,13 +127,13 @@ class FleetTargets:
 
 
 def _why_missing(up: float | None, warnings: tuple[str, ...]) -> str:
-    """One line on why a known target had no SGLang series this round."""
+    """One line on why a known target had no SGLang series this round (`up`: 0 when
+    Prometheus's own scrape of it fails, else None)."""
     if up == 0:
         why = "Prometheus cannot scrape it (up == 0): the server is down or /metrics fails"
-    elif up is not None:
-        why = "Prometheus scrapes it but holds no SGLang series for it (metrics disabled?)"
     else:
-        why = "no series in Prometheus this round (no longer scraped, or its series went stale)"
+        why = "no series in Prometheus this round (not scraped any more, its series went stale, "
+        why += "or it serves no SGLang metrics)"
     return why + (f"; the answer was partial: {warnings[0]}" if warnings else "")
 
 

@@ -44,9 +44,10 @@ class PrometheusClient:
         limits = httpx.Limits(max_connections=settings.max_concurrent_queries)
         self.url = redact_url(settings.url)
         self.timeout_seconds = settings.timeout_seconds
-        self._client = httpx.AsyncClient(
-            base_url=settings.url, headers=headers, verify=verify, limits=limits
-        )
+        self._client = httpx.AsyncClient(  # httpx's own 5 s default would cut queries short
+            base_url=settings.url, headers=headers, verify=verify, limits=limits,
+            timeout=settings.timeout_seconds,
+        )  # fmt: skip
 
     async def query(self, expr: str, ts: float) -> Answer:
         """An instant query evaluated at `ts` (an instant vector is expected)."""
@@ -54,27 +55,32 @@ class PrometheusClient:
         return await self._ask("/api/v1/query", params, "vector")
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> Answer:
-        """A range query from `start` to `end` every `step` seconds (a matrix is expected)."""
+        """A range query from `start` to `end` every `step` seconds (a matrix is expected); it
+        may take as long as an instant query per step."""
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        return await self._ask("/api/v1/query_range", params, "matrix")
+        steps = int((end - start) // step) + 1
+        return await self._ask("/api/v1/query_range", params, "matrix", steps)
 
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
 
-    async def _ask(self, path: str, params: dict[str, str], result_type: str) -> Answer:
+    async def _ask(
+        self, path: str, params: dict[str, str], result_type: str, steps: int = 1
+    ) -> Answer:
         started = time.perf_counter()
+        timeout = self.timeout_seconds * steps
         # Prometheus stops evaluating at its own `timeout` too, instead of working on for nobody.
-        params["timeout"] = duration(self.timeout_seconds)
+        params["timeout"] = duration(timeout)
         try:
-            async with asyncio.timeout(self.timeout_seconds):
-                response = await self._client.post(path, data=params)
+            async with asyncio.timeout(timeout):
+                response = await self._client.post(path, data=params, timeout=timeout)
             body = _parse(response)
             result, warnings = _result(body, result_type)
         except QueryFailed as exc:
             return Answer([], time.perf_counter() - started, (), exc.reason, str(exc))
         except (TimeoutError, httpx.TimeoutException):
-            message = f"no answer from {self.url} within {self.timeout_seconds:g} s"
+            message = f"no answer from {self.url} within {timeout:g} s"
             return Answer([], time.perf_counter() - started, (), "timeout", message)
         except httpx.HTTPError as exc:
             message = f"{self.url} unreachable: {_first_line(exc)}"

@@ -32,7 +32,7 @@ from sglang_tuner.sources.sglang import (
 CACHED_TOKENS_RATE = "cached_tokens_rate"
 CUDA_GRAPH_PASSES_RATE = "cuda_graph_passes_rate"  # split by `mode`
 COUNTER_RESETS = "counter_resets"  # resets over the rate window; a rise is a restart
-UP = "up"  # Prometheus's own scrape health of the target, to say why series are missing
+UP = "up"  # targets Prometheus fails to scrape (up == 0), to say why their series are missing
 _DECODE_MODES = ("decode_cuda_graph", "decode_none")
 _AGGREGATIONS = {"sum": "sum", "max": "max", "min": "min", "mean": "avg"}
 _SIGNALS = frozenset(s.ALL_SIGNALS)
@@ -117,7 +117,7 @@ def build_queries(promql: PromQL) -> tuple[FleetQuery, ...]:
         queries.append(FleetQuery(p50, promql.quantile(0.5, families)))
         queries.append(FleetQuery(p99, promql.quantile(0.99, families)))
     queries.append(FleetQuery(COUNTER_RESETS, _resets(promql)))
-    queries.append(FleetQuery(UP, f"max by ({g}) (up{{{promql.selector}}})"))
+    queries.append(FleetQuery(UP, f"max by ({g}) (up{{{promql.selector}}}) == 0"))
     return tuple(queries)
 
 
