@@ -20,6 +20,7 @@ FLOORS: dict[str, int] = {
     "signals": 0,
     "logsetup": 0,
     "window": 1,
+    "config_fleet": 0,
     "config": 1,
     "verdicts": 2,
     "changes": 3,
@@ -50,6 +51,7 @@ FLOORS: dict[str, int] = {
     "api_changes": 14,
     "api": 15,
     "outputs": 16,
+    "fleet": 16,  # the loop's Prometheus mode: source rounds -> target state
     "loop": 17,
     "server": 18,
     "check": 19,

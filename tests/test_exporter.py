@@ -31,6 +31,7 @@ from sglang_tuner.values import (
     Health,
     NoData,
     Pass,
+    QueryStatus,
     ServerConfig,
     Severity,
 )
@@ -142,7 +143,16 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             )
         },  # fmt: skip
         verdict_counts={"gpu-a": {"helped": 1}},
+        queries=(QUERY,),
+        shard=(1, 3),
     )
+
+
+QUERY = QueryStatus(
+    "num_queue_reqs", "sum by (instance, job) (...)", ts=NOW, duration_seconds=0.2, series=2,
+    error_reason="timeout", error="no answer", runs_total=7, failures_total={"timeout": 1},
+    warnings_total=2,
+)  # fmt: skip
 
 
 EMPTY = WindowSummary(0.0, 0.0, {}, {})
@@ -184,6 +194,19 @@ def registry(state: TunerState) -> CollectorRegistry:
 
 def _value(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
     return reg.get_sample_value(name, labels)
+
+
+def test_collector_exports_each_prometheus_query_and_the_shard(registry) -> None:
+    q = {"query": "num_queue_reqs"}
+    assert _value(registry, "sglang_tuner_prometheus_query_up", **q) == 0.0
+    assert _value(registry, "sglang_tuner_prometheus_query_duration_seconds", **q) == 0.2
+    assert _value(registry, "sglang_tuner_prometheus_query_series", **q) == 2
+    assert _value(registry, "sglang_tuner_prometheus_queries_total", **q) == 7
+    assert _value(registry, "sglang_tuner_prometheus_query_warnings_total", **q) == 2
+    failures = "sglang_tuner_prometheus_query_failures_total"
+    assert _value(registry, failures, **q, reason="timeout") == 1
+    assert _value(registry, failures, **q, reason="rejected") == 0
+    assert _value(registry, "sglang_tuner_shard_info", shard="1", shard_count="3") == 1
 
 
 def test_collector_target_up_reflects_last_scrape(registry: CollectorRegistry) -> None:

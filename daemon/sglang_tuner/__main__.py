@@ -30,6 +30,10 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--listen-host", help="API address (default 0.0.0.0)")
     p.add_argument("--listen-port", type=int, help="API port (default 9877)")
     p.add_argument("--external-url", help="our URL as users reach it, for alert links")
+    p.add_argument(
+        "--shard-index", type=int, help="this replica's shard, 0..count-1 (e.g. a pod ordinal)"
+    )
+    p.add_argument("--shard-count", type=int, help="replicas sharing the targets (default 1)")
     _log_flags(p)
 
 
@@ -84,7 +88,11 @@ def _assets_parser(p: argparse.ArgumentParser) -> None:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("database", "listen_host", "listen_port", "external_url", "log_level", "log_format")
-    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    shard = {k: getattr(args, f"shard_{k}", None) for k in ("index", "count")}
+    if any(v is not None for v in shard.values()):  # merged with shard: from the file and env
+        flags["shard"] = {k: v for k, v in shard.items() if v is not None}
+    return flags
 
 
 def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
@@ -98,7 +106,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .server import ServeError, serve
 
     settings = _settings(args.config, _overrides(args))
-    if not settings.targets and not settings.file_sd:
+    if not settings.targets and not settings.file_sd and settings.prometheus is None:
         print(_NO_TARGETS.format(where=args.config or "no --config given"), file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
@@ -111,10 +119,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 _NO_TARGETS = """\
-error: nothing to watch ({where}): no targets and no file_sd.
+error: nothing to watch ({where}): no targets, no file_sd and no prometheus.
   Give a config with a targets: list:  sglang-tuner run --config config.yml
   (an example: sglang-tuner assets export DIR; then DIR/deploy/config.example.yaml),
   or set SGLANG_TUNER_TARGETS='[{{"url": "http://127.0.0.1:30000"}}]'.
+  A fleet already scraped by Prometheus: prometheus: {{url: ...}} (docs/operations.md).
   For a one-off look at a server: sglang-tuner check http://HOST:30000"""
 
 

@@ -29,8 +29,8 @@ import httpx
 from .alerting import Alert
 from .config import AlertmanagerSettings
 from .evaluation import AlertmanagerStatus
-from .httpauth import auth_headers, redact_url, ssl_context
-from .values import AlertState
+from .httpauth import auth_headers, ssl_context
+from .values import AlertState, redact_userinfo
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class AlertmanagerClient:
             timeout=settings.timeout_seconds, verify=ssl_context(settings.tls)
         )
         self._backoff = (backoff_initial_seconds, backoff_max_seconds)
-        self._sinks = [_Sink(url, redact_url(url)) for url in settings.urls]
+        self._sinks = [_Sink(url, redact_userinfo(url)) for url in settings.urls]
         self._last_error: str | None = None
 
     def submit(self, payload: Sequence[Item], now: float) -> None:

@@ -18,7 +18,7 @@ from .exporter import health_score, render_metrics
 from .rules.base import Rule
 from .runbook import runbook_text
 from .schemas import StatusOut
-from .schemas_inventory import RuleList, RuleOut, TargetList, TargetOut
+from .schemas_inventory import QueryOut, RuleList, RuleOut, TargetList, TargetOut
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +35,13 @@ router = APIRouter()
 
 @router.get("/targets", tags=["targets"])
 def list_targets(ev: EvaluationDep, ctx: ContextDep) -> TargetList:
-    """Every watched SGLang server: up, last scrape, error, version and key server args."""
+    """Every watched SGLang server: up, last scrape, error, version and key server args; in
+    Prometheus mode also each query of the rounds, with its errors and warnings."""
     now = ctx.clock()
     data = [_target_out(ev, t, now) for t in ev.targets.values()]
-    return TargetList(data=data, count=len(data))
+    shard = {"index": ev.shard[0], "count": ev.shard[1]}
+    queries = [QueryOut.from_status(q) for q in ev.queries]
+    return TargetList(data=data, count=len(data), shard=shard, queries=queries)
 
 
 @router.get("/targets/{target}", tags=["targets"])

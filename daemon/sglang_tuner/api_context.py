@@ -30,7 +30,8 @@ Rendered = tuple[bytes, str]  # body, media type
 
 
 class RenderCache:
-    """Answers rendered for the latest evaluation only, as bytes: with 1,000 targets building
+    """Answers rendered for the latest evaluation (and the next, while it is pre-rendered), as
+    bytes: with 1,000 targets building
     one takes tens of ms, and clients poll far more often than the evaluation changes.
 
     The API runs in its own thread; the publisher pre-renders in the loop's. The evaluation and
@@ -38,14 +39,16 @@ class RenderCache:
     """
 
     def __init__(self) -> None:
-        self._slot: tuple[Evaluation | None, dict[object, Rendered]] = (None, {})
+        # the published evaluation and the one being pre-rendered before it is published
+        self._slots: tuple[tuple[Evaluation, dict[object, Rendered]], ...] = ()
 
     def get(self, ev: Evaluation, key: object, render: Callable[[], Rendered]) -> Rendered:
         """The answer for `key` on `ev`, rendered now if nobody has yet."""
-        current, answers = self._slot
-        if current is not ev:
+        slots = self._slots
+        answers = next((a for e, a in slots if e is ev), None)
+        if answers is None:
             answers = {}
-            self._slot = (ev, answers)
+            self._slots = (*slots[-1:], (ev, answers))
         found = answers.get(key)
         if found is None:
             found = answers[key] = render()

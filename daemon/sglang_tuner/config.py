@@ -14,9 +14,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .values import PROFILES, redact_userinfo
+from .config_fleet import (
+    BasicAuthSettings,
+    Profile,
+    PrometheusSettings,
+    ShardSettings,
+    TLSSettings,
+)
+from .values import PROFILES, read_key_file, redact_userinfo
 
-Profile = Literal["offline", "online", "long_context", "multi_turn"]
+__all__ = ["BasicAuthSettings", "PrometheusSettings", "ShardSettings", "TLSSettings"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
@@ -33,20 +40,6 @@ def checked_url(value: str) -> str:
     except ValueError as exc:
         raise ValueError(f"bad port in {redact_userinfo(value)!r}: {exc}") from None
     return value.rstrip("/")
-
-
-def read_key_file(path: Path) -> str:
-    """A key or password file: one non-empty line (a trailing newline is fine); never shown."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ValueError(f"cannot read {path}: {reason}") from None
-    lines = text.rstrip("\r\n").splitlines()
-    if len(lines) != 1 or not lines[0].strip():
-        found = "empty" if not lines else f"{len(lines)} lines"
-        raise ValueError(f"{path} must hold the secret on one line ({found})")
-    return lines[0].strip()
 
 
 class _Strict(BaseModel):
@@ -128,22 +121,6 @@ class RuleSettings(_Strict):
     thresholds: dict[str, float] = Field(default_factory=dict)
 
 
-class TLSSettings(_Strict):
-    """TLS options for the Alertmanager connection."""
-
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
-    insecure_skip_verify: bool = False
-
-
-class BasicAuthSettings(_Strict):
-    """HTTP basic auth; the password is read from a file, never from the YAML."""
-
-    username: str
-    password_file: Path
-
-
 class AlertmanagerSettings(_Strict):
     """Where and how to push alerts (Alertmanager API v2)."""
 
@@ -205,6 +182,10 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     rules: dict[str, RuleSettings] = Field(default_factory=dict, description="Per-rule overrides")
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
+    prometheus: PrometheusSettings | None = Field(
+        None, description="Read the fleet from a Prometheus-compatible API (beside targets)"
+    )
+    shard: ShardSettings = Field(default_factory=ShardSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -234,6 +215,14 @@ class Settings(BaseSettings):
         """A scrape must end before the next one starts."""
         if self.scrape_timeout_seconds >= self.scrape_interval_seconds:
             raise ValueError("scrape_timeout_seconds must be below scrape_interval_seconds")
+        return self
+
+    @model_validator(mode="after")
+    def query_timeout_below_round(self) -> "Settings":
+        """A Prometheus round (one per evaluation interval) must end before the next starts."""
+        timeout = self.prometheus.timeout_seconds if self.prometheus else 0.0
+        if timeout >= self.evaluation_interval_seconds:
+            raise ValueError("prometheus.timeout_seconds must be below evaluation_interval_seconds")
         return self
 
 

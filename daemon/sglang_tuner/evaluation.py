@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .changes import Change
 from .plan import Plan
-from .values import Advice, AlertState, Health, Outcome, ServerConfig, Severity
+from .values import Advice, AlertState, Health, Outcome, QueryStatus, ServerConfig, Severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,8 @@ class Evaluation:
     alertmanager: AlertmanagerStatus = field(default_factory=AlertmanagerStatus)
     database: DatabaseStatus = field(default_factory=DatabaseStatus)
     evaluations_total: int = 0
+    queries: tuple[QueryStatus, ...] = ()  # the Prometheus source's queries, in that mode
+    shard: tuple[int, int] = (0, 1)  # this replica's (index, count)
 
     @property
     def is_ready(self) -> bool:
@@ -110,11 +112,13 @@ class TunerState:
         return self._latest
 
     def publish(self, evaluation: Evaluation) -> None:
-        """Replace the published evaluation, then tell the subscribers."""
-        self._latest = evaluation
+        """Tell the subscribers, then replace the published evaluation: readers get the new one
+        only once its answers are pre-rendered (with 10,000 targets that takes a second)."""
         for subscriber in self._subscribers:
             subscriber(evaluation)
+        self._latest = evaluation
 
     def subscribe(self, subscriber: Callable[[Evaluation], None]) -> None:
-        """Call `subscriber(evaluation)` after every publish (e.g. to pre-render answers)."""
+        """Call `subscriber(evaluation)` on every publish, just before readers see it (e.g. to
+        pre-render answers)."""
         self._subscribers.append(subscriber)

@@ -16,7 +16,16 @@ from .evaluation import Evaluation, RuleResult, TargetStatus
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
 from .signals import EXPORTED_AS
-from .values import SCRAPE_FAILURE_REASONS, Action, Advice, AlertState, Health, Severity
+from .values import (
+    QUERY_FAILURE_REASONS,
+    SCRAPE_FAILURE_REASONS,
+    Action,
+    Advice,
+    AlertState,
+    Health,
+    QueryStatus,
+    Severity,
+)
 from .verdicts import VERDICTS
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
@@ -81,6 +90,8 @@ class TunerCollector(Collector):
         families = new_families()
         _add_daemon(families, evaluation, self._rules, self._external_url)
         _add_advice(families, evaluation, self._external_url)
+        for query in evaluation.queries:
+            _add_query(families, query)
         for target in evaluation.targets.values():
             _add_target(families, target)
             _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
@@ -94,6 +105,8 @@ def _add_daemon(
     """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
     info = {"version": __version__, "external_url": external_url}
     add_info(families, "sglang_tuner_build", [], info)
+    index, count = ev.shard
+    add_info(families, "sglang_tuner_shard", [], {"shard": str(index), "shard_count": str(count)})
     add(families, "sglang_tuner_targets", [], len(ev.targets))
     if ev.ts is not None:
         add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
@@ -117,6 +130,22 @@ def _add_daemon(
     if db.configured:
         add(families, "sglang_tuner_database_writable", [], 0.0 if db.error else 1.0)
         add(families, "sglang_tuner_database_save_failures", [], db.save_failures_total)
+
+
+def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:
+    """One Prometheus-source query: last run, size, and counts (every reason at 0)."""
+    name = q.name
+    if q.ts is not None:
+        add(families, "sglang_tuner_prometheus_query_up", [name], float(q.error_reason is None))
+        add(families, "sglang_tuner_prometheus_query_series", [name], q.series)
+    if q.duration_seconds is not None:
+        duration = q.duration_seconds
+        add(families, "sglang_tuner_prometheus_query_duration_seconds", [name], duration)
+    add(families, "sglang_tuner_prometheus_queries", [name], q.runs_total)
+    failures = dict.fromkeys(QUERY_FAILURE_REASONS, 0) | dict(q.failures_total)
+    for reason, count in failures.items():
+        add(families, "sglang_tuner_prometheus_query_failures", [name, reason], count)
+    add(families, "sglang_tuner_prometheus_query_warnings", [name], q.warnings_total)
 
 
 def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:

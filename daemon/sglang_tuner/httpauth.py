@@ -5,21 +5,11 @@ their `user:password@` part.
 """
 
 import base64
-import re
 import ssl
 from pathlib import Path
 
 from .config import BasicAuthSettings, TLSSettings
-
-
-def redact_url(url: str) -> str:
-    """Drop `user:password@` from a URL so it can be logged and used as a label."""
-    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
-
-
-def read_secret(path: Path) -> str:
-    """A secret file's content without surrounding whitespace."""
-    return path.read_text(encoding="utf-8").strip()
+from .values import read_key_file
 
 
 def auth_headers(
@@ -29,11 +19,11 @@ def auth_headers(
     if basic_auth is not None and bearer_token_file is not None:
         raise ValueError(f"{what}: basic_auth and bearer_token_file are exclusive")
     if basic_auth is not None:
-        password = read_secret(basic_auth.password_file)
+        password = read_key_file(basic_auth.password_file)
         pair = f"{basic_auth.username}:{password}".encode()
         return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
     if bearer_token_file is not None:
-        return {"Authorization": f"Bearer {read_secret(bearer_token_file)}"}
+        return {"Authorization": f"Bearer {read_key_file(bearer_token_file)}"}
     return {}
 
 

@@ -3,9 +3,13 @@
 sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
 `Outputs` (alert state, publish, Alertmanager, the store). The loop and `Outputs` own every I/O
 call; only they (and the CLI) read the clock, everything they call takes `now`.
+
+With `prometheus:` configured, a round of queries every evaluation interval reads the whole
+fleet instead (its targets are discovered, not scraped); each round ends with a publish.
 """
 
 import asyncio
+import functools
 import logging
 import math
 import ssl
@@ -22,15 +26,17 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from .changes import FLAGS
 from .config import Settings
 from .evaluation import TunerState
+from .fleet import Fleet, fleet_changed
 from .judge import TargetJudgement, is_due, judge_target, rule_settings
 from .outputs import Outputs
 from .plan import Asked, Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
+from .sources.fleet_targets import FleetTargetSource
 from .sources.target import TargetSource
 from .store import Store
 from .target_state import TargetState
-from .targets import FileSD, TargetSpec, merge_targets, static_targets
+from .targets import FileSD, TargetSpec, merge_targets, shard_targets, static_targets
 from .values import ScrapeResult, redact_userinfo
 from .window import capacity_for
 
@@ -60,7 +66,9 @@ class Tuner:
         self.state = state or TunerState()
         self.clock = clock
         self.targets: dict[str, TargetState] = {}
-        self.sources: dict[str, TargetSource] = {}
+        self.sources: dict[str, TargetSource | FleetTargetSource] = {}
+        self.fleet: Fleet | None = None  # with `prometheus:` configured
+        self._round: asyncio.Task[Any] | None = None  # the fleet round in progress
         self.judged: dict[str, TargetJudgement] = {}
         self.plans: dict[str, Plan] = {}
         self.asked: dict[str, Asked] = {}  # per target: what its latest plan suggests
@@ -75,12 +83,17 @@ class Tuner:
         self._started = asyncio.Event()  # scrape loops wait for the state to be restored
         self._scheduled = True  # False: a driver with its own clock calls `tick`
 
-    def window_capacity(self) -> int:
-        """Ring size covering the longest window a rule or the change verification uses."""
+    def longest_window(self) -> float:
+        """The longest window a rule or the change verification uses."""
         spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
         s = self.settings
-        longest = max([s.window_seconds, s.verify_window_seconds, *[w for w in spans if w]])
-        return capacity_for(longest, self.settings.scrape_interval_seconds)
+        return max([s.window_seconds, s.verify_window_seconds, *[w for w in spans if w]])
+
+    def window_capacity(self, interval_seconds: float | None = None) -> int:
+        """Ring size covering the longest window, samples `interval_seconds` apart (default:
+        the scrape interval; a Prometheus round's targets are sampled once per round)."""
+        interval = interval_seconds or self.settings.scrape_interval_seconds
+        return capacity_for(self.longest_window(), interval)
 
     async def start(self, scheduled: bool = True) -> None:
         """Load targets, restore state and start the periodic jobs and the Alertmanager sender.
@@ -92,12 +105,16 @@ class Tuner:
         await self.outputs.start()
         if scheduled:
             self._start_jobs()
+        elif self.settings.prometheus is not None:
+            self.fleet = self._new_fleet()
         self._started.set()
 
     async def tick(self) -> None:
         """One round at `clock()`, for a driver with its own clock: /server_info where due,
         every target scraped (and judged when due), one publication."""
         await self.refresh_server_info()
+        if self.fleet is not None:
+            await self.fleet_round()
         await asyncio.gather(*(self.scrape(name) for name in list(self.targets)))
         self.publish()
 
@@ -106,9 +123,7 @@ class Tuner:
         s = self.settings
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
         # scrapes that change the same windows.
-        self._every(
-            "publish", s.scrape_interval_seconds, self.publish_job, s.scrape_interval_seconds
-        )
+        self._schedule_rounds()
         self._every("server_info", 5.0, self.refresh_server_info, 0.5)
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
@@ -125,10 +140,16 @@ class Tuner:
             self._scheduler.shutdown(wait=False)
         for task in self._scrapers.values():
             task.cancel()
-        await asyncio.gather(*self._scrapers.values(), return_exceptions=True)
+        if self._round is not None:  # a round must not outlive the connections it uses
+            self._round.cancel()
+        await asyncio.gather(
+            *self._scrapers.values(), self._round or _done(), return_exceptions=True
+        )
         self.persist()  # first: a stop cut short while alerts drain still keeps the state
         await self.outputs.stop()
         await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
+        if self.fleet is not None:
+            await self.fleet.aclose()
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -153,30 +174,43 @@ class Tuner:
     # -- targets ---------------------------------------------------------------------------
     def _all_targets(self) -> list[TargetSpec]:
         discovered, _ = self._file_sd.refresh()
-        return merge_targets(static_targets(self.settings), discovered)
+        return self._direct_targets(discovered)
+
+    def _direct_targets(self, discovered: list[TargetSpec]) -> list[TargetSpec]:
+        """This replica's share of the static and file_sd targets."""
+        specs = merge_targets(static_targets(self.settings), discovered)
+        return shard_targets(specs, self.settings.shard)
 
     def _apply_targets(self, specs: list[TargetSpec]) -> None:
         """Add, keep or remove targets (and their scrape jobs) to match `specs`."""
         wanted = {t.name: t for t in specs}
         for name in list(self.targets):
-            if name not in wanted or wanted[name] != self.targets[name].spec:
+            in_fleet = self.fleet is not None and name in self.fleet.names
+            if in_fleet and name in wanted:  # a configured target wins over a discovered one
+                assert self.fleet is not None
+                self.fleet.names.discard(name)
+                self._remove_target(name)
+            elif not in_fleet and (name not in wanted or wanted[name] != self.targets[name].spec):
                 self._remove_target(name)
         capacity = self.window_capacity()
         interval = self.settings.scrape_interval_seconds
         for name, spec in wanted.items():
             if name in self.targets:
                 continue
-            self.targets[name] = TargetState(
-                spec, capacity, window_seconds=self.settings.verify_window_seconds,
-                warmup_seconds=self.settings.verify_warmup_seconds,
-                min_samples=self.settings.min_samples,
-                verifies={rule.id: rule.verifies for rule in self.rules if rule.verifies},
-            )  # fmt: skip
+            self.targets[name] = self._new_state(spec, capacity)
             self.sources[name] = TargetSource(spec, self._ssl)
             if self._scheduled:
                 first = _offset(name, interval)
                 task = asyncio.create_task(self._scrape_every(name, interval, first))
                 self._scrapers[name] = task
+
+    def _new_state(self, spec: TargetSpec, capacity: int) -> TargetState:
+        s = self.settings
+        return TargetState(
+            spec, capacity, window_seconds=s.verify_window_seconds,
+            warmup_seconds=s.verify_warmup_seconds, min_samples=s.min_samples,
+            verifies={rule.id: rule.verifies for rule in self.rules if rule.verifies},
+        )  # fmt: skip
 
     def _remove_target(self, name: str) -> None:
         self.targets.pop(name, None)
@@ -214,11 +248,68 @@ class Tuner:
             if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
                 due += math.ceil(late / interval) * interval
 
+    # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
+    def _new_fleet(self) -> Fleet:
+        capacity = self.window_capacity(self.settings.evaluation_interval_seconds)
+        return Fleet(self.settings, lambda spec: self._new_state(spec, capacity))
+
+    def _schedule_rounds(self) -> None:
+        """Direct mode publishes every scrape interval; with `prometheus:` each round does."""
+        s, scheduler = self.settings, self._scheduler
+        assert scheduler is not None
+        for job in ("publish", "prometheus"):
+            if scheduler.get_job(job):
+                scheduler.remove_job(job)
+        if s.prometheus is None:
+            interval = s.scrape_interval_seconds
+            self._every("publish", interval, self.publish_job, interval)
+            return
+        self.fleet = self._new_fleet()
+        self._every("prometheus", s.evaluation_interval_seconds, self.fleet_round, 0.0)
+
+    def _restart_fleet(self) -> None:
+        """`prometheus:` or `shard:` changed: the discovered targets start over."""
+        if self.fleet is not None:
+            for name in list(self.fleet.names):
+                self._remove_target(name)
+            self._spawn(self.fleet.aclose())
+            self.fleet = None
+        if self._scheduler is not None:
+            self._schedule_rounds()
+        elif self.settings.prometheus is not None:
+            self.fleet = self._new_fleet()
+
+    async def fleet_round(self) -> None:
+        """One round (after the history, once): every target's result ingested and judged,
+        then a publish."""
+        fleet, now = self.fleet, self.clock()
+        if fleet is None:
+            return
+        self._round = asyncio.current_task()
+        apply = functools.partial(
+            fleet.apply, targets=self.targets, sources=self.sources, remove=self._remove_target,
+            restore=lambda new: self.outputs.restore(new, now, fleet.stores_windows),
+            log=_log_transition,
+        )  # fmt: skip
+        try:
+            for past in await fleet.history(now, self.longest_window()):
+                apply(past)
+            apply(await fleet.source.round(now))
+        except asyncio.CancelledError:
+            return  # shutting down
+        for i, name in enumerate(list(fleet.names)):
+            if name in self.targets:
+                self.judge(name, now)
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # let other jobs (and cancellation) in
+        if self._scheduled:
+            self.publish()
+
     # -- sources -> target state -> judge ---------------------------------------------------
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
         target, source = self.targets.get(name), self.sources.get(name)
-        if target is None or source is None:
+        if target is None or not isinstance(source, TargetSource):
             return
         s = self.settings
         try:
@@ -233,8 +324,9 @@ class Tuner:
 
     def judge(self, name: str, now: float) -> None:
         """Judge every rule for one target, then plan: both kept for the next publish."""
-        target = self.targets[name]
-        judgement = judge_target(target, self.rules, self.settings, now)
+        target, fleet = self.targets[name], self.fleet
+        settings = fleet.judging if fleet is not None and name in fleet.names else self.settings
+        judgement = judge_target(target, self.rules, settings, now)
         self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judged[name] = judgement
         self.plans[name] = plan = plan_target(
@@ -249,11 +341,7 @@ class Tuner:
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
         now, period = self.clock(), self.settings.server_info_interval_seconds
-        due = [
-            n
-            for n, t in self.targets.items()
-            if t.needs_server_info or now - self.sources[n].server_info_ts >= period
-        ]
+        due = [n for n, t in self.targets.items() if self._server_info_due(n, t, now, period)]
         # At start every target is due at once: a few at a time keeps that burst from
         # starving the scrapes.
         limit = asyncio.Semaphore(16)
@@ -261,6 +349,12 @@ class Tuner:
             await asyncio.gather(*(self._server_info(n, now, limit) for n in due))
         except asyncio.CancelledError:
             return  # shutting down
+
+    def _server_info_due(self, name: str, target: TargetState, now: float, period: float) -> bool:
+        source = self.sources[name]
+        if not source.spec.url:  # a fleet target of unknown URL: say why once, never ask
+            return source.server_info_ts == 0.0
+        return target.needs_server_info or now - source.server_info_ts >= period
 
     async def _server_info(self, name: str, now: float, limit: asyncio.Semaphore) -> None:
         source, timeout = self.sources[name], self.settings.scrape_timeout_seconds
@@ -292,30 +386,40 @@ class Tuner:
         for name in self.targets:
             if refresh or name not in self.judged:
                 self.judge(name, now)
-        self.outputs.publish(self.targets, self.judged, self.plans, self.rule_failures, now)
+        queries = self.fleet.queries if self.fleet is not None else ()
+        self.outputs.publish(
+            self.targets, self.judged, self.plans, self.rule_failures, now, queries
+        )
 
     # -- configuration and persistence ------------------------------------------------------
     async def refresh_targets_job(self) -> None:
         """Re-read file_sd files and apply changes (in the event loop)."""
         discovered, changed = self._file_sd.refresh()
         if changed:
-            self._apply_targets(merge_targets(static_targets(self.settings), discovered))
+            self._apply_targets(self._direct_targets(discovered))
 
     def reload(self, settings: Settings) -> None:
         """Apply a new, already validated configuration (SIGHUP): targets, rules, timing (every
-        target's scrape loop restarts on a new interval, windows resized) and Alertmanager."""
+        target's scrape loop restarts on a new interval, windows resized), Alertmanager and the
+        Prometheus source (its targets start over)."""
         old, self.settings = self.settings, settings
         self._file_sd = FileSD(settings.file_sd)
         if _timing(old) != _timing(settings):
             self._retime()
         self._spawn(self.outputs.reconfigure(settings))
         self._apply_targets(self._all_targets())
+        if fleet_changed(old, settings):
+            self._restart_fleet()
         logger.info("configuration reloaded: %d target(s)", len(self.targets))
 
     def _retime(self) -> None:
         """New scrape interval or window: resize every window, restart the periodic work."""
         interval, capacity = self.settings.scrape_interval_seconds, self.window_capacity()
+        fleet_capacity = self.window_capacity(self.settings.evaluation_interval_seconds)
         for name, target in self.targets.items():
+            if self.fleet is not None and name in self.fleet.names:
+                target.resize_window(fleet_capacity)
+                continue
             target.resize_window(capacity)
             if not self._scheduled:
                 continue
@@ -324,7 +428,8 @@ class Tuner:
                 self._scrape_every(name, interval, _offset(name, interval))
             )
         if self._scheduler is not None:
-            self._every("publish", interval, self.publish_job, interval)
+            if self.settings.prometheus is None:
+                self._every("publish", interval, self.publish_job, interval)
             if self.outputs.store is not None:
                 self._every("persist", interval, self.persist_job, interval)
 
@@ -334,7 +439,13 @@ class Tuner:
 
     def persist(self) -> None:
         """Write windows, alert state and new advice transitions to SQLite."""
-        self.outputs.persist(self.targets, self.clock())
+        fleet = self.fleet
+        refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
+        self.outputs.persist(self.targets, self.clock(), refilled)
+
+
+async def _done() -> None:
+    """Nothing to wait for."""
 
 
 def _timing(settings: Settings) -> tuple[float, ...]:

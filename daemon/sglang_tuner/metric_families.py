@@ -30,11 +30,17 @@ def _counter(doc: str, *labels: str) -> Spec:
     return ("counter", doc, labels)
 
 
-_T, _TR = ("target",), ("target", "rule")
+_T, _TR, _Q = ("target",), ("target", "rule"), ("query",)
 SPECS: Mapping[str, Spec] = {
     "sglang_tuner_build": (
         "info",
         "Version of sglang-tuner running and the URL its API is reached at (always 1).",
+        (),
+    ),
+    "sglang_tuner_shard": (
+        "info",
+        "This replica's shard: it watches the targets whose name hashes to `shard` mod "
+        "`shard_count` (always 1).",
         (),
     ),
     "sglang_tuner_targets": _gauge("SGLang servers configured to watch."),
@@ -135,6 +141,25 @@ SPECS: Mapping[str, Spec] = {
         "target",
         "flag",
         "metric",
+    ),
+    "sglang_tuner_prometheus_query_up": _gauge(
+        "1 if the query's last run against the Prometheus API succeeded; 0 fails every target.",
+        *_Q,
+    ),
+    "sglang_tuner_prometheus_query_duration_seconds": _gauge(
+        "Duration of the query's last run; near the timeout, the round is at risk.", *_Q
+    ),
+    "sglang_tuner_prometheus_query_series": _gauge(
+        "Series in the query's last answer: about one per target (per mode).", *_Q
+    ),
+    "sglang_tuner_prometheus_queries": _counter("Runs of each Prometheus query.", *_Q),
+    "sglang_tuner_prometheus_query_failures": _counter(
+        "Failed runs of each Prometheus query by reason; a failure fails that round.",
+        "query",
+        "reason",
+    ),
+    "sglang_tuner_prometheus_query_warnings": _counter(
+        "Answers that carried warnings (a partial response: some data may be missing).", *_Q
     ),
     "sglang_tuner_changes": _counter(
         "Changes of tuning flags judged, by verdict (helped, no_change, hurt, inconclusive).",

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Container, Mapping, Sequence
 
 from .alerting import AlertTracker, HistoryRow, Transition
 from .alertmanager import AlertmanagerClient, to_alertmanager_json
@@ -19,7 +19,7 @@ from .plan import Plan
 from .publish import active_advice, build_evaluation
 from .store import Store
 from .target_state import TargetState
-from .values import redact_userinfo
+from .values import QueryStatus, redact_userinfo
 
 logger = logging.getLogger(__name__)
 # Advice transitions kept in memory while the database cannot be written; the oldest go first.
@@ -80,17 +80,20 @@ class Outputs:
         plans: Mapping[str, Plan],
         rule_failures: Mapping[str, int],
         now: float,
+        queries: Sequence[QueryStatus] = (),
     ) -> Evaluation:
-        """Advance alert state, notify Alertmanager, and publish a new evaluation."""
+        """Advance alert state, notify Alertmanager, and publish a new evaluation (`queries`:
+        the Prometheus source's, in that mode)."""
         changes = self.tracker.update(active_advice(targets, judged, plans, now), now)
         self._record(changes, now)
         self._notify(now)
         self.publications += 1
         am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
+        shard = (self.settings.shard.index, self.settings.shard.count)
         evaluation = build_evaluation(
             targets, judged, plans, self.tracker,
             rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
-            count=self.publications, now=now,
+            count=self.publications, now=now, queries=tuple(queries), shard=shard,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation
@@ -124,12 +127,17 @@ class Outputs:
             return DatabaseStatus()
         return DatabaseStatus(True, self.store.error, self.save_failures)
 
-    def persist(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Write new samples, alert state and new advice transitions to SQLite; on failure keep
-        them in memory (bounded) for the next try."""
+    def persist(
+        self, targets: Mapping[str, TargetState], now: float, skip_windows: Container[str] = ()
+    ) -> None:
+        """Write new samples (but those of `skip_windows`, refilled otherwise at start), alert
+        state and new advice transitions to SQLite; on failure keep them in memory (bounded) for
+        the next try."""
         if self.store is None:
             return
-        windows = {n: t.window.view(now, float("inf")) for n, t in targets.items()}
+        windows = {
+            n: t.window.view(now, float("inf")) for n, t in targets.items() if n not in skip_windows
+        }
         flags = {n: t.history for n, t in targets.items()}
         changes = {n: t.changes.changes for n, t in targets.items()}
         if self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes):
@@ -138,18 +146,21 @@ class Outputs:
         self.save_failures += 1
         del self.history[:-MAX_UNSAVED_HISTORY]
 
-    def restore(self, targets: Mapping[str, TargetState], now: float) -> None:
-        """Refill windows; take back alert state if the daemon was not down too long. A file
-        that fails while being read is moved aside and the daemon starts fresh."""
+    def restore(self, targets: Mapping[str, TargetState], now: float, windows: bool = True) -> None:
+        """Refill windows (unless they are filled otherwise); take back flag histories, changes
+        and alert state if the daemon was not down too long. A file that fails while being read
+        is moved aside and the daemon starts fresh."""
         if self.store is None:
             return
         try:
-            self._restore(self.store, targets, now)
+            self._restore(self.store, targets, now, windows)
         except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
             self.store.reset(f"{type(exc).__name__}: {exc}")
 
-    def _restore(self, store: Store, targets: Mapping[str, TargetState], now: float) -> None:
-        limits = {n: t.window.capacity for n, t in targets.items()}
+    def _restore(
+        self, store: Store, targets: Mapping[str, TargetState], now: float, windows: bool
+    ) -> None:
+        limits = {n: t.window.capacity for n, t in targets.items()} if windows else {}
         restored = 0
         for name, snapshots in store.load_windows(limits, now).items():
             for snapshot in snapshots:

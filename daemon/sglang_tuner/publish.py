@@ -11,7 +11,7 @@ from .evaluation import AlertmanagerStatus, DatabaseStatus, Evaluation, RuleResu
 from .judge import Judgement, TargetJudgement
 from .plan import Plan
 from .target_state import TargetState
-from .values import Advice, AlertState, Finding, redact_userinfo
+from .values import Advice, AlertState, Finding, QueryStatus, redact_userinfo
 
 
 def active_advice(
@@ -113,6 +113,8 @@ def build_evaluation(
     database: DatabaseStatus | None = None,
     count: int,
     now: float,
+    queries: tuple[QueryStatus, ...] = (),
+    shard: tuple[int, int] = (0, 1),
 ) -> Evaluation:
     """The immutable evaluation every output reads."""
     advice = sorted(tracker.advice(), key=lambda a: (a.target, a.rule))
@@ -128,4 +130,6 @@ def build_evaluation(
         alertmanager=alertmanager,
         database=database or DatabaseStatus(),
         evaluations_total=count,
+        queries=queries,
+        shard=shard,
     )

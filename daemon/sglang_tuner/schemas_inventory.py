@@ -9,7 +9,7 @@ from .config import RuleSettings, Settings
 from .evaluation import RuleResult, TargetStatus
 from .rules.base import Rule
 from .schemas import FromAttributes, api_path, rfc3339
-from .values import Severity
+from .values import QueryStatus, Severity
 
 
 class ServerArgsOut(FromAttributes):
@@ -86,11 +86,44 @@ class TargetOut(BaseModel):
         )
 
 
+class QueryOut(BaseModel):
+    """One query the Prometheus source sends every round, and how its last run went."""
+
+    name: str = Field(description="The canonical signal (or input) it answers; label `query`")
+    expr: str = Field(description="The PromQL sent, for a Prometheus admin to check its cost")
+    up: bool | None = Field(description="Last run succeeded; None before the first run")
+    last_run: str | None
+    duration_seconds: float | None
+    series: int
+    error_reason: str | None = Field(description="timeout, unreachable, rejected, ...")
+    error: str | None
+    warnings: list[str] = Field(description="Of the last answer, e.g. a partial response")
+    runs_total: int
+    failures_total: dict[str, int]
+    warnings_total: int
+
+    @classmethod
+    def from_status(cls, q: QueryStatus) -> "QueryOut":
+        """The API view of one `QueryStatus`."""
+        return cls(
+            **{k: getattr(q, k) for k in ("name", "expr", "duration_seconds", "series", "error")},
+            up=None if q.ts is None else q.error_reason is None,
+            last_run=rfc3339(q.ts),
+            error_reason=q.error_reason,
+            warnings=list(q.warnings),
+            runs_total=q.runs_total,
+            failures_total=dict(q.failures_total),
+            warnings_total=q.warnings_total,
+        )
+
+
 class TargetList(BaseModel):
-    """Every watched SGLang server."""
+    """Every watched SGLang server; in Prometheus mode also the queries that read them."""
 
     data: list[TargetOut]
     count: int
+    shard: dict[str, int] = Field(description="This replica's shard: {index, count}")
+    queries: list[QueryOut] = Field(description="The Prometheus source's queries (else empty)")
 
 
 class EffectiveOut(BaseModel):

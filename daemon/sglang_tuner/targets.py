@@ -1,6 +1,8 @@
-"""Targets: the static list from the config, plus Prometheus file_sd files re-read on change."""
+"""Targets: the static list from the config, plus Prometheus file_sd files re-read on change;
+and sharding, the share of them this replica keeps."""
 
 import glob
+import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -9,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from .config import FileSDSettings, Settings, TargetSettings, read_key_file
+from .config import FileSDSettings, Settings, ShardSettings, TargetSettings
+from .values import read_key_file
 
 logger = logging.getLogger(__name__)
 
@@ -110,3 +113,20 @@ def merge_targets(static: list[TargetSpec], discovered: list[TargetSpec]) -> lis
     names = {t.name for t in static}
     extra = {t.name: t for t in discovered if t.name not in names}
     return static + list(extra.values())
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard a target name falls in: Prometheus's `hashmod` (the last 8 bytes of the MD5
+    of the name, big-endian, modulo `count`), so a relabel rule can shard the same way."""
+    digest = hashlib.md5(name.encode(), usedforsecurity=False).digest()
+    return int.from_bytes(digest[8:], "big") % count
+
+
+def in_shard(name: str, shard: ShardSettings) -> bool:
+    """True when this replica keeps the target called `name`."""
+    return shard.count == 1 or shard_of(name, shard.count) == shard.index
+
+
+def shard_targets(specs: list[TargetSpec], shard: ShardSettings) -> list[TargetSpec]:
+    """The targets of this replica's shard."""
+    return [spec for spec in specs if in_shard(spec.name, shard)]

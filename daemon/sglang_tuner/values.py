@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 PROFILES: tuple[str, ...] = ("offline", "online", "long_context", "multi_turn")
@@ -23,6 +24,18 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "body_too_large",
     "parse",
     "no_sglang_metrics",
+    # read through a Prometheus-compatible API (a whole round, or this target's series)
+    "query_failed",
+    "query_timeout",
+    "no_series",
+)
+# Closed set of reasons a Prometheus query failed (sglang_tuner_prometheus_query_failures_total).
+QUERY_FAILURE_REASONS: tuple[str, ...] = (
+    "timeout",
+    "unreachable",
+    "rejected",  # 4xx: bad query, auth, too many requests, or an execution error
+    "server_error",  # 5xx other than a timeout
+    "bad_response",  # not a Prometheus API answer, or not the result type asked for
 )
 
 
@@ -118,6 +131,23 @@ class ScrapeResult:
     def is_up(self) -> bool:
         """True when the scrape produced a snapshot."""
         return self.snapshot is not None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStatus:
+    """One query of the Prometheus source: its latest run and its counts since start."""
+
+    name: str  # stable short name, the `query` label (the canonical signal it answers)
+    expr: str
+    ts: float | None = None  # when it last ran
+    duration_seconds: float | None = None
+    series: int = 0  # series in the latest answer
+    error_reason: str | None = None  # one of QUERY_FAILURE_REASONS, latest run
+    error: str | None = None
+    warnings: tuple[str, ...] = ()  # latest answer's warnings (e.g. a partial response)
+    runs_total: int = 0
+    failures_total: Mapping[str, int] = field(default_factory=dict)
+    warnings_total: int = 0  # answers that carried warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,3 +276,17 @@ _USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
 def redact_userinfo(text: str) -> str:
     """`text` with every URL's `user:password@` removed (for names, logs, the API, the store)."""
     return _USERINFO.sub(r"\1", text)
+
+
+def read_key_file(path: Path) -> str:
+    """A key or password file: one non-empty line (a trailing newline is fine); never shown."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"cannot read {path}: {reason}") from None
+    lines = text.rstrip("\r\n").splitlines()
+    if len(lines) != 1 or not lines[0].strip():
+        found = "empty" if not lines else f"{len(lines)} lines"
+        raise ValueError(f"{path} must hold the secret on one line ({found})")
+    return lines[0].strip()
