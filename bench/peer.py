@@ -99,6 +99,9 @@ def start_daemon(tmp: Path, urls: list[str], interval: float) -> subprocess.Pope
         "database": str(tmp / f"tuner-{len(urls)}.db"),
         "log_level": "warning",
     }
+    if not urls:  # nothing to watch yet: an empty file_sd file, or `run` refuses to start
+        (tmp / "none.json").write_text("[]")
+        config["file_sd"] = [{"files": [str(tmp / "none.json")]}]
     path = tmp / f"tuner-{len(urls)}.yml"
     path.write_text(yaml.safe_dump(config))
     cmd = [sys.executable, "-m", "sglang_tuner", "run", "--config", str(path)]

@@ -11,13 +11,14 @@ RUNS = (
     ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
     ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
-    ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40"]),
+    ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40", "--untuned"]),
     ("HTTP clients, fetch only", ["clients.py", "--targets", "1000", "--seconds", "30"]),
     ("daemon beside Prometheus: 200 targets", ["peer.py", "--targets", "200", "--seconds", "40"]),
     (
         "daemon beside Prometheus: 1,000 targets",
         ["peer.py", "--targets", "1000", "--seconds", "40"],
     ),
+    ("fleet through Prometheus: 10,000 targets", ["fleet.py", "--targets", "10000"]),
 )
 
 

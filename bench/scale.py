@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -107,8 +108,15 @@ def start_sim(count: int, port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("simulator did not start")
 
 
+# The daemon without `tune_runtime` (Python's default GIL switch interval and collector).
+UNTUNED = (
+    "import sys, sglang_tuner.server as s; s.tune_runtime = lambda: None; "
+    "from sglang_tuner.__main__ import main; sys.exit(main())"
+)
+
+
 def start_daemon(
-    tmp: Path, urls: list[str], interval: float
+    tmp: Path, urls: list[str], interval: float, untuned: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port_block(1, 19000)
     config = {
@@ -119,9 +127,13 @@ def start_daemon(
         "database": str(tmp / f"bench-{len(urls)}.db"),
         "log_level": "warning",
     }
+    if not urls:  # nothing to watch yet: an empty file_sd file, or `run` refuses to start
+        (tmp / "none.json").write_text("[]")
+        config["file_sd"] = [{"files": [str(tmp / "none.json")]}]
     path = tmp / f"config-{len(urls)}.yml"
     path.write_text(yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "sglang_tuner", "run", "--config", str(path)]
+    start = ["-c", UNTUNED] if untuned else ["-m", "sglang_tuner"]
+    cmd = [sys.executable, *start, "run", "--config", str(path)]
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     for _ in range(240):
@@ -140,7 +152,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure_daemon(base: str, pid: int, seconds: float) -> dict[str, object]:
     """CPU over `seconds` of steady state while timing /advice and /healthz."""
-    advice, health = [], []
+    advice: list[float] = []
+    health: list[float] = []
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     with httpx.Client(timeout=10) as client:
         while time.monotonic() - t0 < seconds:
@@ -160,7 +173,25 @@ def scrape_counts(base: str) -> tuple[list[int], float]:
     return [row["scrapes_total"] for row in rows], (started + time.monotonic()) / 2
 
 
-def run(targets: int, seconds: float, interval: float) -> dict[str, object]:
+def measure_api_untuned(
+    tmp: Path, urls: list[str], interval: float, seconds: float
+) -> dict[str, Any]:
+    """/advice latency of the daemon without `tune_runtime`, same servers, same run."""
+    daemon, base = start_daemon(tmp, urls, interval, untuned=True)
+    try:
+        time.sleep(2 * interval)
+        result = measure_daemon(base, daemon.pid, seconds)
+    finally:
+        daemon.terminate()
+        daemon.wait(20)
+    return {
+        "untuned_advice_p50_ms": statistics.median(result["advice_ms"]),  # type: ignore[arg-type]
+        "untuned_advice_p99_ms": percentile(result["advice_ms"], 0.99),  # type: ignore[arg-type]
+        "untuned_cpu_share": result["cpu_share"],
+    }
+
+
+def run(targets: int, seconds: float, interval: float, untuned: bool) -> dict[str, object]:
     port = free_port_block(targets)
     urls = [f"http://127.0.0.1:{port + i}" for i in range(targets)]
     sim = start_sim(targets, port)
@@ -188,12 +219,16 @@ def run(targets: int, seconds: float, interval: float) -> dict[str, object]:
             rss_full = rss_kib(daemon.pid)
             daemon.terminate()
             daemon.wait(20)
+            if untuned:
+                print(f"without runtime tuning: measuring {seconds:g}s ...", flush=True)
+                baseline = measure_api_untuned(Path(tmp), urls, interval, seconds)
     finally:
         sim.terminate()
         sim.wait(20)
     expected = targets * elapsed / interval
     made = sum(after) - sum(before)
     return {
+        **(baseline if untuned else {}),
         "targets": targets,
         "interval": interval,
         "daemon_cpu_share": result["cpu_share"],
@@ -222,6 +257,10 @@ def report(r: dict[str, object]) -> None:
     health = f"{r['healthz_p50_ms']:.1f} / {r['healthz_p99_ms']:.1f} ms"
     print(f"  GET /advice  p50/p99  {advice} (target p99 < 25 ms)")
     print(f"  GET /healthz p50/p99  {health} (baseline)")
+    if "untuned_advice_p99_ms" in r:
+        untuned = f"{r['untuned_advice_p50_ms']:.1f} / {r['untuned_advice_p99_ms']:.1f} ms"
+        ratio = float(r["advice_p99_ms"]) / float(r["untuned_advice_p99_ms"])  # type: ignore[arg-type]
+        print(f"  without runtime tuning {untuned} -> p99 ratio {ratio:.2f}x")
 
 
 def main() -> None:
@@ -229,8 +268,11 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=5.0)
+    parser.add_argument(
+        "--untuned", action="store_true", help="also measure /advice without tune_runtime"
+    )
     args = parser.parse_args()
-    result = run(args.targets, args.seconds, args.interval)
+    result = run(args.targets, args.seconds, args.interval, args.untuned)
     report(result)
     print(json.dumps(result, default=float))
 
