@@ -52,6 +52,8 @@ FLOORS: dict[str, int] = {
     "api": 15,
     "outputs": 16,
     "fleet": 16,  # the loop's Prometheus mode: source rounds -> target state
+    "server_reads": 16,  # the loop's /server_info reads -> target state
+    "schedule": 0,  # when the loop's work runs: knows nothing of the work
     "loop": 17,
     "server": 18,
     "check": 19,

@@ -11,19 +11,14 @@ fleet instead (its targets are discovered, not scraped); each round ends with a 
 import asyncio
 import functools
 import logging
-import math
 import ssl
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from .changes import FLAGS
 from .config import Settings
 from .evaluation import TunerState
 from .fleet import Fleet, fleet_changed
@@ -32,6 +27,8 @@ from .outputs import Outputs
 from .plan import Asked, Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
+from .schedule import Jobs, ScrapeLoops
+from .server_reads import read_due
 from .sources.fleet_targets import FleetTargetSource
 from .sources.target import TargetSource
 from .store import Store
@@ -41,13 +38,6 @@ from .values import ScrapeResult, redact_userinfo
 from .window import capacity_for
 
 logger = logging.getLogger(__name__)
-# Scrapes start on multiples of this: small next to any interval, large enough to batch a few.
-SCRAPE_TICK_SECONDS = 0.05
-
-
-def _offset(name: str, interval: float) -> float:
-    """A stable per-target offset so scrapes spread over the interval instead of bursting."""
-    return (zlib.crc32(name.encode()) % 1000) / 1000 * interval
 
 
 class Tuner:
@@ -76,11 +66,11 @@ class Tuner:
         self.rule_failures: Counter[str] = Counter()
         self.outputs = Outputs(settings, self.state, store)
         self._file_sd = FileSD(settings.file_sd)
-        self._scheduler: AsyncIOScheduler | None = None
+        self._jobs: Jobs | None = None
         self._ssl: ssl.SSLContext | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self._scrapers: dict[str, asyncio.Task[None]] = {}  # one scrape loop per target
         self._started = asyncio.Event()  # scrape loops wait for the state to be restored
+        self._scrapers = ScrapeLoops(self.scrape, self._started)
         self._scheduled = True  # False: a driver with its own clock calls `tick`
 
     def longest_window(self) -> float:
@@ -119,32 +109,27 @@ class Tuner:
         self.publish()
 
     def _start_jobs(self) -> None:
-        self._scheduler = AsyncIOScheduler()
+        self._jobs = jobs = Jobs(self.clock)
         s = self.settings
-        # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
-        # scrapes that change the same windows.
         self._schedule_rounds()
-        self._every("server_info", 5.0, self.refresh_server_info, 0.5)
+        jobs.every("server_info", 5.0, self.refresh_server_info, 0.5)
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
-            self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
+            jobs.every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
         if self.outputs.store is not None:
             # Every scrape interval: a kill loses at most one interval of state.
             every = s.scrape_interval_seconds
-            self._every("persist", every, self.persist_job, every)
-        self._scheduler.start()
+            jobs.every("persist", every, self.persist_job, every)
+        jobs.start()
 
     async def stop(self) -> None:
         """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
-        if self._scheduler is not None and self._scheduler.running:
-            self._scheduler.shutdown(wait=False)
-        for task in self._scrapers.values():
-            task.cancel()
+        if self._jobs is not None:
+            self._jobs.shutdown()
         if self._round is not None:  # a round must not outlive the connections it uses
             self._round.cancel()
-        await asyncio.gather(
-            *self._scrapers.values(), self._round or _done(), return_exceptions=True
-        )
+            await asyncio.gather(self._round, return_exceptions=True)
+        await self._scrapers.stop()
         self.persist()  # first: a stop cut short while alerts drain still keeps the state
         await self.outputs.stop()
         await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
@@ -155,21 +140,6 @@ class Tuner:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    def _every(
-        self,
-        job_id: str,
-        seconds: float,
-        func: Callable[..., object],
-        first: float,
-        args: tuple[str, ...] = (),
-    ) -> None:
-        assert self._scheduler is not None
-        self._scheduler.add_job(
-            func, "interval", args=args, seconds=seconds, id=job_id, replace_existing=True,
-            max_instances=1, coalesce=True, misfire_grace_time=max(1, int(seconds)),
-            next_run_time=datetime.fromtimestamp(self.clock() + first, UTC),
-        )  # fmt: skip
 
     # -- targets ---------------------------------------------------------------------------
     def _all_targets(self) -> list[TargetSpec]:
@@ -200,9 +170,7 @@ class Tuner:
             self.targets[name] = self._new_state(spec, capacity)
             self.sources[name] = TargetSource(spec, self._ssl)
             if self._scheduled:
-                first = _offset(name, interval)
-                task = asyncio.create_task(self._scrape_every(name, interval, first))
-                self._scrapers[name] = task
+                self._scrapers.add(name, interval)
 
     def _new_state(self, spec: TargetSpec, capacity: int) -> TargetState:
         s = self.settings
@@ -221,32 +189,8 @@ class Tuner:
         if source is not None:
             self._spawn(source.aclose())
         self.outputs.forget(name, self.clock())
-        scraper = self._scrapers.pop(name, None)
-        if scraper is not None:
-            scraper.cancel()
+        self._scrapers.remove(name)
         logger.info("target %s removed", name)
-
-    async def _scrape_every(self, name: str, interval: float, first: float) -> None:
-        """Scrape `name` every `interval` seconds from `first` on; a late one skips missed slots.
-
-        A task per target rather than a scheduler job (APScheduler's job store, wake-ups and
-        task per run cost ~8 % of the daemon's CPU at 1,000 targets), and wake-ups rounded up
-        to SCRAPE_TICK_SECONDS so the targets due in one tick share a turn of the event loop
-        (another ~8 %).
-        """
-        await self._started.wait()
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        due = loop.time() + first
-        while task is None or not task.cancelling():
-            await asyncio.sleep(
-                math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
-            )
-            await self.scrape(name)
-            due += interval
-            late = loop.time() - due
-            if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
-                due += math.ceil(late / interval) * interval
 
     # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
     def _new_fleet(self) -> Fleet:
@@ -255,17 +199,16 @@ class Tuner:
 
     def _schedule_rounds(self) -> None:
         """Direct mode publishes every scrape interval; with `prometheus:` each round does."""
-        s, scheduler = self.settings, self._scheduler
-        assert scheduler is not None
-        for job in ("publish", "prometheus"):
-            if scheduler.get_job(job):
-                scheduler.remove_job(job)
+        s, jobs = self.settings, self._jobs
+        assert jobs is not None
+        jobs.remove("publish")
+        jobs.remove("prometheus")
         if s.prometheus is None:
             interval = s.scrape_interval_seconds
-            self._every("publish", interval, self.publish_job, interval)
+            jobs.every("publish", interval, self.publish_job, interval)
             return
         self.fleet = self._new_fleet()
-        self._every("prometheus", s.evaluation_interval_seconds, self.fleet_round, 0.0)
+        jobs.every("prometheus", s.evaluation_interval_seconds, self.fleet_round, 0.0)
 
     def _restart_fleet(self) -> None:
         """`prometheus:` or `shard:` changed: the discovered targets start over."""
@@ -274,7 +217,7 @@ class Tuner:
                 self._remove_target(name)
             self._spawn(self.fleet.aclose())
             self.fleet = None
-        if self._scheduler is not None:
+        if self._jobs is not None:
             self._schedule_rounds()
         elif self.settings.prometheus is not None:
             self.fleet = self._new_fleet()
@@ -340,40 +283,11 @@ class Tuner:
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
-        now, period = self.clock(), self.settings.server_info_interval_seconds
-        due = [n for n, t in self.targets.items() if self._server_info_due(n, t, now, period)]
-        # At start every target is due at once: a few at a time keeps that burst from
-        # starving the scrapes.
-        limit = asyncio.Semaphore(16)
-        try:
-            await asyncio.gather(*(self._server_info(n, now, limit) for n in due))
-        except asyncio.CancelledError:
-            return  # shutting down
-
-    def _server_info_due(self, name: str, target: TargetState, now: float, period: float) -> bool:
-        source = self.sources[name]
-        if not source.spec.url:  # a fleet target of unknown URL: say why once, never ask
-            return source.server_info_ts == 0.0
-        return target.needs_server_info or now - source.server_info_ts >= period
-
-    async def _server_info(self, name: str, now: float, limit: asyncio.Semaphore) -> None:
-        source, timeout = self.sources[name], self.settings.scrape_timeout_seconds
-        source.server_info_ts = now
-        async with limit:
-            config, error = await source.server_info(timeout)
-            facts = await source.dcgm(timeout)
-        target = self.targets.get(name)
-        if target is None:
-            return  # removed while we waited
-        if source.spec.dcgm_url:
-            target.apply_dcgm(facts)
-        asked = self.asked.get(name, Asked())
-        change = target.apply_server_info(config, error, asked.flags, asked.ratios)
-        if change is not None and change.kind == FLAGS:
-            self.asked[name] = Asked()  # a new configuration: asked afresh from here
-            moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
-            by = f" (asked by {change.rule})" if change.rule else ""
-            logger.info("target %s restarted with new flags: %s%s", name, moved, by)
+        s = self.settings
+        await read_due(
+            self.targets, self.sources, self.asked, self.clock(),
+            s.server_info_interval_seconds, s.scrape_timeout_seconds,
+        )  # fmt: skip
 
     # -- alert state -> publish -> outputs --------------------------------------------------
     async def publish_job(self) -> None:
@@ -416,22 +330,15 @@ class Tuner:
         """New scrape interval or window: resize every window, restart the periodic work."""
         interval, capacity = self.settings.scrape_interval_seconds, self.window_capacity()
         fleet_capacity = self.window_capacity(self.settings.evaluation_interval_seconds)
+        fleet = self.fleet.names if self.fleet is not None else set()
         for name, target in self.targets.items():
-            if self.fleet is not None and name in self.fleet.names:
-                target.resize_window(fleet_capacity)
-                continue
-            target.resize_window(capacity)
-            if not self._scheduled:
-                continue
-            self._scrapers.pop(name).cancel()
-            self._scrapers[name] = asyncio.create_task(
-                self._scrape_every(name, interval, _offset(name, interval))
-            )
-        if self._scheduler is not None:
+            target.resize_window(fleet_capacity if name in fleet else capacity)
+        self._scrapers.retime(interval)
+        if self._jobs is not None:
             if self.settings.prometheus is None:
-                self._every("publish", interval, self.publish_job, interval)
+                self._jobs.every("publish", interval, self.publish_job, interval)
             if self.outputs.store is not None:
-                self._every("persist", interval, self.persist_job, interval)
+                self._jobs.every("persist", interval, self.persist_job, interval)
 
     async def persist_job(self) -> None:
         """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
@@ -442,10 +349,6 @@ class Tuner:
         fleet = self.fleet
         refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
         self.outputs.persist(self.targets, self.clock(), refilled)
-
-
-async def _done() -> None:
-    """Nothing to wait for."""
 
 
 def _timing(settings: Settings) -> tuple[float, ...]:

@@ -1,0 +1,112 @@
+"""When the loop's work runs: periodic jobs (APScheduler) and one scrape loop per target.
+
+Nothing here knows what the work is; the loop hands in the coroutines to run.
+"""
+
+import asyncio
+import math
+import zlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+# Scrapes start on multiples of this: small next to any interval, large enough to batch a few.
+SCRAPE_TICK_SECONDS = 0.05
+
+
+def offset(name: str, interval: float) -> float:
+    """A stable per-target offset so scrapes spread over the interval instead of bursting."""
+    return (zlib.crc32(name.encode()) % 1000) / 1000 * interval
+
+
+class Jobs:
+    """Periodic coroutine jobs (APScheduler would run plain functions in a thread pool, next
+    to the scrapes that change the same windows); a late run is coalesced, never doubled."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._scheduler = AsyncIOScheduler()
+
+    def every(
+        self,
+        job_id: str,
+        seconds: float,
+        func: Callable[[], Awaitable[None]],
+        first: float,
+    ) -> None:
+        """Run `func` every `seconds`, the first time `first` seconds from now (replacing a job
+        of the same id)."""
+        self._scheduler.add_job(
+            func, "interval", seconds=seconds, id=job_id, replace_existing=True,
+            max_instances=1, coalesce=True, misfire_grace_time=max(1, int(seconds)),
+            next_run_time=datetime.fromtimestamp(self.clock() + first, UTC),
+        )  # fmt: skip
+
+    def remove(self, job_id: str) -> None:
+        """Stop a job, if there is one of that id."""
+        if self._scheduler.get_job(job_id):
+            self._scheduler.remove_job(job_id)
+
+    def start(self) -> None:
+        """Start running the jobs (in the running event loop)."""
+        self._scheduler.start()
+
+    def shutdown(self) -> None:
+        """Stop running jobs; one in progress finishes on its own."""
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+
+
+class ScrapeLoops:
+    """One task per target scraping it every interval from its own offset.
+
+    A task per target rather than a scheduler job (APScheduler's job store, wake-ups and task
+    per run cost ~8 % of the daemon's CPU at 1,000 targets), and wake-ups rounded up to
+    SCRAPE_TICK_SECONDS so the targets due in one tick share a turn of the event loop (another
+    ~8 %). The loops wait for `started` (the state restored) before the first scrape.
+    """
+
+    def __init__(self, scrape: Callable[[str], Awaitable[None]], started: asyncio.Event) -> None:
+        self._scrape = scrape
+        self._started = started
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def add(self, name: str, interval: float) -> None:
+        """Scrape `name` every `interval` seconds (a running loop for it is replaced)."""
+        self.remove(name)
+        self._tasks[name] = asyncio.create_task(self._every(name, interval))
+
+    def remove(self, name: str) -> None:
+        """Stop scraping `name`."""
+        task = self._tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+
+    def retime(self, interval: float) -> None:
+        """Every loop restarts on a new interval."""
+        for name in list(self._tasks):
+            self.add(name, interval)
+
+    async def stop(self) -> None:
+        """Cancel every loop and wait for them to end."""
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _every(self, name: str, interval: float) -> None:
+        await self._started.wait()
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        due = loop.time() + offset(name, interval)
+        while task is None or not task.cancelling():
+            await asyncio.sleep(
+                math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
+            )
+            await self._scrape(name)
+            due += interval
+            late = loop.time() - due
+            if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
+                due += math.ceil(late / interval) * interval
