@@ -73,11 +73,14 @@ class Tuner:
         self._scrapers = ScrapeLoops(self.scrape, self._started)
         self._scheduled = True  # False: a driver with its own clock calls `tick`
 
+    def rules_window(self) -> float:
+        """The longest window a rule uses."""
+        spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
+        return max([self.settings.window_seconds, *[w for w in spans if w]])
+
     def longest_window(self) -> float:
         """The longest window a rule or the change verification uses."""
-        spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
-        s = self.settings
-        return max([s.window_seconds, s.verify_window_seconds, *[w for w in spans if w]])
+        return max(self.rules_window(), self.settings.verify_window_seconds)
 
     def window_capacity(self, interval_seconds: float | None = None) -> int:
         """Ring size covering the longest window, samples `interval_seconds` apart (default:
@@ -235,7 +238,8 @@ class Tuner:
             log=_log_transition,
         )  # fmt: skip
         try:
-            for past in await fleet.history(now, self.longest_window()):
+            # what the rules need at once; the verification's longer window fills as it runs
+            for past in await fleet.history(now, self.rules_window()):
                 apply(past)
             apply(await fleet.source.round(now))
         except asyncio.CancelledError:
