@@ -156,3 +156,13 @@ def test_web_config_yaml_error_gives_the_place_not_the_line(tmp_path):
     message = _error(tmp_path, f"basic_auth_users:\n  alice: {HASH}\n bob: [\n")
     assert "not valid YAML at line 3" in message
     assert HASH not in message and "bob" not in message
+
+
+def test_web_config_example_in_the_operations_guide_is_valid(tmp_path):
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    section = guide.split("## Securing the API", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    ca = CA(tmp_path)
+    ca.issue("tuner")
+    web = _load(tmp_path, example.replace("<bcrypt hash>", HASH))
+    assert web.tls is not None and set(web.users) == {"prometheus", "ops"}
