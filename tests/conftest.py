@@ -81,7 +81,9 @@ def misbehaving_server() -> Iterator[str]:
 class DaemonProcess:
     """`sglang-tuner run` as a real subprocess (real uvicorn) with a generated config file."""
 
-    def __init__(self, tmp_path: Path, config: dict[str, object]) -> None:
+    def __init__(
+        self, tmp_path: Path, config: dict[str, object], client: dict[str, object] | None = None
+    ) -> None:
         self.port = free_port()
         self.config_path = tmp_path / "config.yml"
         self.config = {
@@ -92,7 +94,10 @@ class DaemonProcess:
         }
         self.write_config(self.config)
         self.log_path = tmp_path / "daemon.log"
-        self.url = f"http://127.0.0.1:{self.port}"
+        # httpx options for a daemon with a web config: verify= (then https) and auth=
+        self.client = client or {}
+        scheme = "https" if "verify" in self.client else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def write_config(self, config: dict[str, object]) -> None:
@@ -109,14 +114,14 @@ class DaemonProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daemon exited: {self.log_path.read_text()}")
             try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if self.get("/healthz", timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)
         raise RuntimeError(f"daemon did not start: {self.log_path.read_text()}")
 
     def get(self, path: str, **kw: object) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=5, **kw)  # type: ignore[arg-type]
+        return httpx.get(self.url + path, **{"timeout": 5, **self.client, **kw})  # type: ignore[arg-type]
 
     def wait_for(self, predicate, timeout: float = 30.0, interval: float = 0.25):  # type: ignore[no-untyped-def]
         """Poll `predicate(self)` until it returns something truthy; fail with the log."""
@@ -145,8 +150,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[object]:
     """Start `sglang-tuner run` subprocesses; all are stopped at the end of the test."""
     started: list[DaemonProcess] = []
 
-    def start(config: dict[str, object]) -> DaemonProcess:
-        daemon = DaemonProcess(tmp_path, config)
+    def start(config: dict[str, object], client: dict[str, object] | None = None) -> DaemonProcess:
+        daemon = DaemonProcess(tmp_path, config, client)
         started.append(daemon)
         return daemon.start()
 

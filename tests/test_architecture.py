@@ -25,6 +25,10 @@ FLOORS: dict[str, int] = {
     "verdicts": 2,
     "changes": 3,
     "httpauth": 2,
+    # the API's web config: TLS, the file, and the middleware that checks passwords
+    "webtls": 1,
+    "webconfig": 2,
+    "webauth": 3,
     "targets": 2,
     "rules": 4,
     "sources": 4,

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from . import __version__
 from .config import ConfigError, Settings, load_settings
 from .logsetup import configure_logging
+from .webconfig import WebConfigError, load_web_config
 
 DESCRIPTION = """\
 Watches running SGLang servers and tells you, with evidence and the exact flag change,
@@ -34,6 +35,12 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "--shard-index", type=int, help="this replica's shard, 0..count-1 (e.g. a pod ordinal)"
     )
     p.add_argument("--shard-count", type=int, help="replicas sharing the targets (default 1)")
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        type=Path,
+        help="TLS and basic auth for the API (exporter-toolkit's web config format)",
+    )
     _log_flags(p)
 
 
@@ -73,9 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--url", default="http://127.0.0.1:9877", help="the daemon's API (http://127.0.0.1:9877)"
     )
     changes.add_argument("--format", choices=["text", "json"], default="text")
+    _client_flags(changes)
     _assets_parser(sub.add_parser("assets", help="list or export the shipped files"))
     sub.add_parser("version", help="print the version")
     return parser
+
+
+def _client_flags(p: argparse.ArgumentParser) -> None:
+    """Credentials and TLS for a daemon whose API has a web config."""
+    p.add_argument("--username", help="basic auth user (with --password-file)")
+    p.add_argument("--password-file", type=Path, help="file holding that user's password")
+    p.add_argument("--ca-file", type=Path, help="CA certificate that signed the daemon's")
+    p.add_argument("--cert-file", type=Path, help="client certificate, if the daemon asks one")
+    p.add_argument("--key-file", type=Path, help="its key")
 
 
 def _assets_parser(p: argparse.ArgumentParser) -> None:
@@ -87,7 +104,8 @@ def _assets_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("database", "listen_host", "listen_port", "external_url", "log_level", "log_format")
+    keys = ["database", "listen_host", "listen_port", "external_url", "log_level", "log_format"]
+    keys.append("web_config_file")
     flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     shard = {k: getattr(args, f"shard_{k}", None) for k in ("index", "count")}
     if any(v is not None for v in shard.values()):  # merged with shard: from the file and env
@@ -154,8 +172,11 @@ def _cmd_assets(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     settings = _settings(args.file, {})
+    web = load_web_config(settings.web_config_file)
     counts = f"{len(settings.targets)} target(s), {len(settings.rules)} rule override(s)"
     print(f"{args.file}: OK ({counts})")
+    if web.path is not None:
+        print(f"{web.path}: OK ({'TLS' if web.tls else 'no TLS'}, {len(web.users)} user(s))")
     return 0
 
 
@@ -170,13 +191,35 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _client(args: argparse.Namespace) -> dict[str, Any]:
+    """httpx options from the --username/--password-file/--ca-file/--cert-file/--key-file."""
+    from .config import BasicAuthSettings, TLSSettings
+    from .httpauth import auth_headers, ssl_context
+
+    if (args.username is None) != (args.password_file is None):
+        raise ValueError("--username and --password-file go together")
+    auth = None
+    if args.username is not None:
+        auth = BasicAuthSettings(username=args.username, password_file=args.password_file)
+    tls = TLSSettings(ca_file=args.ca_file, cert_file=args.cert_file, key_file=args.key_file)
+    options: dict[str, Any] = {"headers": auth_headers(auth, None, "daemon")}
+    if args.ca_file or args.cert_file:
+        options["verify"] = ssl_context(tls)
+    return options
+
+
 def _cmd_changes(args: argparse.Namespace) -> int:
     import httpx
 
     path = "/changes" + (f"/{quote(args.target, safe='')}" if args.target else "")
     url = args.url.rstrip("/") + path
     try:
-        response = httpx.get(url, params={"format": args.format}, timeout=10.0)
+        client = _client(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        response = httpx.get(url, params={"format": args.format}, timeout=10.0, **client)
     except httpx.HTTPError as exc:
         print(f"error: cannot reach the daemon at {args.url}: {exc}", file=sys.stderr)
         return 1
@@ -199,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except ConfigError as exc:
         print(f"error: invalid configuration {exc}", file=sys.stderr)
+        return 2
+    except WebConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

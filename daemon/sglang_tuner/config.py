@@ -176,6 +176,12 @@ class Settings(BaseSettings):
     keep_firing_for_seconds: float = Field(300.0, ge=0, description="Keep firing after it clears")
     listen_host: str = Field("0.0.0.0", description="API and /metrics address")
     listen_port: int = Field(9877, ge=0, le=65535, description="API and /metrics port")
+    web_config_file: Path | None = Field(
+        None, description="TLS and basic auth for the API: a web config file (exporter-toolkit's)"
+    )
+    web_auth_exempt_paths: list[Literal["/healthz", "/readyz"]] = Field(
+        default_factory=list, description="Paths answered without basic auth, for probes"
+    )
     external_url: str | None = Field(None, description="Our URL as others reach it (alert links)")
     database: Path = Field(Path("sglang-tuner.db"), description="SQLite file for history")
     log_level: Literal["debug", "info", "warning", "error"] = "info"

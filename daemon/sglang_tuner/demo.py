@@ -86,7 +86,7 @@ async def _follow(latest: Callable[[], Evaluation], started: float, duration: fl
 
 
 async def _run(settings: Settings, duration: float) -> str:
-    tuner, server = build(settings)
+    tuner, server, _ = build(settings)
     await tuner.start()
     api = ApiThread(server)
     started = time.monotonic()

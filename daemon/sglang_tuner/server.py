@@ -5,14 +5,16 @@ import gc
 import logging
 import resource
 import signal
+import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import suppress
 
 import uvicorn
 from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp
 
 from .api import create_app
 from .config import ConfigError, Settings, external_url
@@ -21,27 +23,64 @@ from .exporter import TunerCollector
 from .loop import Tuner
 from .rules import ALL_RULES
 from .store import Store
+from .webauth import WebGuard
+from .webconfig import WebConfig, WebConfigError, load_web_config
+from .webtls import ServerTLS
 
 logger = logging.getLogger(__name__)
 
 
-def build(settings: Settings, *, with_store: bool = True) -> tuple[Tuner, uvicorn.Server]:
-    """Wire state, tuner, collector, API and uvicorn for `settings`."""
+class WebFront:
+    """A web config at work: `guard` before every endpoint, `tls` on the API's socket."""
+
+    def __init__(self, app: ASGIApp, web: WebConfig, open_paths: Collection[str]) -> None:
+        self.guard = WebGuard(app, web, open_paths)
+        self.tls = ServerTLS(web.tls, web.context) if web.tls and web.context else None
+        if web.users and self.tls is None:
+            logger.warning("web config %s: basic auth without TLS: passwords go in clear", web.path)
+
+    def ssl_context(self, *_: object) -> ssl.SSLContext:
+        """The listening SSLContext (uvicorn's ssl_context_factory)."""
+        assert self.tls is not None
+        return self.tls.listening
+
+    def check_reload(self, web: WebConfig) -> None:
+        """WebConfigError if `web` cannot be applied without a restart."""
+        if (web.tls is None) != (self.tls is None):
+            what = f"web config file {web.path}" if web.path else "web_config_file removed"
+            raise WebConfigError(f"{what}: turning TLS on or off needs a restart")
+
+    def apply(self, web: WebConfig, open_paths: Collection[str]) -> None:
+        """Serve with a reloaded web config from the next request; run it on the API's loop."""
+        self.guard.update(web, open_paths)
+        if self.tls is not None and web.tls is not None and web.context is not None:
+            self.tls.install(web.tls, web.context)
+        if web.path is not None:
+            on = "on" if self.tls else "off"
+            logger.info("web config %s applied: TLS %s, %d user(s)", web.path, on, len(web.users))
+
+
+def build(
+    settings: Settings, web: WebConfig | None = None, *, with_store: bool = True
+) -> tuple[Tuner, uvicorn.Server, WebFront]:
+    """Wire state, tuner, collector, API and uvicorn for `settings`, behind `web`."""
     state = TunerState()
     store = Store(settings.database) if with_store else None
     tuner = Tuner(settings, ALL_RULES, state, store)
     registry = CollectorRegistry()
     registry.register(TunerCollector(state.latest, ALL_RULES, external_url(settings)))
     app = create_app(state, registry, rules=ALL_RULES, settings=settings)
+    front = WebFront(app, web or WebConfig(), settings.web_auth_exempt_paths)
     config = uvicorn.Config(
-        app,
+        front.guard,
         host=settings.listen_host,
         port=settings.listen_port,
         log_config=None,  # keep our logging setup
         access_log=False,
         lifespan="off",
+        ssl_context_factory=front.ssl_context if front.tls else None,
     )
-    return tuner, uvicorn.Server(config)
+    return tuner, uvicorn.Server(config), front
 
 
 def raise_open_files_limit() -> None:
@@ -77,10 +116,19 @@ class ApiThread:
     def __init__(self, server: uvicorn.Server) -> None:
         self.server = server
         self.thread = threading.Thread(target=self._run, name="api", daemon=True)
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def _run(self) -> None:
-        with suppress(SystemExit):  # uvicorn exits when it cannot bind; `start` reports it
-            self.server.run()
+        factory = self.server.config.get_loop_factory()
+        # uvicorn exits when it cannot bind; `start` reports it
+        with suppress(SystemExit), asyncio.Runner(loop_factory=factory) as runner:
+            self.loop = runner.get_loop()
+            runner.run(self.server.serve())
+
+    def call_soon(self, callback: Callable[..., None], *args: object) -> None:
+        """Run `callback(*args)` on the API's event loop, between two of its steps."""
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(callback, *args)
 
     def start(self, timeout_seconds: float = 15.0) -> None:
         """Start and wait until it listens; ServeError when it cannot (port in use, say)."""
@@ -104,32 +152,34 @@ class ApiThread:
 
 
 async def serve(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
-    """Run until SIGINT/SIGTERM; SIGHUP re-reads the config and keeps the old one if invalid."""
+    """Run until SIGINT/SIGTERM; SIGHUP re-reads the config and the web config, and keeps the
+    old ones if either is invalid. WebConfigError before anything starts if the web config is."""
     raise_open_files_limit()
-    tuner, server = build(settings)
+    tuner, server, front = build(settings, load_web_config(settings.web_config_file))
     await tuner.start()
     tune_runtime()
     api = ApiThread(server)
     try:
         await asyncio.to_thread(api.start)
         logger.info(
-            "sglang-tuner listening on http://%s:%d (%d target(s))",
-            settings.listen_host, settings.listen_port, len(tuner.targets),
+            "sglang-tuner listening on %s://%s:%d (%d target(s))",
+            "https" if front.tls else "http", settings.listen_host, settings.listen_port,
+            len(tuner.targets),
         )  # fmt: skip
-        await _until_stopped(api, tuner, reload)
+        await _until_stopped(api, tuner, front, reload)
     finally:
         await asyncio.to_thread(api.stop)
         await tuner.stop()
 
 
 async def _until_stopped(
-    api: ApiThread, tuner: Tuner, reload: Callable[[], Settings] | None
+    api: ApiThread, tuner: Tuner, front: WebFront, reload: Callable[[], Settings] | None
 ) -> None:
     """Wait for SIGINT or SIGTERM (or the API thread dying); SIGHUP reloads meanwhile."""
     loop, stop = asyncio.get_running_loop(), asyncio.Event()
     handlers = {signal.SIGINT: stop.set, signal.SIGTERM: stop.set}
     if reload is not None:
-        handlers[signal.SIGHUP] = _reloader(tuner, reload)
+        handlers[signal.SIGHUP] = _reloader(api, tuner, front, reload)
     for signum, handler in handlers.items():
         loop.add_signal_handler(signum, handler)
     try:
@@ -142,13 +192,20 @@ async def _until_stopped(
                 loop.remove_signal_handler(signum)
 
 
-def _reloader(tuner: Tuner, reload: Callable[[], Settings]) -> Callable[[], None]:
+def _reloader(
+    api: ApiThread, tuner: Tuner, front: WebFront, reload: Callable[[], Settings]
+) -> Callable[[], None]:
     def on_sighup() -> None:
         try:
-            tuner.reload(reload())
+            settings = reload()
+            web = load_web_config(settings.web_config_file)
+            front.check_reload(web)
+            tuner.reload(settings)
         except ConfigError as exc:
             logger.error("reload failed, keeping the running configuration:\n%s", exc)
-        except OSError as exc:
+        except (WebConfigError, OSError) as exc:
             logger.error("reload failed, keeping the running configuration: %s", exc)
+        else:
+            api.call_soon(front.apply, web, settings.web_auth_exempt_paths)
 
     return on_sighup
