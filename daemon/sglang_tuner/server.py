@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from .api import create_app
 from .config import ConfigError, Settings, external_url
-from .evaluation import TunerState
+from .evaluation import Evaluation, TunerState
 from .exporter import TunerCollector
 from .loop import Tuner
 from .rules import ALL_RULES
@@ -90,19 +90,30 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def tune_runtime() -> None:
+def tune_runtime(state: TunerState) -> None:
     """Keep the API quick while the loop works (measured in docs/performance.md).
 
     - The API thread gets the GIL within 1 ms of asking instead of 5 (`sys.setswitchinterval`):
       a request changes hands a few times on its way through uvicorn.
     - What exists once the targets are loaded lives as long as the daemon: frozen, the
       collector's full passes never walk it again, and young collections run less often. A full
-      pass holds the GIL for its whole length (over 100 ms with 1,000 targets' windows).
+      pass holds the GIL for its whole length (over 100 ms with 1,000 targets' windows). Frozen
+      now, and once more after the first evaluation with targets (in Prometheus mode they are
+      found by the first round).
     """
     sys.setswitchinterval(0.001)
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+    frozen = False
+
+    def freeze_once(evaluation: Evaluation) -> None:
+        nonlocal frozen
+        if not frozen and evaluation.targets:
+            frozen = True
+            gc.freeze()
+
+    state.subscribe(freeze_once)
 
 
 class ServeError(Exception):
@@ -157,7 +168,7 @@ async def serve(settings: Settings, reload: Callable[[], Settings] | None = None
     raise_open_files_limit()
     tuner, server, front = build(settings, load_web_config(settings.web_config_file))
     await tuner.start()
-    tune_runtime()
+    tune_runtime(tuner.state)
     api = ApiThread(server)
     try:
         await asyncio.to_thread(api.start)
