@@ -154,16 +154,19 @@ def measure_daemon(base: str, pid: int, seconds: float) -> dict[str, object]:
     """CPU over `seconds` of steady state while timing /advice and /healthz."""
     advice: list[float] = []
     health: list[float] = []
+    size = 0
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     with httpx.Client(timeout=10) as client:
         while time.monotonic() - t0 < seconds:
             for path, out in (("/advice", advice), ("/healthz", health)):
                 started = time.perf_counter()
-                client.get(base + path).raise_for_status()
+                response = client.get(base + path).raise_for_status()
                 out.append((time.perf_counter() - started) * 1000)
+                if path == "/advice":
+                    size = max(size, len(response.content))
             time.sleep(0.2)
     cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
-    return {"cpu_share": cpu, "advice_ms": advice, "healthz_ms": health}
+    return {"cpu_share": cpu, "advice_ms": advice, "healthz_ms": health, "advice_bytes": size}
 
 
 def scrape_counts(base: str) -> tuple[list[int], float]:
@@ -238,6 +241,7 @@ def run(targets: int, seconds: float, interval: float, untuned: bool) -> dict[st
         "memory_kib_per_target": (rss_full - rss_empty) / targets,
         "advice_p50_ms": statistics.median(result["advice_ms"]),  # type: ignore[arg-type]
         "advice_p99_ms": percentile(result["advice_ms"], 0.99),  # type: ignore[arg-type]
+        "advice_bytes": result["advice_bytes"],
         "healthz_p50_ms": statistics.median(result["healthz_ms"]),  # type: ignore[arg-type]
         "healthz_p99_ms": percentile(result["healthz_ms"], 0.99),  # type: ignore[arg-type]
     }
@@ -256,6 +260,7 @@ def report(r: dict[str, object]) -> None:
     advice = f"{r['advice_p50_ms']:.1f} / {r['advice_p99_ms']:.1f} ms"
     health = f"{r['healthz_p50_ms']:.1f} / {r['healthz_p99_ms']:.1f} ms"
     print(f"  GET /advice  p50/p99  {advice} (target p99 < 25 ms)")
+    print(f"  GET /advice  body     {int(r['advice_bytes']) / 1000:.0f} KB (target < 100 KB)")  # type: ignore[call-overload]
     print(f"  GET /healthz p50/p99  {health} (baseline)")
     if "untuned_advice_p99_ms" in r:
         untuned = f"{r['untuned_advice_p50_ms']:.1f} / {r['untuned_advice_p99_ms']:.1f} ms"
