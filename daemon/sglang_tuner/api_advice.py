@@ -14,7 +14,6 @@ from .api_context import (
     EvaluationDep,
     FormatQuery,
     Rendered,
-    json_in_pieces,
     require_rule,
     require_target,
     wants_text,
@@ -109,7 +108,7 @@ def _rendered(
         out = select_advice(ev, f, target, ctx.settings.scrape_interval_seconds)
         if as_text:
             return advice_text(out).encode(), "text/plain; charset=utf-8"
-        return json_in_pieces(out), "application/json"
+        return out.model_dump_json().encode(), "application/json"
 
     return ctx.rendered.get(ev, ("advice", f, target, as_text), render)
 

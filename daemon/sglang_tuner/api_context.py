@@ -8,7 +8,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, HTTPException, Query, Request
 from prometheus_client.registry import CollectorRegistry
-from pydantic import BaseModel
 
 from .config import Settings
 from .evaluation import Evaluation, TargetStatus, TunerState
@@ -28,20 +27,6 @@ class ApiContext:
 
 
 Rendered = tuple[bytes, str]  # body, media type
-
-
-def json_in_pieces(model: BaseModel) -> bytes:
-    """`model.model_dump_json()`, with its lists of models serialized one item at a time. One
-    call on a 10,000-target answer holds the GIL for tens of ms, and the API thread waits all
-    that time; between items the interpreter can hand it over. Fields keep their order."""
-    fields = []
-    for name, value in model:
-        if isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            items = b",".join(item.model_dump_json().encode() for item in value)
-            fields.append(b'"%s":[%s]' % (name.encode(), items))
-        else:
-            fields.append(model.model_dump_json(include={name}).encode()[1:-1])
-    return b"{" + b",".join(f for f in fields if f) + b"}"
 
 
 class RenderCache:
