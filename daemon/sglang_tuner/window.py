@@ -157,14 +157,16 @@ class WindowView:
         return found
 
     def _rows(self, names: tuple[str, ...]) -> list[dict[str, float]]:
-        cols = [self.columns.get(n) for n in names]
-        if any(c is None for c in cols):
+        cols = [c for c in map(self.columns.get, names) if c is not None]
+        if len(cols) < len(names):
             return []
-        # `v == v` is False only for NaN (a missing value): cheaper than math.isnan per value.
+        # `v != v` is True only for NaN (a missing value): cheaper than math.isnan per value;
+        # one pass per column is cheaper than a generator per row.
+        missing = {i for col in cols for i, v in enumerate(col) if v != v}  # noqa: PLR0124
         return [
             dict(zip(names, vals, strict=True))
-            for vals in zip(*cols, strict=True)
-            if all(v == v for v in vals)  # noqa: PLR0124
+            for i, vals in enumerate(zip(*cols, strict=True))
+            if i not in missing
         ]
 
     def fraction(
