@@ -1,0 +1,116 @@
+"""Faults of the daemon's own process: killed twenty times while writing, stopped with SIGTERM,
+and sent SIGHUP with a bad and then a good configuration. Real daemon processes, a real SQLite
+file, simulated SGLang servers over real HTTP.
+"""
+
+import random
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sglang_sim import ServerSpec, SimFleet
+
+from tests.conftest import DaemonProcess
+
+FAST = {
+    "scrape_interval_seconds": 0.5,
+    "scrape_timeout_seconds": 0.4,
+    "evaluation_interval_seconds": 0.5,
+    "window_seconds": 15.0,
+    "min_samples": 6,
+    "hold_for_seconds": 0.0,
+}
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[SimFleet]:
+    """Two busy simulated servers, steady already (their advice fires within seconds)."""
+    specs = [ServerSpec("retraction_storm"), ServerSpec("healthy")]
+    with SimFleet(specs, speed=10.0, warmup_seconds=300.0) as fleet:
+        yield fleet
+
+
+def _firing(daemon: DaemonProcess) -> dict[tuple[str, str], float]:
+    """(target, rule) -> since_ts of every firing advice."""
+    rows = daemon.get("/advice").json()["data"]
+    return {(a["target"], a["rule"]): a["since_ts"] for a in rows if a["state"] == "firing"}
+
+
+def _samples(daemon: DaemonProcess) -> dict[str, int]:
+    return {t["name"]: t["samples_in_window"] for t in daemon.get("/targets").json()["data"]}
+
+
+def test_twenty_sigkills_while_writing_leave_the_database_intact_and_alerts_firing(
+    servers: SimFleet, tmp_path: Path
+):
+    config = {**FAST, "targets": [{"url": u} for u in servers.urls]}
+    first = DaemonProcess(tmp_path, config).start()
+    try:
+        firing = first.wait_for(_firing, timeout=60)
+    finally:
+        first.stop()
+    rng = random.Random(1)
+    for _ in range(20):  # killed at a random moment: scrapes, judging and writes under way
+        daemon = DaemonProcess(tmp_path, config).start()
+        time.sleep(rng.uniform(0.0, 1.5))
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.proc.wait(10)
+    with sqlite3.connect(tmp_path / "tuner.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert not list(tmp_path.glob("*.corrupt*"))  # nothing was moved aside
+    last = DaemonProcess(tmp_path, config).start()
+    try:
+        assert last.wait_for(lambda d: all(n > 0 for n in _samples(d).values()), timeout=5)
+        back = last.wait_for(_firing, timeout=10)
+    finally:
+        last.stop()
+    # the same alerts, firing since the same moment: restored, not raised afresh
+    assert {k: back[k] for k in firing if k in back} == firing
+
+
+def test_sigterm_keeps_the_windows_for_the_next_start(servers: SimFleet, tmp_path: Path):
+    config = {**FAST, "targets": [{"url": u} for u in servers.urls]}
+    daemon = DaemonProcess(tmp_path, config).start()
+    daemon.wait_for(lambda d: min(_samples(d).values(), default=0) >= 10)
+    daemon.stop()
+    assert daemon.proc is not None and daemon.proc.returncode == 0
+    again = DaemonProcess(tmp_path, {**config, "scrape_interval_seconds": 60.0}).start()
+    try:  # at most one scrape yet at a 60 s interval: the rest came from the file
+        assert all(n >= 5 for n in _samples(again).values()), _samples(again)
+    finally:
+        again.stop()
+
+
+def test_sighup_refuses_a_bad_config_keeps_running_then_applies_a_good_one(
+    servers: SimFleet, tmp_path: Path
+):
+    one, two = servers.urls
+    daemon = DaemonProcess(tmp_path, {**FAST, "targets": [{"url": one}]}).start()
+    try:
+        assert daemon.proc is not None
+        daemon.wait_for(lambda d: d.get("/targets").json()["data"])
+        daemon.config_path.write_text("targets: [{url: 'http://127.0.0.1:99999'}]\nbogus: 1\n")
+        daemon.proc.send_signal(signal.SIGHUP)
+        daemon.wait_for(lambda d: "reload failed, keeping the running configuration" in d.logs())
+        assert daemon.get("/healthz").status_code == 200
+        assert [t["url"] for t in daemon.get("/targets").json()["data"]] == [one]
+        daemon.write_config({**daemon.config, "targets": [{"url": one}, {"url": two}]})
+        daemon.proc.send_signal(signal.SIGHUP)
+        urls = daemon.wait_for(
+            lambda d: (
+                sorted(t["url"] for t in d.get("/targets").json()["data"])
+                if len(d.get("/targets").json()["data"]) == 2
+                else None
+            )
+        )
+        assert urls == sorted([one, two])
+        log = daemon.logs()
+        assert "99999" in log and "bogus" in log  # the refusal said what was wrong
+    finally:
+        daemon.stop()
