@@ -611,3 +611,13 @@ def test_a_hostile_accept_header_is_cut_and_parsed_by_splitting(client: TestClie
     ]  # fmt: skip
     for header in ("a" + " " * 16_000 + "b", "x/y;q=" + " " * 16_000 + "z"):
         assert client.get("/advice", headers={"Accept": header}).status_code == 200
+
+
+def test_advice_is_gzipped_once_for_clients_that_accept_it(client: TestClient) -> None:
+    plain = client.get("/advice?no_data=full", headers={"Accept-Encoding": "identity"})
+    assert len(plain.content) > 1024 and "content-encoding" not in plain.headers
+    packed = client.get("/advice?no_data=full", headers={"Accept-Encoding": "gzip, br"})
+    assert packed.headers["content-encoding"] == "gzip"
+    assert packed.headers["vary"] == "Accept-Encoding"
+    assert packed.json() == plain.json()  # the same answer, decoded by the client
+    assert int(packed.headers["content-length"]) < len(plain.content) / 3

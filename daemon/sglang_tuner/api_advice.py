@@ -1,5 +1,6 @@
 """The /advice routes: answers rendered once per evaluation, as JSON or a text report."""
 
+import gzip
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -95,10 +96,19 @@ def _advice_response(
     target: str | None,
     fmt: str | None,
 ) -> Response:
-    """The /advice answer, rendered once per evaluation and filter (see `advice_cache`)."""
+    """The /advice answer, rendered once per evaluation and filter (see `advice_cache`), and
+    gzipped once for clients that accept it (1,000 targets' advice: 1.3 MB, 70 KB gzipped)."""
     as_text = wants_text(request, fmt)
     body, media_type = _rendered(ctx, ev, f, target, as_text)
-    return Response(body, media_type=media_type)
+    if len(body) < GZIP_MIN_BYTES or "gzip" not in request.headers.get("accept-encoding", ""):
+        return Response(body, media_type=media_type, headers=VARY)
+    key = ("advice.gz", f, target, as_text)
+    packed, _ = ctx.rendered.get(ev, key, lambda: (gzip.compress(body, 6), media_type))
+    return Response(packed, media_type=media_type, headers={**VARY, "Content-Encoding": "gzip"})
+
+
+GZIP_MIN_BYTES = 1024  # smaller answers are sent as they are
+VARY = {"Vary": "Accept-Encoding"}
 
 
 def _rendered(
