@@ -114,7 +114,7 @@ def _count(store: Store, table: str) -> int:
     return int(store._read().execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
 
-def test_save_writes_only_new_samples_and_forgets_those_that_left_the_window(tmp_path):
+def test_save_writes_only_new_samples_and_forgets_old_ones_each_minute(tmp_path):
     store = Store(tmp_path / "t.db")
     window = Window(5)
     for ts in range(3):
@@ -122,11 +122,15 @@ def test_save_writes_only_new_samples_and_forgets_those_that_left_the_window(tmp
     store.save({"a": window.view(2.0, float("inf"))}, [], [], now=2.0)
     for ts in range(3, 8):
         window.append(Snapshot("t", float(ts), {"x": float(ts)}))
-    store.save({"a": window.view(7.0, float("inf"))}, [], [], now=7.0)
-    assert _count(store, "samples") == 5  # the ring's five, none twice, the old ones gone
-    (restored,) = Store(tmp_path / "t.db").load_windows({"a": 10}, now=10.0).values()
+    assert store.prune_due(7.0) is False and store.saved_until("a") == 2.0
+    store.save({"a": window.view(7.0, 7.0 - store.saved_until("a"))}, [], [], now=7.0)
+    assert _count(store, "samples") == 8  # only the five new ones inserted, none twice
+    (restored,) = Store(tmp_path / "t.db").load_windows({"a": 5}, now=10.0).values()
     assert [s.ts for s in restored] == [3.0, 4.0, 5.0, 6.0, 7.0]
-    store.save({}, [], [], now=8.0)  # the target left the config
+    assert store.prune_due(62.0)  # a minute on: the whole window, and the old ones go
+    store.save({"a": window.view(62.0, float("inf"))}, [], [], now=62.0)
+    assert _count(store, "samples") == 5
+    store.save({}, [], [], now=63.0)  # the target left the config
     assert _count(store, "samples") == 0
 
 

@@ -7,6 +7,7 @@ when a target leaves. Targets and judgements are read here, never written.
 import asyncio
 import contextlib
 import logging
+import math
 import sqlite3
 from collections.abc import Container, Mapping, Sequence
 
@@ -135,12 +136,17 @@ class Outputs:
         the next try."""
         if self.store is None:
             return
+        store = self.store
+        # Only the samples not stored yet, but the whole windows when old ones are to go.
+        whole = store.prune_due(now)
         windows = {
-            n: t.window.view(now, float("inf")) for n, t in targets.items() if n not in skip_windows
+            n: t.window.view(now, math.inf if whole else now - store.saved_until(n))
+            for n, t in targets.items()
+            if n not in skip_windows
         }
         flags = {n: t.history for n, t in targets.items()}
         changes = {n: t.changes.changes for n, t in targets.items()}
-        if self.store.save(windows, self.tracker.alerts(), self.history, now, flags, changes):
+        if store.save(windows, self.tracker.alerts(), self.history, now, flags, changes):
             self.history.clear()
             return
         self.save_failures += 1

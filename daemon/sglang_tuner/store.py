@@ -47,6 +47,9 @@ HISTORY_RETENTION_SECONDS = 30 * 24 * 3600  # a month of advice transitions is p
 # Prometheus's --rules.alert.for-outage-tolerance: after a longer outage, alert state starts over.
 OUTAGE_TOLERANCE_SECONDS = 3600.0
 PRUNE_EVERY_SECONDS = 3600.0  # old advice transitions are deleted hourly, not on every save
+# Samples that left their window are deleted this often; between, a save only inserts the new
+# ones (a full window per target on every 5 s save was a fifth of the daemon's CPU).
+SAMPLE_PRUNE_EVERY_SECONDS = 60.0
 
 
 class StoreError(Exception):
@@ -68,7 +71,11 @@ class Store:
         self._db: sqlite3.Connection | None = None
         self._saved_until: dict[str, float] = {}  # per target: newest sample already stored
         self._saved_json: dict[tuple[str, str], str] = {}  # (table, key) -> stored JSON
+        # (table, key) -> the frozen object last serialized, and its JSON: unchanged objects
+        # are not serialized again
+        self._serialized: dict[tuple[str, str], tuple[object, str]] = {}
         self._pruned_at = -math.inf
+        self._samples_pruned_at = -math.inf
         self._connect()
 
     @property
@@ -117,11 +124,14 @@ class Store:
         db = self._db or self._connect()
         if db is None:
             return False
-        rows = {k: v for k, v in _json_rows(flags, changes).items() if self._saved_json.get(k) != v}
+        rows = {k: v for k, v in self._json_rows(flags, changes).items()
+                if self._saved_json.get(k) != v}  # fmt: skip
+        alert_rows = [(now, a.key[0], self._json(("alerts", repr(a.key)), a)) for a in alerts]
         saved_until = dict(self._saved_until)
+        prune = self.prune_due(now)
         try:
             with db:
-                _write_samples(db, windows, saved_until)
+                _write_samples(db, windows, saved_until, prune)
                 db.executemany(
                     "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
                     [(k[1], v) for k, v in rows.items() if k[0] == "flags"],
@@ -130,10 +140,7 @@ class Store:
                                [(*_change_key(k[1]), v) for k, v in rows.items()
                                 if k[0] == "changes"])  # fmt: skip
                 db.execute("DELETE FROM alerts")
-                db.executemany(
-                    "INSERT INTO alerts VALUES (?, ?, ?)",
-                    [(now, a.key[0], json.dumps(asdict(a))) for a in alerts],
-                )
+                db.executemany("INSERT INTO alerts VALUES (?, ?, ?)", alert_rows)
                 db.executemany("INSERT INTO advice_history VALUES (?, ?, ?, ?, ?, ?)", history)
                 if now - self._pruned_at > PRUNE_EVERY_SECONDS:
                     cutoff = now - HISTORY_RETENTION_SECONDS
@@ -145,12 +152,46 @@ class Store:
             return False
         if now - self._pruned_at > PRUNE_EVERY_SECONDS:
             self._pruned_at = now
+        if prune:
+            self._samples_pruned_at = now
         self._saved_until = saved_until
         self._saved_json.update(rows)
         if self.error is not None:
             logger.info("state database %s is writable again", self.path)
             self.error = None
         return True
+
+    def prune_due(self, now: float) -> bool:
+        """Whether the next save deletes samples that left their window: it then needs every
+        target's whole window, else only the samples newer than `saved_until`."""
+        return now - self._samples_pruned_at >= SAMPLE_PRUNE_EVERY_SECONDS
+
+    def saved_until(self, target: str) -> float:
+        """The newest sample of `target` already stored (-inf: none)."""
+        return self._saved_until.get(target, -math.inf)
+
+    def _json(self, key: tuple[str, str], obj: object) -> str:
+        """JSON of a frozen dataclass, serialized again only when it is another object."""
+        seen = self._serialized.get(key)
+        if seen is not None and seen[0] is obj:
+            return seen[1]
+        text = json.dumps(asdict(obj))  # type: ignore[call-overload]
+        self._serialized[key] = (obj, text)
+        return text
+
+    def _json_rows(
+        self,
+        flags: Mapping[str, FlagHistory] | None,
+        changes: Mapping[str, Sequence[Change]] | None,
+    ) -> dict[tuple[str, str], str]:
+        """(table, key) -> JSON of every flag history and change (only changed ones get
+        written)."""
+        out = {("flags", n): self._json(("flags", n), h) for n, h in (flags or {}).items()}
+        for name, found in (changes or {}).items():
+            for change in found:
+                key = ("changes", json.dumps([name, change.at]))
+                out[key] = self._json(key, change)
+        return out
 
     def load_windows(self, limits: Mapping[str, int], now: float) -> dict[str, list[Snapshot]]:
         """Each target's last `limits[target]` saved samples, oldest first."""
@@ -213,6 +254,8 @@ class Store:
                      reason, aside)  # fmt: skip
         self._saved_until.clear()
         self._saved_json.clear()
+        self._serialized.clear()
+        self._samples_pruned_at = -math.inf
         self._connect()
 
 
@@ -252,35 +295,30 @@ def _move_aside(path: Path) -> Path:
 
 
 def _write_samples(
-    db: sqlite3.Connection, windows: Mapping[str, WindowView], saved_until: dict[str, float]
+    db: sqlite3.Connection,
+    windows: Mapping[str, WindowView],
+    saved_until: dict[str, float],
+    prune: bool,
 ) -> None:
-    """Insert samples newer than what is stored; delete those that left the window, and the
-    samples of targets no longer watched. Updates `saved_until` in place."""
+    """Insert samples newer than what is stored, and forget the samples of targets no longer
+    watched. With `prune` (each view then holds its whole window) also delete those that left
+    the window. Updates `saved_until` in place."""
     for name in [n for n in saved_until if n not in windows]:
         db.execute("DELETE FROM samples WHERE target = ?", (name,))
         del saved_until[name]
     for name, view in windows.items():
         if not view.ts:
-            db.execute("DELETE FROM samples WHERE target = ?", (name,))
-            saved_until.pop(name, None)
+            if prune:
+                db.execute("DELETE FROM samples WHERE target = ?", (name,))
+                saved_until.pop(name, None)
             continue
-        db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
+        if prune:
+            db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
         since = saved_until.get(name, -math.inf)
         rows = [(name, ts, json.dumps(_row(view.columns, k)))
                 for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
         db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
         saved_until[name] = view.ts[-1]
-
-
-def _json_rows(
-    flags: Mapping[str, FlagHistory] | None, changes: Mapping[str, Sequence[Change]] | None
-) -> dict[tuple[str, str], str]:
-    """(table, key) -> JSON of every flag history and change (only changed ones get written)."""
-    out = {("flags", name): json.dumps(asdict(h)) for name, h in (flags or {}).items()}
-    for name, found in (changes or {}).items():
-        for change in found:
-            out[("changes", json.dumps([name, change.at]))] = json.dumps(asdict(change))
-    return out
 
 
 def _change_key(key: str) -> tuple[str, float]:
