@@ -126,7 +126,9 @@ class Store:
             return False
         rows = {k: v for k, v in self._json_rows(flags, changes).items()
                 if self._saved_json.get(k) != v}  # fmt: skip
-        alert_rows = [(now, a.key[0], self._json(("alerts", repr(a.key)), a)) for a in alerts]
+        alert_rows = [
+            (now, a.key[0], self._json(("alerts", repr(a.key)), a, _alert_state(a))) for a in alerts
+        ]
         saved_until = dict(self._saved_until)
         prune = self.prune_due(now)
         try:
@@ -170,13 +172,15 @@ class Store:
         """The newest sample of `target` already stored (-inf: none)."""
         return self._saved_until.get(target, -math.inf)
 
-    def _json(self, key: tuple[str, str], obj: object) -> str:
-        """JSON of a frozen dataclass, serialized again only when it is another object."""
+    def _json(self, key: tuple[str, str], obj: object, token: object = None) -> str:
+        """JSON of a frozen dataclass, serialized again only when `token` changed (default:
+        the object itself)."""
+        token = obj if token is None else token
         seen = self._serialized.get(key)
-        if seen is not None and seen[0] is obj:
+        if seen is not None and (seen[0] is token or seen[0] == token):
             return seen[1]
         text = json.dumps(asdict(obj))  # type: ignore[call-overload]
-        self._serialized[key] = (obj, text)
+        self._serialized[key] = (token, text)
         return text
 
     def _json_rows(
@@ -319,6 +323,14 @@ def _write_samples(
                 for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
         db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
         saved_until[name] = view.ts[-1]
+
+
+def _alert_state(alert: Alert) -> tuple[object, ...]:
+    """What of an alert must survive a kill: its lifecycle and the change it asks for. Its
+    evidence and validity move on every evaluation, and are renewed by the first one after a
+    restart."""
+    a = alert
+    return (a.state, a.active_at, a.fired_at, a.resolved_at, a.keep_firing_since, a.advice.action)
 
 
 def _change_key(key: str) -> tuple[str, float]:
