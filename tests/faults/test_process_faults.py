@@ -56,11 +56,14 @@ def test_twenty_sigkills_while_writing_leave_the_database_intact_and_alerts_firi
         first.stop()
     rng = random.Random(1)
     for _ in range(20):  # killed at a random moment: scrapes, judging and writes under way
-        daemon = DaemonProcess(tmp_path, config).start()
-        time.sleep(rng.uniform(0.0, 1.5))
-        assert daemon.proc is not None
-        daemon.proc.send_signal(signal.SIGKILL)
-        daemon.proc.wait(10)
+        daemon = DaemonProcess(tmp_path, config)
+        try:
+            daemon.start()
+            time.sleep(rng.uniform(0.0, 1.5))
+        finally:
+            assert daemon.proc is not None
+            daemon.proc.send_signal(signal.SIGKILL)
+            daemon.proc.wait(10)
     with sqlite3.connect(tmp_path / "tuner.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert not list(tmp_path.glob("*.corrupt*"))  # nothing was moved aside
@@ -77,8 +80,10 @@ def test_twenty_sigkills_while_writing_leave_the_database_intact_and_alerts_firi
 def test_sigterm_keeps_the_windows_for_the_next_start(servers: SimFleet, tmp_path: Path):
     config = {**FAST, "targets": [{"url": u} for u in servers.urls]}
     daemon = DaemonProcess(tmp_path, config).start()
-    daemon.wait_for(lambda d: min(_samples(d).values(), default=0) >= 10)
-    daemon.stop()
+    try:
+        daemon.wait_for(lambda d: min(_samples(d).values(), default=0) >= 10)
+    finally:
+        daemon.stop()
     assert daemon.proc is not None and daemon.proc.returncode == 0
     again = DaemonProcess(tmp_path, {**config, "scrape_interval_seconds": 60.0}).start()
     try:  # at most one scrape yet at a 60 s interval: the rest came from the file
