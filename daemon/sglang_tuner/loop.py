@@ -313,7 +313,9 @@ class Tuner:
             return
         s = self.settings
         try:
-            result = await source.scrape(self.clock(), s.scrape_timeout_seconds, s.max_body_bytes)
+            result = await source.scrape(
+                self.clock(), s.scrape_timeout_seconds, s.max_body_bytes, s.scrape_limits
+            )
         except asyncio.CancelledError:
             return  # shutting down: a scrape cut short is not an error worth a traceback
         _log_transition(target, result)

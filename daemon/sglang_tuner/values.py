@@ -24,6 +24,10 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "body_too_large",
     "parse",
     "no_sglang_metrics",
+    # the page broke one of the target's scrape limits (`ScrapeLimits`)
+    "sample_limit_exceeded",
+    "label_limit_exceeded",
+    "label_value_length_limit_exceeded",
     # read through a Prometheus-compatible API (a whole round, or this target's series)
     "query_failed",
     "query_timeout",
@@ -37,6 +41,15 @@ QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "server_error",  # 5xx other than a timeout
     "bad_response",  # not a Prometheus API answer, or not the result type asked for
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeLimits:
+    """Prometheus's per-scrape limits: a page past one fails the scrape. 0 = no limit."""
+
+    sample_limit: int = 50_000  # sample lines in a page (SGLang writes about 800)
+    label_limit: int = 0  # labels of one series (its name not counted)
+    label_value_length_limit: int = 2048  # bytes of one label value
 
 
 class Severity(StrEnum):

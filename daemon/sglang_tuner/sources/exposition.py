@@ -8,11 +8,14 @@ slower and is used only as a test oracle.
 """
 
 import functools
+import itertools
 import os
 import re
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from sglang_tuner.values import ScrapeLimits
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 
@@ -27,6 +30,8 @@ _BAD_LINE_RE = re.compile(rb"\n[^#a-zA-Z_:\n \t\r]")
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
+# The start of a sample line: not blank, not a comment (the body is framed by newlines).
+_SAMPLE_START_RE = re.compile(rb"\n[ \t]*[^#\s]")
 
 # canonical sample name -> [(raw label string, value), ...] in page order
 RawSamples = dict[str, list[tuple[bytes, float]]]
@@ -40,6 +45,14 @@ class RawPage:
 
     samples: RawSamples
     has_prefixed_lines: bool
+
+
+class LimitExceededError(ValueError):
+    """The page broke a scrape limit; `reason` is the scrape failure reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +84,21 @@ def scan_exposition(
     names: Collection[str] | None = None,
     *,
     prefixes: tuple[str, ...] = SGLANG_PREFIXES,
+    limits: ScrapeLimits | None = None,
 ) -> RawPage:
     """Parse `body`, keeping the samples named in `names` (without the prefix; None keeps all).
 
     Names are sample names: a histogram's are `<family>_bucket`, `_sum`, `_count`. One regex scan
     over the whole body finds the wanted lines, so skipped lines cost no Python; the body is
-    never decoded. Raises ValueError with a short reason when the body is not exposition text.
+    never decoded. Raises ValueError with a short reason when the body is not exposition text,
+    and LimitExceededError past one of `limits`: the samples are counted before any is parsed,
+    the labels of each kept series checked as it is read (skipped series are never parsed).
     """
     body = b"\n" + body + b"\n"
+    if limits is not None:
+        _check_sample_limit(body, limits.sample_limit)
+    longest = (limits.label_value_length_limit if limits else 0) or sys.maxsize
+    most = limits.label_limit if limits else 0
     pattern, decoded = _sample_regex(None if names is None else frozenset(names), prefixes)
     samples: RawSamples = {}
     try:
@@ -87,15 +107,42 @@ def scan_exposition(
                 _raise_bad_line(body)
             if bad_line:
                 raw, value = _slow_line(bad_line)
+            if len(raw) > longest or (most and raw.count(b"=") > most):
+                _check_labels(name_bytes, raw, longest, most or sys.maxsize)
             name = decoded.get(name_bytes) or decoded.setdefault(name_bytes, name_bytes.decode())
             rows = samples.get(name)
             if rows is None:
                 samples[name] = rows = []
             rows.append((raw, float(value)))  # Go-style floats, NaN, +Inf, -Inf
+    except LimitExceededError:
+        raise
     except ValueError as exc:
         raise ValueError(f"bad sample: {str(exc)[:80]}") from None
     has_prefixed = bool(samples) or any(b"\n" + p.encode() in body for p in prefixes)
     return RawPage(samples, has_prefixed)
+
+
+def _check_sample_limit(body: bytes, limit: int) -> None:
+    """LimitExceededError when `body` (framed by newlines) holds more than `limit` samples."""
+    if limit <= 0 or body.count(b"\n") <= limit:
+        return  # no more lines than the limit: the usual page costs one count
+    beyond = itertools.islice(_SAMPLE_START_RE.finditer(body), limit, None)
+    if next(beyond, None) is not None:  # stops at the first sample past the limit
+        raise LimitExceededError("sample_limit_exceeded", f"more than {limit} samples")
+
+
+def _check_labels(name: bytes, raw: bytes, longest: int, most: int) -> None:
+    """LimitExceededError when a label value is longer than `longest` bytes or there are more
+    than `most` labels (the raw string was long enough, or had enough `=`, to need a look)."""
+    labels = parse_labels(raw.decode(errors="replace"))
+    series = name.decode(errors="replace")[:60]
+    if len(labels) > most:
+        message = f"{series} with {len(labels)} labels, more than {most}"
+        raise LimitExceededError("label_limit_exceeded", message)
+    size = max((len(value.encode()) for value in labels.values()), default=0)
+    if size > longest:
+        message = f"{series} with a label value of {size} bytes, more than {longest}"
+        raise LimitExceededError("label_value_length_limit_exceeded", message)
 
 
 def _raise_bad_line(body: bytes) -> None:

@@ -22,6 +22,7 @@ from sglang_tuner.sources.exposition import (
     quantile,
     scan_exposition,
 )
+from sglang_tuner.values import ScrapeLimits
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
 _GAUGES: dict[str, tuple[str, str]] = {
@@ -126,9 +127,13 @@ class SignalMapper:
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, dict[float, float]] = {}
 
-    def update(self, body: bytes | str, ts: float) -> dict[str, float]:
-        """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text."""
-        page = scan_exposition(body.encode() if isinstance(body, str) else body, _SAMPLE_NAMES)
+    def update(
+        self, body: bytes | str, ts: float, limits: ScrapeLimits | None = None
+    ) -> dict[str, float]:
+        """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text
+        (LimitExceededError, a ValueError, past one of `limits`)."""
+        raw = body.encode() if isinstance(body, str) else body
+        page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits)
         if not page.has_prefixed_lines:
             raise NoSglangMetricsError(_NO_SGLANG)
         samples = page.samples
