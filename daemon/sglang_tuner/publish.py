@@ -73,6 +73,7 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
         samples_in_window=0 if judgement is None else judgement.samples,
         scrapes_total=target.scrapes_total,
         failures_by_reason=dict(target.failures),
+        duplicate_samples_total=target.duplicate_samples_total,
         signals=signals,
     )
 

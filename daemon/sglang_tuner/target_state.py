@@ -79,6 +79,7 @@ class TargetState:
         self.last_success_ts: float | None = None
         self.scrapes_total = 0
         self.failures: Counter[str] = Counter()
+        self.duplicate_samples_total = 0
         self.needs_server_info = True  # at start and after a restart
         self.history = FlagHistory()  # the last safe and last failing value of each flag
         self.up_since: float | None = None  # first good scrape since the last restart
@@ -96,6 +97,7 @@ class TargetState:
     def ingest(self, result: ScrapeResult, log_values: Mapping[str, float] | None = None) -> None:
         """One scrape's outcome, with the log's signals since the previous scrape."""
         self.scrapes_total += 1
+        self.duplicate_samples_total += result.duplicate_samples
         self.last = result
         log_values = log_values or {}
         crashed = any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS)

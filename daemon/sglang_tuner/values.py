@@ -139,6 +139,7 @@ class ScrapeResult:
     error_reason: str | None = None  # one of SCRAPE_FAILURE_REASONS
     error: str | None = None  # one human-readable line
     sglang_version: str | None = None
+    duplicate_samples: int = 0  # samples the page repeated (the first of each series is read)
 
     @property
     def is_up(self) -> bool:

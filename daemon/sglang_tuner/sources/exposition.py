@@ -9,6 +9,7 @@ slower and is used only as a test oracle.
 
 import functools
 import itertools
+import operator
 import os
 import re
 import sys
@@ -32,6 +33,7 @@ _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 # The start of a sample line: not blank, not a comment (the body is framed by newlines).
 _SAMPLE_START_RE = re.compile(rb"\n[ \t]*[^#\s]")
+_label_string = operator.itemgetter(0)  # of a (raw label string, value) row
 
 # canonical sample name -> [(raw label string, value), ...] in page order
 RawSamples = dict[str, list[tuple[bytes, float]]]
@@ -45,6 +47,7 @@ class RawPage:
 
     samples: RawSamples
     has_prefixed_lines: bool
+    duplicates: int = 0  # samples dropped for repeating a kept series' name and labels
 
 
 class LimitExceededError(ValueError):
@@ -119,7 +122,7 @@ def scan_exposition(
     except ValueError as exc:
         raise ValueError(f"bad sample: {str(exc)[:80]}") from None
     has_prefixed = bool(samples) or any(b"\n" + p.encode() in body for p in prefixes)
-    return RawPage(samples, has_prefixed)
+    return RawPage(samples, has_prefixed, _drop_duplicates(samples))
 
 
 def _check_sample_limit(body: bytes, limit: int) -> None:
@@ -143,6 +146,25 @@ def _check_labels(name: bytes, raw: bytes, longest: int, most: int) -> None:
     if size > longest:
         message = f"{series} with a label value of {size} bytes, more than {longest}"
         raise LimitExceededError("label_value_length_limit_exceeded", message)
+
+
+def _drop_duplicates(samples: RawSamples) -> int:
+    """Keep the first of each series (name and label string) a page repeats; count the others.
+
+    Prometheus does the same (it rejects the repeat, counted in
+    `prometheus_target_scrapes_sample_duplicate_timestamp_total`), so a target read directly and
+    one read through Prometheus give the same value; summing the repeats, as the aggregation over
+    ranks would, misreads a gauge. Only byte-identical label strings are taken for one series.
+    """
+    dropped = 0
+    for name, rows in samples.items():
+        if len(rows) > 1 and len(set(map(_label_string, rows))) < len(rows):
+            first: dict[bytes, float] = {}
+            for raw, value in rows:
+                first.setdefault(raw, value)
+            samples[name] = list(first.items())
+            dropped += len(rows) - len(first)
+    return dropped
 
 
 def _raise_bad_line(body: bytes) -> None:

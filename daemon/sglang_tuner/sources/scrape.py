@@ -53,7 +53,8 @@ async def scrape_metrics(
         message = f"GET {metrics_url} took longer than {timeout_seconds:g} s"
         return _failed(name, now, started, "timeout", message)
     snapshot = Snapshot(target=name, ts=now, values=values)
-    return ScrapeResult(name, now, time.perf_counter() - started, snapshot=snapshot)
+    duration = time.perf_counter() - started
+    return ScrapeResult(name, now, duration, snapshot, duplicate_samples=mapper.duplicates)
 
 
 def _failed(name: str, now: float, started: float, reason: str, error: str) -> ScrapeResult:

@@ -126,6 +126,7 @@ class SignalMapper:
         self._prev_ts: float | None = None
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, dict[float, float]] = {}
+        self.duplicates = 0  # samples the last page repeated (the first of each was read)
 
     def update(
         self, body: bytes | str, ts: float, limits: ScrapeLimits | None = None
@@ -134,6 +135,7 @@ class SignalMapper:
         (LimitExceededError, a ValueError, past one of `limits`)."""
         raw = body.encode() if isinstance(body, str) else body
         page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits)
+        self.duplicates = page.duplicates
         if not page.has_prefixed_lines:
             raise NoSglangMetricsError(_NO_SGLANG)
         samples = page.samples
