@@ -5,6 +5,7 @@ log said since the previous one), `apply_server_info` and `apply_dcgm` when thos
 """
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Mapping
 
@@ -96,6 +97,7 @@ class TargetState:
 
     def ingest(self, result: ScrapeResult, log_values: Mapping[str, float] | None = None) -> None:
         """One scrape's outcome, with the log's signals since the previous scrape."""
+        result = _finite(result)
         self.scrapes_total += 1
         self.duplicate_samples_total += result.duplicate_samples
         self.last = result
@@ -191,6 +193,16 @@ class TargetState:
         self.gpu_fb_free_gb = float(free) if isinstance(free, int | float) else None
         model = facts.get("gpu_model")
         self.dcgm_gpu_model = model if isinstance(model, str) else self.dcgm_gpu_model
+
+
+def _finite(result: ScrapeResult) -> ScrapeResult:
+    """The result without NaN and infinite values: a page's NaN or ±Inf gauge is no evidence a
+    rule can weigh ("p50 inf"), and the window reads a missing value as NaN already."""
+    snapshot = result.snapshot
+    if snapshot is None or all(map(math.isfinite, snapshot.values.values())):
+        return result
+    values = {k: v for k, v in snapshot.values.items() if math.isfinite(v)}
+    return dataclasses.replace(result, snapshot=dataclasses.replace(snapshot, values=values))
 
 
 def flags_changed(old: ServerConfig | None, new: ServerConfig) -> bool:

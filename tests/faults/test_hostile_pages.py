@@ -28,7 +28,20 @@ def _duplicates(_handler: HostileHandler, endpoint: str) -> bytes:
     return PAGE + b"sglang:token_usage" + LABELS + b" 16.65\n" if endpoint == "metrics" else b""
 
 
-ROUTES = {"duplicates": _duplicates}
+def _nan_inf(_handler: HostileHandler, endpoint: str) -> bytes:
+    """The page with gauges rules read at NaN, +Inf and -Inf."""
+    if endpoint != "metrics":
+        return b""
+    page = PAGE
+    for name, value in ((b"num_queue_reqs", b"+Inf"), (b"token_usage", b"NaN"),
+                        (b"gen_throughput", b"-Inf"), (b"num_running_reqs", b"+Inf")):  # fmt: skip
+        head = b"sglang:" + name + LABELS + b" "
+        start = page.index(head) + len(head)
+        page = page[:start] + value + page[page.index(b"\n", start) :]
+    return page
+
+
+ROUTES = {"duplicates": _duplicates, "nan_inf": _nan_inf}
 
 
 class Run:
@@ -82,6 +95,16 @@ def test_a_repeated_series_is_read_once_and_counted(run: Run) -> None:
     assert target["up"] and target["signals"]["token_usage"] == 0.8  # not 17.45
     assert target["duplicate_samples_total"] >= 1
     assert (run.metric("sglang_tuner_scrape_duplicate_samples_total", "duplicates") or 0) >= 1
+
+
+def test_nan_and_infinite_gauges_are_missing_values_not_evidence(run: Run) -> None:
+    run.daemon.wait_for(lambda _d: run.target("nan_inf")["samples_in_window"] >= 6, timeout=20)
+    target = run.target("nan_inf")
+    assert target["up"] and target["error_reason"] is None
+    advice = run.daemon.get("/advice", params={"target": "nan_inf"}).json()["data"]
+    evidence = [a["evidence"].lower() for a in advice]
+    assert not [e for e in evidence if "inf" in e or "nan" in e], evidence
+    assert "token_usage" not in target["signals"] and "num_queue_reqs" not in target["signals"]
 
 
 def test_the_healthy_server_keeps_its_scrapes_next_to_hostile_targets(run: Run) -> None:
