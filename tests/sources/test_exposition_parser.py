@@ -150,8 +150,9 @@ def test_parse_labels_unescapes_quotes_backslashes_and_newlines() -> None:
 
 
 def test_label_cache_returns_same_labels_as_parse_labels() -> None:
-    cache = LabelCache(max_entries=1)
+    cache = LabelCache(max_bytes=400)  # room for one entry
     assert cache('a="1"') == {"a": "1"} and cache('b="2"') == {"b": "2"}
+    assert cache('a="1"') == {"a": "1"} and 0 < cache.size_bytes <= 400
 
 
 def test_quantile_interpolates_like_histogram_quantile() -> None:

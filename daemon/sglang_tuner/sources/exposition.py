@@ -31,6 +31,7 @@ _BAD_LINE_RE = re.compile(rb"\n[^#a-zA-Z_:\n \t\r]")
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
+_ENTRY_BYTES = 300  # a label cache entry besides its strings: key object, dict, table slot
 # The start of a sample line: not blank, not a comment (the body is framed by newlines).
 _SAMPLE_START_RE = re.compile(rb"\n[ \t]*[^#\s]")
 _label_string = operator.itemgetter(0)  # of a (raw label string, value) row
@@ -112,7 +113,7 @@ def scan_exposition(
                 raw, value = _slow_line(bad_line)
             if len(raw) > longest or (most and raw.count(b"=") > most):
                 _check_labels(name_bytes, raw, longest, most or sys.maxsize)
-            name = decoded.get(name_bytes) or decoded.setdefault(name_bytes, name_bytes.decode())
+            name = decoded.get(name_bytes) or name_bytes.decode()  # never cached: names may churn
             rows = samples.get(name)
             if rows is None:
                 samples[name] = rows = []
@@ -227,25 +228,32 @@ def parse_labels(raw: str) -> dict[str, str]:
 class LabelCache:
     """Memoised `parse_labels`: a target's label strings repeat on every scrape.
 
-    With `keep`, only those label names are stored (values interned): the cache lives as long
-    as its target, so what it holds is paid once per target.
+    Bounded in bytes, not entries: label values that change on every scrape (a request id, a
+    timestamp) would fill it with long strings never asked for again, so past `max_bytes` it
+    starts over (a real page's label strings take a few KiB). With `keep`, only those label
+    names are stored (values interned): the cache lives as long as its target.
     """
 
-    def __init__(self, max_entries: int = 20_000, keep: frozenset[str] | None = None) -> None:
+    def __init__(self, max_bytes: int = 256 * 1024, keep: frozenset[str] | None = None) -> None:
         self._cache: dict[str | bytes, dict[str, str]] = {}
-        self._max_entries = max_entries
+        self._max_bytes = max_bytes
         self._keep = keep
+        self.size_bytes = 0  # roughly what the entries take
 
     def __call__(self, raw: str | bytes) -> dict[str, str]:
         """Labels of `raw`, parsed once; the returned dict must not be mutated."""
         labels = self._cache.get(raw)
         if labels is None:
-            if len(self._cache) >= self._max_entries:
-                self._cache.clear()
             labels = parse_labels(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
             if self._keep is not None:
                 labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
-            self._cache[raw] = labels
+            size = _ENTRY_BYTES + 2 * len(raw)  # the key, and values at most as long
+            if self.size_bytes + size > self._max_bytes:
+                self._cache.clear()
+                self.size_bytes = 0
+            if size <= self._max_bytes:
+                self._cache[raw] = labels
+                self.size_bytes += size
         return labels
 
 

@@ -128,6 +128,11 @@ class SignalMapper:
         self._prev_buckets: dict[str, dict[float, float]] = {}
         self.duplicates = 0  # samples the last page repeated (the first of each was read)
 
+    @property
+    def label_cache_bytes(self) -> int:
+        """Roughly what the cache of parsed label strings holds now."""
+        return self._labels.size_bytes
+
     def update(
         self, body: bytes | str, ts: float, limits: ScrapeLimits | None = None
     ) -> dict[str, float]:
