@@ -127,17 +127,20 @@ class HostileHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def stream(self, kind: str, chunks: Iterable[bytes]) -> None:
-        """A close-delimited body, chunk by chunk, until the client hangs up; counts what left."""
+        """A close-delimited body, chunk by chunk, until the client hangs up; records how much
+        of it left (`server.sent[kind]`: the most of any one response)."""
         self.send_response(200)
         self.end_headers()
         self.close_connection = True
+        sent = 0
         try:
             for chunk in chunks:
                 self.wfile.write(chunk)
                 self.wfile.flush()
-                self.server.sent[kind] += len(chunk)
+                sent += len(chunk)
         except OSError:
             pass  # the client hung up (its cap or its timeout)
+        self.server.sent[kind] = max(self.server.sent[kind], sent)
 
 
 class _HostileHTTPServer(ThreadingHTTPServer):
@@ -146,7 +149,7 @@ class _HostileHTTPServer(ThreadingHTTPServer):
     def __init__(self, routes: Mapping[str, Route]) -> None:
         super().__init__(("127.0.0.1", 0), HostileHandler)
         self.routes = routes
-        self.sent: Counter[str] = Counter()  # streamed body bytes per kind
+        self.sent: Counter[str] = Counter()  # the most body bytes one streamed response sent
 
 
 class HostileServer:
@@ -170,7 +173,7 @@ class HostileServer:
 
     @property
     def sent(self) -> Counter[str]:
-        """Body bytes streamed per kind before the client hung up."""
+        """Per kind, the most body bytes one streamed response sent before the client hung up."""
         return self.http.sent
 
 

@@ -4,18 +4,20 @@ Each fails (or is read) on its own while a simulated SGLang server next to them 
 and the daemon neither crashes nor grows.
 """
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import HostileHandler, HostileServer, scrape_success_ratio
+from helpers import HostileHandler, HostileServer, Route, scrape_success_ratio, vm_mib
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim import ServerSpec, SimFleet
 
 from tests.conftest import FIXTURES, DaemonProcess
 
 INTERVAL = 0.5
+MIB = 1024 * 1024
 PAGE = (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes()  # token_usage 0.8
 LABELS = (
     b'{engine_type="unified",model_name="Qwen/Qwen2.5-7B-Instruct",'
@@ -41,16 +43,34 @@ def _nan_inf(_handler: HostileHandler, endpoint: str) -> bytes:
     return page
 
 
-ROUTES = {"duplicates": _duplicates, "nan_inf": _nan_inf}
+def _deep_info(_handler: HostileHandler, endpoint: str) -> bytes:
+    """A good page; `/server_info` nested 100,000 deep (json.loads raises RecursionError)."""
+    return PAGE if endpoint == "metrics" else b"[" * 100_000 + b"]" * 100_000
+
+
+def _huge_info(_handler: HostileHandler, endpoint: str) -> bytes | Iterator[bytes]:
+    """A good page; `/server_info` 200 MiB long, without a Content-Length."""
+    if endpoint == "metrics":
+        return PAGE
+    return iter([b'{"pad": "'] + [b"x" * MIB] * 200)
+
+
+ROUTES: dict[str, Route] = {
+    "duplicates": _duplicates,
+    "nan_inf": _nan_inf,
+    "deep_info": _deep_info,
+    "huge_info": _huge_info,
+}
 
 
 class Run:
-    """The daemon and its hostile targets' server."""
+    """The daemon, its hostile targets' server and the RSS it had before they turned hostile."""
 
     def __init__(self, daemon: DaemonProcess, server: HostileServer) -> None:
         self.daemon, self.server = daemon, server
         assert daemon.proc is not None
         self.pid = daemon.proc.pid
+        self.rss_before = vm_mib(self.pid)
 
     def target(self, name: str) -> dict[str, Any]:
         return dict(self.daemon.get(f"/targets/{name}").json())
@@ -63,11 +83,22 @@ class Run:
         return None
 
 
+def _gated(route: Route, hostile: dict[str, bool]) -> Route:
+    """`route` once `hostile["on"]`; before, the plain page and no `/server_info`."""
+
+    def answer(handler: HostileHandler, endpoint: str) -> Iterable[bytes] | bytes | None:
+        if hostile["on"]:
+            return route(handler, endpoint)
+        return PAGE if endpoint == "metrics" else b""
+
+    return answer
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    tmp = tmp_path_factory.mktemp("hostile")
+    tmp, hostile = tmp_path_factory.mktemp("hostile"), {"on": False}
     with (
-        HostileServer(ROUTES) as server,
+        HostileServer({k: _gated(route, hostile) for k, route in ROUTES.items()}) as server,
         SimFleet([ServerSpec("healthy")], warmup_seconds=60.0) as fleet,
     ):
         targets = [{"name": "healthy", "url": fleet.urls[0]}]
@@ -79,7 +110,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         }).start()  # fmt: skip
         try:
             daemon.wait_for(lambda d: _all_scraped(d, len(targets)))
-            yield Run(daemon, server)
+            running = Run(daemon, server)
+            hostile["on"] = True
+            yield running
         finally:
             daemon.stop()
 
@@ -91,9 +124,9 @@ def _all_scraped(daemon: DaemonProcess, count: int) -> bool:
 
 
 def test_a_repeated_series_is_read_once_and_counted(run: Run) -> None:
+    run.daemon.wait_for(lambda _d: run.target("duplicates")["duplicate_samples_total"], timeout=20)
     target = run.target("duplicates")
     assert target["up"] and target["signals"]["token_usage"] == 0.8  # not 17.45
-    assert target["duplicate_samples_total"] >= 1
     assert (run.metric("sglang_tuner_scrape_duplicate_samples_total", "duplicates") or 0) >= 1
 
 
@@ -105,6 +138,28 @@ def test_nan_and_infinite_gauges_are_missing_values_not_evidence(run: Run) -> No
     evidence = [a["evidence"].lower() for a in advice]
     assert not [e for e in evidence if "inf" in e or "nan" in e], evidence
     assert "token_usage" not in target["signals"] and "num_queue_reqs" not in target["signals"]
+
+
+def test_server_info_too_deep_or_too_large_is_a_config_error_not_a_crash(run: Run) -> None:
+    expected = {
+        "deep_info": "returned JSON nested deeper than 32 levels",
+        "huge_info": "returned more than 4 MiB; aborted",
+    }
+
+    def shown(_d: DaemonProcess) -> bool:
+        errors = {kind: run.target(kind)["config_error"] or "" for kind in expected}
+        return all(expected[kind] in error for kind, error in errors.items())
+
+    run.daemon.wait_for(shown, timeout=20)  # /server_info is asked for again every 5 s
+    assert run.target("deep_info")["up"] and run.target("huge_info")["up"]  # /metrics is fine
+    assert run.server.sent["huge_info"] < 32 * MIB  # of 200: the read stopped at the cap
+    assert "Traceback" not in run.daemon.logs() and "RecursionError" not in run.daemon.logs()
+
+
+def test_memory_stays_flat_across_hostile_targets(run: Run) -> None:
+    run.daemon.wait_for(lambda _d: run.server.sent["huge_info"] > 0, timeout=20)
+    time.sleep(20 * INTERVAL)
+    assert vm_mib(run.pid, "VmHWM") - run.rss_before < 100
 
 
 def test_the_healthy_server_keeps_its_scrapes_next_to_hostile_targets(run: Run) -> None:
