@@ -124,7 +124,10 @@ class HostileHandler(BaseHTTPRequestHandler):
         for name, value in {"Content-Length": str(len(body)), **headers}.items():
             self.send_header(name.replace("_", "-"), value)
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True  # the client hung up (its cap or its timeout)
 
     def stream(self, kind: str, chunks: Iterable[bytes]) -> None:
         """A close-delimited body, chunk by chunk, until the client hangs up; records how much

@@ -4,7 +4,9 @@ Each fails (or is read) on its own while a simulated SGLang server next to them 
 and the daemon neither crashes nor grows.
 """
 
+import functools
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,11 +57,55 @@ def _huge_info(_handler: HostileHandler, endpoint: str) -> bytes | Iterator[byte
     return iter([b'{"pad": "'] + [b"x" * MIB] * 200)
 
 
+@functools.cache
+def _bomb() -> bytes:
+    """1 GiB of exposition text, gzipped to 2.5 MiB."""
+    line = b"sglang:num_queue_reqs 1\n"
+    chunk = (line * (MIB // len(line) + 1))[:MIB]
+    gzip = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return b"".join([gzip.compress(chunk) for _ in range(1024)] + [gzip.flush()])
+
+
+def _gzip_bomb(handler: HostileHandler, endpoint: str) -> None:
+    """A page of 2.5 MiB that inflates to 1 GiB."""
+    if endpoint == "metrics":
+        handler.send_bytes(_bomb(), Content_Encoding="gzip")
+    else:
+        handler.send_bytes(b"Not Found", status=404)
+
+
+def _huge_body(_handler: HostileHandler, endpoint: str) -> bytes | Iterator[bytes]:
+    """A 50 MiB page without a Content-Length."""
+    line = b"sglang:num_queue_reqs 1\n"
+    return iter([line * (MIB // len(line))] * 50) if endpoint == "metrics" else b""
+
+
+def _trickle(handler: HostileHandler, endpoint: str) -> None:
+    """The page at one byte a second."""
+    if endpoint != "metrics":
+        handler.send_bytes(b"Not Found", status=404)
+        return
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(len(PAGE)))
+    handler.end_headers()
+    handler.close_connection = True
+    try:
+        for i in range(len(PAGE)):
+            handler.wfile.write(PAGE[i : i + 1])
+            handler.wfile.flush()
+            time.sleep(1.0)
+    except OSError:
+        pass  # the client gave up
+
+
 ROUTES: dict[str, Route] = {
     "duplicates": _duplicates,
     "nan_inf": _nan_inf,
     "deep_info": _deep_info,
     "huge_info": _huge_info,
+    "gzip_bomb": _gzip_bomb,
+    "huge_body": _huge_body,
+    "trickle": _trickle,
 }
 
 
@@ -97,6 +143,7 @@ def _gated(route: Route, hostile: dict[str, bool]) -> Route:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp, hostile = tmp_path_factory.mktemp("hostile"), {"on": False}
+    _bomb()  # built before the daemon starts
     with (
         HostileServer({k: _gated(route, hostile) for k, route in ROUTES.items()}) as server,
         SimFleet([ServerSpec("healthy")], warmup_seconds=60.0) as fleet,
@@ -154,6 +201,16 @@ def test_server_info_too_deep_or_too_large_is_a_config_error_not_a_crash(run: Ru
     assert run.target("deep_info")["up"] and run.target("huge_info")["up"]  # /metrics is fine
     assert run.server.sent["huge_info"] < 32 * MIB  # of 200: the read stopped at the cap
     assert "Traceback" not in run.daemon.logs() and "RecursionError" not in run.daemon.logs()
+
+
+def test_pages_that_never_end_fail_at_the_size_cap_or_the_timeout(run: Run) -> None:
+    expected = {"gzip_bomb": "body_too_large", "huge_body": "body_too_large", "trickle": "timeout"}
+    run.daemon.wait_for(
+        lambda _d: {kind: run.target(kind)["error_reason"] for kind in expected} == expected,
+        timeout=20,
+    )
+    assert "more than 16 MiB" in run.target("gzip_bomb")["error"]  # inflated, not on the wire
+    assert run.server.sent["huge_body"] < 32 * MIB  # of 50: the read stopped at the cap
 
 
 def test_memory_stays_flat_across_hostile_targets(run: Run) -> None:

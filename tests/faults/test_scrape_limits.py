@@ -72,13 +72,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             "scrape_timeout_seconds": 0.4, "evaluation_interval_seconds": 1.0,
         }).start()  # fmt: skip
         try:
-            daemon.wait_for(lambda d: all(t["up"] for t in d.get("/targets").json()["data"]))
+            daemon.wait_for(lambda d: _all_up(d, len(targets)))
             assert daemon.proc is not None
             rss_before = vm_mib(daemon.proc.pid)
             hostile["on"] = True
             yield Run(daemon, server, rss_before)
         finally:
             daemon.stop()
+
+
+def _all_up(daemon: DaemonProcess, count: int) -> bool:
+    """Every target scraped, and up."""
+    rows = daemon.get("/targets").json()["data"]
+    return len(rows) == count and all(t["up"] for t in rows)
 
 
 def _reasons(run: Run) -> dict[str, str | None]:
