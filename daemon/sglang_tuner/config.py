@@ -168,6 +168,12 @@ class Settings(BaseSettings):
         _LIMITS.label_value_length_limit, ge=0, description=_VALUE_LIMIT
     )
     server_info_interval_seconds: float = Field(300.0, gt=0, description="Re-read /server_info")
+    unreachable_retry_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="A target refusing connections (or unresolvable) this long is tried this "
+        "often instead of every scrape interval (0: every interval, as Prometheus does)",
+    )
     evaluation_interval_seconds: float = Field(
         15.0, gt=0, description="Judge each target's rules this often (right after a scrape)"
     )

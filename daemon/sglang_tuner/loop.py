@@ -37,12 +37,16 @@ from .sources.target import TargetSource
 from .store import Store
 from .target_state import TargetState
 from .targets import FileSD, TargetSpec, merge_targets, shard_targets, static_targets
-from .values import ScrapeResult, redact_userinfo
+from .transitions import TransitionLog
 from .window import capacity_for
 
 logger = logging.getLogger(__name__)
 # Scrapes start on multiples of this: small next to any interval, large enough to batch a few.
 SCRAPE_TICK_SECONDS = 0.05
+# The /server_info job's period; a target whose /server_info fails is asked again after 1, 3,
+# 7, ... periods, at most every `server_info_interval_seconds`, and not while it refuses
+# connections.
+SERVER_INFO_JOB_SECONDS = 5.0
 
 
 def _offset(name: str, interval: float) -> float:
@@ -81,6 +85,7 @@ class Tuner:
         self._background: set[asyncio.Task[None]] = set()
         self._scrapers: dict[str, asyncio.Task[None]] = {}  # one scrape loop per target
         self._started = asyncio.Event()  # scrape loops wait for the state to be restored
+        self.transitions = TransitionLog()
         self._scheduled = True  # False: a driver with its own clock calls `tick`
 
     def longest_window(self) -> float:
@@ -124,7 +129,7 @@ class Tuner:
         # Jobs are coroutines: APScheduler would run plain functions in a thread pool, next to the
         # scrapes that change the same windows.
         self._schedule_rounds()
-        self._every("server_info", 5.0, self.refresh_server_info, 0.5)
+        self._every("server_info", SERVER_INFO_JOB_SECONDS, self.refresh_server_info, 0.5)
         if s.file_sd:
             sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
             self._every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
@@ -243,10 +248,22 @@ class Tuner:
                 math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
             )
             await self.scrape(name)
-            due += interval
+            due += self._next_scrape_in(name, interval)
             late = loop.time() - due
             if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
                 due += math.ceil(late / interval) * interval
+
+    def _next_scrape_in(self, name: str, interval: float) -> float:
+        """The interval, or `unreachable_retry_seconds` for a target refusing connections (or
+        unresolvable) that long: a server that is gone (a stale file_sd list, a rack powered
+        off). Prometheus keeps to the interval; here a refused connect costs ~0.1 ms of the one
+        loop thread, so ten thousand gone targets would take a second of every interval from
+        the ones that answer."""
+        retry, target = self.settings.unreachable_retry_seconds, self.targets.get(name)
+        since = None if target is None else target.unreachable_since
+        if not retry or since is None or self.clock() - since < retry:
+            return interval
+        return max(interval, retry)
 
     # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
     def _new_fleet(self) -> Fleet:
@@ -289,7 +306,7 @@ class Tuner:
         apply = functools.partial(
             fleet.apply, targets=self.targets, sources=self.sources, remove=self._remove_target,
             restore=lambda new: self.outputs.restore(new, now, fleet.stores_windows),
-            log=_log_transition,
+            log=lambda target, result: self.transitions.record(target, result, now),
         )  # fmt: skip
         try:
             for past in await fleet.history(now, self.longest_window()):
@@ -318,7 +335,7 @@ class Tuner:
             )
         except asyncio.CancelledError:
             return  # shutting down: a scrape cut short is not an error worth a traceback
-        _log_transition(target, result)
+        self.transitions.record(target, result, result.ts)
         target.ingest(result, source.poll_log(result.ts))
         now = self.clock()
         if is_due(target, self.judged.get(name), now, s.evaluation_interval_seconds):
@@ -356,7 +373,13 @@ class Tuner:
         source = self.sources[name]
         if not source.spec.url:  # a fleet target of unknown URL: say why once, never ask
             return source.server_info_ts == 0.0
-        return target.needs_server_info or now - source.server_info_ts >= period
+        if target.unreachable_since is not None:
+            return False  # /metrics is refused: so is /server_info, asked once it answers
+        waited = now - source.server_info_ts + SERVER_INFO_JOB_SECONDS / 2  # the job's jitter
+        if not target.needs_server_info:
+            return waited >= period
+        backoff = SERVER_INFO_JOB_SECONDS * ((1 << min(target.server_info_failures, 16)) - 1)
+        return waited >= min(period, backoff)
 
     async def _server_info(self, name: str, now: float, limit: asyncio.Semaphore) -> None:
         source, timeout = self.sources[name], self.settings.scrape_timeout_seconds
@@ -385,6 +408,7 @@ class Tuner:
     def publish(self, refresh: bool = False) -> None:
         """Judge targets never judged (`refresh`: all of them), then publish an evaluation."""
         now = self.clock()
+        self.transitions.flush(now)
         for name in self.targets:
             if refresh or name not in self.judged:
                 self.judge(name, now)
@@ -454,12 +478,3 @@ def _timing(settings: Settings) -> tuple[float, ...]:
     """The settings whose change restarts the scrape loops and resizes the windows."""
     spans = [settings.rules[r].window_seconds or 0.0 for r in sorted(settings.rules)]
     return (settings.scrape_interval_seconds, settings.window_seconds, *spans)
-
-
-def _log_transition(target: TargetState, result: ScrapeResult) -> None:
-    """One line per up/down change (and per new failure reason), never one per scrape."""
-    before = target.last
-    if result.is_up and (before is None or not before.is_up):
-        logger.info("target %s is up (%s)", target.name, redact_userinfo(target.spec.url))
-    elif not result.is_up and (before is None or before.error_reason != result.error_reason):
-        logger.warning("target %s is down: %s", target.name, result.error)

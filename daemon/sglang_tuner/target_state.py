@@ -21,7 +21,14 @@ from .signals import (
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
 from .targets import TargetSpec
-from .values import FlagHistory, FlagOutcome, ScrapeResult, ServerConfig, Snapshot
+from .values import (
+    UNREACHABLE_REASONS,
+    FlagHistory,
+    FlagOutcome,
+    ScrapeResult,
+    ServerConfig,
+    Snapshot,
+)
 from .window import Window
 
 # Knobs whose change after a restart makes the old window describe another configuration.
@@ -82,6 +89,8 @@ class TargetState:
         self.failures: Counter[str] = Counter()
         self.duplicate_samples_total = 0
         self.needs_server_info = True  # at start and after a restart
+        self.server_info_failures = 0  # failed /server_info reads in a row
+        self.unreachable_since: float | None = None  # first of the refused scrapes in a row
         self.history = FlagHistory()  # the last safe and last failing value of each flag
         self.up_since: float | None = None  # first good scrape since the last restart
 
@@ -100,6 +109,12 @@ class TargetState:
         result = _finite(result)
         self.scrapes_total += 1
         self.duplicate_samples_total += result.duplicate_samples
+        if result.is_up and self.last is not None and not self.last.is_up:
+            self.server_info_failures = 0  # answering again: ask /server_info at once
+        if result.error_reason not in UNREACHABLE_REASONS:
+            self.unreachable_since = None
+        elif self.unreachable_since is None:
+            self.unreachable_since = result.ts
         self.last = result
         log_values = log_values or {}
         crashed = any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS)
@@ -182,6 +197,7 @@ class TargetState:
                     self.window.keep_since(restarted_at)
         if config is not None:
             self.restart_pending = False
+        self.server_info_failures = 0 if config is not None else self.server_info_failures + 1
         self.needs_server_info = config is None
         self.config = config or self.config
         self.config_error = error

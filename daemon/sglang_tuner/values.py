@@ -33,6 +33,9 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "query_timeout",
     "no_series",
 )
+# Failures that say no server listens there (refused, unresolvable, unreachable): the target is
+# gone rather than slow or broken.
+UNREACHABLE_REASONS: frozenset[str] = frozenset(("conn_refused", "connect_error"))
 # Closed set of reasons a Prometheus query failed (sglang_tuner_prometheus_query_failures_total).
 QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "timeout",
