@@ -12,6 +12,7 @@ RUNS = (
     ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
     ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40", "--untuned"]),
+    ("daemon memory: label values new every scrape", ["label_churn.py", "--seconds", "60"]),
     ("HTTP clients, fetch only", ["clients.py", "--targets", "1000", "--seconds", "30"]),
     ("daemon beside Prometheus: 200 targets", ["peer.py", "--targets", "200", "--seconds", "40"]),
     (

@@ -1,10 +1,18 @@
-"""Test helpers: windows from compact series notation, and rule inputs around them.
+"""Test helpers: windows from compact series notation, and rule inputs around them; servers
+that misbehave, and what a daemon process shows of them, for the fault tests.
 
 Series notation: space-separated values; `VxN` repeats V N times; `_` is a missing sample
 (`_x5` five of them). `window_from(step_seconds=15, token_usage="0.8x20", num_queue_reqs="5x20")`.
 """
 
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 from sglang_tuner.changes import Change
 from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
@@ -80,3 +88,117 @@ def rule_input(
 def evaluate(rule: Rule, view: WindowView, **kwargs: object) -> Outcome:
     """The rule's outcome (its preamble, then its check) for `rule_input(rule, view, **kwargs)`."""
     return apply_rule(rule, rule_input(rule, view, **kwargs))  # type: ignore[arg-type]
+
+
+# -- fault runs ------------------------------------------------------------------------------
+
+Route = Callable[["HostileHandler", str], Iterable[bytes] | bytes | None]
+
+
+class HostileHandler(BaseHTTPRequestHandler):
+    """Answers `/<kind>/<endpoint>` with `server.routes[kind](self, endpoint)`: the bytes of a
+    200 body (sent with its length), chunks to stream (the connection closes after them), or
+    None when the route answered itself."""
+
+    protocol_version = "HTTP/1.1"
+    server: "_HostileHTTPServer"
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        """Dispatch on the first path segment; unknown kinds and endpoints answer 404."""
+        kind, _, endpoint = self.path.strip("/").partition("/")
+        route = self.server.routes.get(kind)
+        answer = route(self, endpoint) if route is not None else b""
+        if route is None or (isinstance(answer, bytes) and not answer):
+            self.send_bytes(b"Not Found", status=404)
+        elif isinstance(answer, bytes):
+            self.send_bytes(answer)
+        elif answer is not None:
+            self.stream(kind, answer)
+
+    def send_bytes(self, body: bytes, status: int = 200, **headers: str) -> None:
+        """One response with a Content-Length."""
+        self.send_response(status)
+        for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True  # the client hung up (its cap or its timeout)
+
+    def stream(self, kind: str, chunks: Iterable[bytes]) -> None:
+        """A close-delimited body, chunk by chunk, until the client hangs up; records how much
+        of it left (`server.sent[kind]`: the most of any one response)."""
+        self.send_response(200)
+        self.end_headers()
+        self.close_connection = True
+        sent = 0
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+                sent += len(chunk)
+        except OSError:
+            pass  # the client hung up (its cap or its timeout)
+        self.server.sent[kind] = max(self.server.sent[kind], sent)
+
+
+class _HostileHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, routes: Mapping[str, Route]) -> None:
+        super().__init__(("127.0.0.1", 0), HostileHandler)
+        self.routes = routes
+        self.sent: Counter[str] = Counter()  # the most body bytes one streamed response sent
+
+
+class HostileServer:
+    """`_HostileHTTPServer` on a thread, as a context manager; `url(kind)` is a target's URL."""
+
+    def __init__(self, routes: Mapping[str, Route]) -> None:
+        self.http = _HostileHTTPServer(routes)
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+
+    def __enter__(self) -> "HostileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+    def url(self, kind: str) -> str:
+        """The base URL of the target that misbehaves as `kind`."""
+        return f"http://127.0.0.1:{self.http.server_port}/{kind}"
+
+    @property
+    def sent(self) -> Counter[str]:
+        """Per kind, the most body bytes one streamed response sent before the client hung up."""
+        return self.http.sent
+
+
+def vm_mib(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of a process from /proc/PID/status (VmRSS, VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def successful_scrapes(target: Mapping[str, Any]) -> int:
+    """Scrapes of a `/targets` entry that produced a snapshot."""
+    return int(target["scrapes_total"]) - sum(target["scrape_failures"].values())
+
+
+def scrape_success_ratio(
+    get_target: Callable[[], Mapping[str, Any]], seconds: float, interval_seconds: float
+) -> float:
+    """Successful scrapes of a target over `seconds`, as a share of the scrapes its interval
+    asks for (one scrape of slack for where the two reads fall in the interval)."""
+    before, started = successful_scrapes(get_target()), time.monotonic()
+    time.sleep(seconds)
+    after, elapsed = successful_scrapes(get_target()), time.monotonic() - started
+    return (after - before + 1) / (elapsed / interval_seconds)

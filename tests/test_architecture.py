@@ -34,6 +34,7 @@ FLOORS: dict[str, int] = {
     "sources": 4,
     "target_state": 5,
     "judge": 6,
+    "transitions": 6,
     "plan": 7,
     "alerting": 7,
     "evaluation": 8,

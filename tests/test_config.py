@@ -158,3 +158,23 @@ def test_api_key_file_is_checked_at_load_and_must_be_one_line(tmp_path):
 def test_alertmanager_url_port_is_checked():
     with pytest.raises(ConfigError, match="alertmanager.urls.*bad port"):
         load_settings(None, {"alertmanager": {"urls": ["http://am:70000"]}})
+
+
+def test_scrape_limits_default_globally_and_a_target_overrides_only_what_it_sets(tmp_path):
+    from sglang_tuner.targets import static_targets
+    from sglang_tuner.values import ScrapeLimits
+
+    path = _write(
+        tmp_path,
+        """
+label_limit: 64
+targets:
+  - {url: "http://gpu-1:30000", sample_limit: 100}
+  - {url: "http://gpu-2:30000"}
+""",
+    )
+    s = load_settings(path)
+    assert s.scrape_limits == ScrapeLimits(sample_limit=50_000, label_limit=64)
+    assert [t.limits for t in static_targets(s)] == [{"sample_limit": 100}, {}]
+    with pytest.raises(ConfigError, match=r"targets\[0\].sample_limit"):
+        load_settings(_write(tmp_path, "targets: [{url: 'http://a:1', sample_limit: -1}]"))

@@ -133,3 +133,50 @@ def test_daemon_sighup_applies_a_new_scrape_interval_and_a_new_alertmanager(
     daemon.wait_for(lambda d: "configuration reloaded" in d.logs())
     daemon.wait_for(lambda _d: _active_alerts(second_am.url, "no-metrics"))  # the alert moved
     assert _scrapes_in(daemon, 2.0) >= 6  # every quarter second now
+
+
+def test_a_target_refusing_connections_for_long_is_tried_less_often(
+    daemon_factory, misbehaving_server
+):
+    dead = {"name": "dead", "url": f"http://127.0.0.1:{free_port()}"}
+    good = {"name": "good", "url": f"{misbehaving_server}/good"}
+    config = {**SHORT, "scrape_interval_seconds": 0.5, "scrape_timeout_seconds": 0.4}
+    daemon = daemon_factory({**config, "targets": [dead, good], "unreachable_retry_seconds": 2.0})
+    scrapes = lambda d, name: d.get(f"/targets/{name}").json().get("scrapes_total", 0)  # noqa: E731
+    daemon.wait_for(lambda d: scrapes(d, "dead") >= 1 and scrapes(d, "good") >= 1)
+    dead0, good0, started = scrapes(daemon, "dead"), scrapes(daemon, "good"), time.monotonic()
+    time.sleep(10.0)
+    elapsed = time.monotonic() - started
+    # every 0.5 s for its first 2 s of refusals, then every 2 s; the good one keeps to 0.5 s
+    assert scrapes(daemon, "dead") - dead0 <= 2 / 0.5 + elapsed / 2.0 + 1
+    assert scrapes(daemon, "good") - good0 >= elapsed / 0.5 - 2
+    assert daemon.get("/targets/dead").json()["error_reason"] == "conn_refused"
+
+
+async def test_server_info_that_fails_is_asked_again_less_and_less_often(tmp_path):
+    from helpers import HostileHandler, HostileServer
+    from sglang_tuner.config import Settings, TargetSettings
+    from sglang_tuner.loop import Tuner
+
+    from tests.conftest import FIXTURES
+
+    page, asked = (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes(), []
+
+    def route(_handler: HostileHandler, endpoint: str) -> bytes:
+        asked.extend([endpoint] if endpoint == "server_info" else [])
+        return page if endpoint == "metrics" else b""  # /server_info: 404
+
+    with HostileServer({"noinfo": route}) as server:
+        target = TargetSettings(url=server.url("noinfo"), name="noinfo")
+        settings = Settings(targets=[target], database=tmp_path / "tuner.db")
+        clock = [1000.0]
+        tuner = Tuner(settings, clock=lambda: clock[0])
+        await tuner.start(scheduled=False)
+        try:
+            for _ in range(24):  # two minutes, the /server_info job's 5 s apart
+                await tuner.tick()
+                clock[0] += 5.0
+        finally:
+            await tuner.stop()
+    assert len(asked) == 4  # at 0, 5, 20 and 55 s (it was every 5 s: 24 times)
+    assert tuner.targets["noinfo"].config_error is not None

@@ -99,3 +99,22 @@ def test_build_evaluation_lists_advice_of_watched_targets_only():
         7,
         {"queue_empty": 2},
     )
+
+
+def test_rule_results_are_rebuilt_only_for_a_new_judgement_or_a_target_with_alerts():
+    from sglang_tuner.publish import ResultsMemo, all_rule_results
+
+    tracker, memo = AlertTracker(hold_for=0.0, keep_firing_for=0.0), ResultsMemo()
+    targets = {"gpu-a": _target(), "gpu-b": _target("gpu-b"), "gone": _target("gone")}
+    quiet = TargetJudgement(100.0, True, 12, _judged().judgements[1:])  # no finding
+    judged = {"gpu-a": quiet, "gpu-b": quiet, "gone": quiet}
+    first = all_rule_results(targets, judged, tracker, memo)
+    del targets["gone"]
+    second = all_rule_results(targets, judged, tracker, memo)
+    assert second["gpu-a"] is first["gpu-a"] and set(memo) == {"gpu-a", "gpu-b"}
+    judged["gpu-b"] = _judged(105.0)  # judged again: its finding fires
+    tracker.update(active_advice(targets, judged, {}, 105.0), 105.0)
+    third = all_rule_results(targets, judged, tracker, memo)
+    assert third["gpu-a"] is first["gpu-a"] and "gpu-b" not in memo
+    assert {r.rule: r.state for r in third["gpu-b"]}["queue_empty"] == "firing"
+    assert all_rule_results(targets, judged, tracker, memo)["gpu-b"] is not third["gpu-b"]

@@ -33,6 +33,19 @@ def test_ingest_metrics_win_over_the_log_which_fills_what_they_lack():
     assert state.scrapes_total == 1 and state.last_success_ts == 5.0
 
 
+def test_ingest_reads_nan_and_infinite_values_as_missing_and_the_target_as_up():
+    state = TargetState(SPEC, 10)
+    state.ingest(
+        _up(5.0, num_queue_reqs=float("inf"), token_usage=float("nan"), gen_throughput=-1e999)
+    )
+    state.ingest(_up(10.0, num_queue_reqs=2.0, token_usage=0.5, gen_throughput=float("-inf")))
+    view = state.window.view(10.0, 60.0)
+    assert view.values(NUM_QUEUE_REQS) == [2.0] and view.values("token_usage") == [0.5]
+    assert view.values("gen_throughput") == []
+    assert state.last is not None and state.last.is_up
+    assert state.last.snapshot is not None and "gen_throughput" not in state.last.snapshot.values
+
+
 def test_ingest_failed_scrape_counts_its_reason_and_keeps_crash_lines_only():
     state = TargetState(SPEC, 10)
     state.ingest(_down(5.0), {RETRACTIONS_PER_MINUTE: 4.0})

@@ -100,8 +100,9 @@ def _explain(
     for r in sorted(results, key=lambda r: r.rule):
         if r.health == Health.OK or (severity is not None and r.severity != severity):
             continue  # the common case, kept cheap: /advice must stay fast at 1,000 targets
-        reason = NoDataOut.from_result(r)
-        if reason is not None and whole is None:  # a down target's rules all say "down"
+        # a down target's rules all say "down": only their errors are worth a line
+        reason = None if whole is not None else NoDataOut.from_result(r)
+        if reason is not None:
             no_data.append(reason)
         elif r.health == Health.ERR:
             errors.append(RuleErrorOut(target=name, rule=r.rule, error=r.error or "error"))

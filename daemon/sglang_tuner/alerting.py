@@ -213,6 +213,10 @@ class AlertTracker:
             return AlertState.INACTIVE, None, None
         return alert.state, alert.active_at, alert.fired_at
 
+    def targets(self) -> set[str]:
+        """The targets with a tracked alert (pending, firing or recently resolved)."""
+        return {target for target, _ in self._alerts}
+
     def alerts(self) -> list[Alert]:
         """Every tracked alert: pending, firing and recently resolved."""
         return list(self._alerts.values())

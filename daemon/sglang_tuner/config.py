@@ -21,13 +21,19 @@ from .config_fleet import (
     ShardSettings,
     TLSSettings,
 )
-from .values import PROFILES, read_key_file, redact_userinfo
+from .values import PROFILES, ScrapeLimits, read_key_file, redact_userinfo
 
 __all__ = ["BasicAuthSettings", "PrometheusSettings", "ShardSettings", "TLSSettings"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Prometheus's scrape limits: global settings, and per target (None there: the global value).
+LIMIT_FIELDS = ("sample_limit", "label_limit", "label_value_length_limit")
+_LIMITS = ScrapeLimits()
+_SAMPLE_LIMIT = "Fail a scrape whose page holds more samples (0: no limit; SGLang writes ~800)"
+_LABEL_LIMIT = "Fail a scrape where a series read has more labels than this (0: no limit)"
+_VALUE_LIMIT = "Fail a scrape where a series read has a longer label value, bytes (0: no limit)"
 
 
 def checked_url(value: str) -> str:
@@ -61,6 +67,9 @@ class TargetSettings(_Strict):
     guide_version: Literal["current", "legacy"] = Field(
         "current", description="Thresholds of the current guide, or the older one (queue 50-1000)"
     )
+    sample_limit: int | None = Field(None, ge=0, description=_SAMPLE_LIMIT)
+    label_limit: int | None = Field(None, ge=0, description=_LABEL_LIMIT)
+    label_value_length_limit: int | None = Field(None, ge=0, description=_VALUE_LIMIT)
 
     @field_validator("url")
     @classmethod
@@ -153,7 +162,18 @@ class Settings(BaseSettings):
     scrape_interval_seconds: float = Field(5.0, gt=0, description="Scrape every target this often")
     scrape_timeout_seconds: float = Field(3.0, gt=0, description="Give up on a scrape after this")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest /metrics body read")
+    sample_limit: int = Field(_LIMITS.sample_limit, ge=0, description=_SAMPLE_LIMIT)
+    label_limit: int = Field(_LIMITS.label_limit, ge=0, description=_LABEL_LIMIT)
+    label_value_length_limit: int = Field(
+        _LIMITS.label_value_length_limit, ge=0, description=_VALUE_LIMIT
+    )
     server_info_interval_seconds: float = Field(300.0, gt=0, description="Re-read /server_info")
+    unreachable_retry_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="A target refusing connections (or unresolvable) this long is tried this "
+        "often instead of every scrape interval (0: every interval, as Prometheus does)",
+    )
     evaluation_interval_seconds: float = Field(
         15.0, gt=0, description="Judge each target's rules this often (right after a scrape)"
     )
@@ -205,6 +225,11 @@ class Settings(BaseSettings):
         """Flags (init kwargs) win over the environment, which wins over the YAML file."""
         del dotenv_settings, file_secret_settings
         return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    @property
+    def scrape_limits(self) -> ScrapeLimits:
+        """The global scrape limits (a target's own settings win over them)."""
+        return ScrapeLimits(self.sample_limit, self.label_limit, self.label_value_length_limit)
 
     @model_validator(mode="after")
     def target_names_unique(self) -> "Settings":

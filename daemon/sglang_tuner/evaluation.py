@@ -32,6 +32,7 @@ class TargetStatus:
     samples_in_window: int = 0
     scrapes_total: int = 0
     failures_by_reason: Mapping[str, int] = field(default_factory=dict)
+    duplicate_samples_total: int = 0  # samples its pages repeated (the first was read)
     signals: Mapping[str, float] = field(default_factory=dict)  # latest snapshot's values
 
 

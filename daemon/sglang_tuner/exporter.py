@@ -158,6 +158,7 @@ def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
     failures = dict.fromkeys(SCRAPE_FAILURE_REASONS, 0) | dict(t.failures_by_reason)
     for reason, count in failures.items():
         add(families, "sglang_tuner_scrape_failures", [name, reason], count)
+    add(families, "sglang_tuner_scrape_duplicate_samples", [name], t.duplicate_samples_total)
     add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):
         unit, label, factor = EXPORTED_AS.get(signal, ("", "", 1.0))

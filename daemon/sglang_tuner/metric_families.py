@@ -54,6 +54,10 @@ SPECS: Mapping[str, Spec] = {
     "sglang_tuner_scrape_failures": _counter(
         "Failed scrapes by reason; the reason says what to fix.", "target", "reason"
     ),
+    "sglang_tuner_scrape_duplicate_samples": _counter(
+        "Samples a server's pages repeated; the first of each series is read, as Prometheus does.",
+        *_T,
+    ),
     "sglang_tuner_last_success_timestamp_seconds": _gauge(
         "Unix time of the last successful scrape (0 = never); advice older is stale.", *_T
     ),

@@ -17,7 +17,7 @@ from .config import Settings, external_url
 from .evaluation import AlertmanagerStatus, DatabaseStatus, Evaluation, TunerState
 from .judge import TargetJudgement, rule_settings
 from .plan import Plan
-from .publish import active_advice, build_evaluation
+from .publish import ResultsMemo, active_advice, build_evaluation
 from .store import Store
 from .target_state import TargetState
 from .values import QueryStatus, redact_userinfo
@@ -40,6 +40,7 @@ class Outputs:
         self.history: list[HistoryRow] = []  # advice transitions not yet stored
         self.save_failures = 0
         self.publications = 0
+        self._results: ResultsMemo = {}  # rule results by target, reused while unchanged
         self._sender: asyncio.Task[None] | None = None
 
     def _hold_for(self, rule_id: str) -> float:
@@ -95,6 +96,7 @@ class Outputs:
             targets, judged, plans, self.tracker,
             rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
             count=self.publications, now=now, queries=tuple(queries), shard=shard,
+            memo=self._results,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation

@@ -73,6 +73,7 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
         samples_in_window=0 if judgement is None else judgement.samples,
         scrapes_total=target.scrapes_total,
         failures_by_reason=dict(target.failures),
+        duplicate_samples_total=target.duplicate_samples_total,
         signals=signals,
     )
 
@@ -102,6 +103,36 @@ def rule_results(
     return tuple(out)
 
 
+# Per target: the judgement its rule results were last built from, and those results. Without a
+# tracked alert a target's results depend on its judgement alone, and most targets are judged
+# every evaluation interval while an evaluation is published every scrape interval: so they are
+# built once per judgement, not once per publication (a second of the loop at 10,000 targets).
+ResultsMemo = dict[str, tuple[TargetJudgement, tuple[RuleResult, ...]]]
+
+
+def all_rule_results(
+    targets: Mapping[str, TargetState],
+    judged: Mapping[str, TargetJudgement],
+    tracker: AlertTracker,
+    memo: ResultsMemo,
+) -> dict[str, tuple[RuleResult, ...]]:
+    """`rule_results` of every target, reusing (and refreshing) `memo`."""
+    alerted, out = tracker.targets(), {}
+    for name in targets:
+        judgement, seen = judged.get(name), memo.get(name)
+        if seen is not None and seen[0] is judgement and name not in alerted:
+            out[name] = seen[1]
+            continue
+        out[name] = rule_results(name, judgement, tracker)
+        if judgement is None or name in alerted:
+            memo.pop(name, None)
+        else:
+            memo[name] = (judgement, out[name])
+    for name in memo.keys() - targets.keys():
+        del memo[name]
+    return out
+
+
 def build_evaluation(
     targets: Mapping[str, TargetState],
     judged: Mapping[str, TargetJudgement],
@@ -115,13 +146,15 @@ def build_evaluation(
     now: float,
     queries: tuple[QueryStatus, ...] = (),
     shard: tuple[int, int] = (0, 1),
+    memo: ResultsMemo | None = None,
 ) -> Evaluation:
-    """The immutable evaluation every output reads."""
+    """The immutable evaluation every output reads (`memo`: the rule results of the previous
+    one, to reuse)."""
     advice = sorted(tracker.advice(), key=lambda a: (a.target, a.rule))
     return Evaluation(
         ts=now,
         targets={n: target_status(t, judged.get(n)) for n, t in targets.items()},
-        results={n: rule_results(n, judged.get(n), tracker) for n in targets},
+        results=all_rule_results(targets, judged, tracker, {} if memo is None else memo),
         advice=tuple(a for a in advice if a.target in targets),
         plans={n: p for n, p in plans.items() if n in targets},
         changes={n: tuple(t.changes.changes) for n, t in targets.items() if t.changes.changes},

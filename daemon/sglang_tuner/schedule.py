@@ -67,9 +67,15 @@ class ScrapeLoops:
     ~8 %). The loops wait for `started` (the state restored) before the first scrape.
     """
 
-    def __init__(self, scrape: Callable[[str], Awaitable[None]], started: asyncio.Event) -> None:
+    def __init__(
+        self,
+        scrape: Callable[[str], Awaitable[None]],
+        started: asyncio.Event,
+        next_in: Callable[[str, float], float] = lambda _name, interval: interval,
+    ) -> None:
         self._scrape = scrape
         self._started = started
+        self._next_in = next_in  # seconds to a target's next scrape, given the interval
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def add(self, name: str, interval: float) -> None:
@@ -106,7 +112,7 @@ class ScrapeLoops:
                 math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
             )
             await self._scrape(name)
-            due += interval
+            due += self._next_in(name, interval)
             late = loop.time() - due
             if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
                 due += math.ceil(late / interval) * interval

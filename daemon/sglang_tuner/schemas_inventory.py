@@ -50,6 +50,9 @@ class TargetOut(BaseModel):
     samples_in_window: int
     scrapes_total: int
     scrape_failures: dict[str, int]
+    duplicate_samples_total: int = Field(
+        description="Samples its pages repeated; the first of each series is read, as Prometheus"
+    )
     advice_firing: int
     advice_pending: int
     health_score: float | None = Field(description="0-100, as sglang_tuner_health_score")
@@ -78,6 +81,7 @@ class TargetOut(BaseModel):
             samples_in_window=t.samples_in_window,
             scrapes_total=t.scrapes_total,
             scrape_failures=dict(t.failures_by_reason),
+            duplicate_samples_total=t.duplicate_samples_total,
             advice_firing=sum(r.state == "firing" for r in results),
             advice_pending=sum(r.state == "pending" for r in results),
             health_score=score,

@@ -18,6 +18,10 @@ logger = logging.getLogger(__name__)
 Source = TargetSource | FleetTargetSource
 # At start every target is due at once: a few at a time keeps that burst from starving scrapes.
 CONCURRENT_READS = 16
+# The /server_info job's period; a target whose /server_info fails is asked again after 1, 3,
+# 7, ... periods, at most every `server_info_interval_seconds`, and not while it refuses
+# connections.
+SERVER_INFO_JOB_SECONDS = 5.0
 
 
 async def read_due(
@@ -60,4 +64,10 @@ async def read_due(
 def _due(target: TargetState, source: Source, now: float, period: float) -> bool:
     if not source.spec.url:  # a fleet target of unknown URL: say why once, never ask
         return source.server_info_ts == 0.0
-    return target.needs_server_info or now - source.server_info_ts >= period
+    if target.unreachable_since is not None:
+        return False  # /metrics is refused: so is /server_info, asked once it answers
+    waited = now - source.server_info_ts + SERVER_INFO_JOB_SECONDS / 2  # the job's jitter
+    if not target.needs_server_info:
+        return waited >= period
+    backoff = SERVER_INFO_JOB_SECONDS * ((1 << min(target.server_info_failures, 16)) - 1)
+    return waited >= min(period, backoff)

@@ -5,6 +5,7 @@ log said since the previous one), `apply_server_info` and `apply_dcgm` when thos
 """
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Mapping
 
@@ -20,7 +21,14 @@ from .signals import (
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
 from .targets import TargetSpec
-from .values import FlagHistory, FlagOutcome, ScrapeResult, ServerConfig, Snapshot
+from .values import (
+    UNREACHABLE_REASONS,
+    FlagHistory,
+    FlagOutcome,
+    ScrapeResult,
+    ServerConfig,
+    Snapshot,
+)
 from .window import Window
 
 # Knobs whose change after a restart makes the old window describe another configuration.
@@ -79,7 +87,10 @@ class TargetState:
         self.last_success_ts: float | None = None
         self.scrapes_total = 0
         self.failures: Counter[str] = Counter()
+        self.duplicate_samples_total = 0
         self.needs_server_info = True  # at start and after a restart
+        self.server_info_failures = 0  # failed /server_info reads in a row
+        self.unreachable_since: float | None = None  # first of the refused scrapes in a row
         self.history = FlagHistory()  # the last safe and last failing value of each flag
         self.up_since: float | None = None  # first good scrape since the last restart
 
@@ -95,7 +106,15 @@ class TargetState:
 
     def ingest(self, result: ScrapeResult, log_values: Mapping[str, float] | None = None) -> None:
         """One scrape's outcome, with the log's signals since the previous scrape."""
+        result = _finite(result)
         self.scrapes_total += 1
+        self.duplicate_samples_total += result.duplicate_samples
+        if result.is_up and self.last is not None and not self.last.is_up:
+            self.server_info_failures = 0  # answering again: ask /server_info at once
+        if result.error_reason not in UNREACHABLE_REASONS:
+            self.unreachable_since = None
+        elif self.unreachable_since is None:
+            self.unreachable_since = result.ts
         self.last = result
         log_values = log_values or {}
         crashed = any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS)
@@ -178,6 +197,7 @@ class TargetState:
                     self.window.keep_since(restarted_at)
         if config is not None:
             self.restart_pending = False
+        self.server_info_failures = 0 if config is not None else self.server_info_failures + 1
         self.needs_server_info = config is None
         self.config = config or self.config
         self.config_error = error
@@ -189,6 +209,16 @@ class TargetState:
         self.gpu_fb_free_gb = float(free) if isinstance(free, int | float) else None
         model = facts.get("gpu_model")
         self.dcgm_gpu_model = model if isinstance(model, str) else self.dcgm_gpu_model
+
+
+def _finite(result: ScrapeResult) -> ScrapeResult:
+    """The result without NaN and infinite values: a page's NaN or ±Inf gauge is no evidence a
+    rule can weigh ("p50 inf"), and the window reads a missing value as NaN already."""
+    snapshot = result.snapshot
+    if snapshot is None or all(map(math.isfinite, snapshot.values.values())):
+        return result
+    values = {k: v for k, v in snapshot.values.items() if math.isfinite(v)}
+    return dataclasses.replace(result, snapshot=dataclasses.replace(snapshot, values=values))
 
 
 def flags_changed(old: ServerConfig | None, new: ServerConfig) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .config import FileSDSettings, Settings, ShardSettings, TargetSettings
+from .config import LIMIT_FIELDS, FileSDSettings, Settings, ShardSettings, TargetSettings
 from .values import read_key_file
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class TargetSpec:
     dcgm_url: str | None = None
     gpu_model: str | None = None
     legacy_guide: bool = False
+    limits: dict[str, int] = field(default_factory=dict)  # own `ScrapeLimits` over the global
 
 
 def _read_token(target: TargetSettings) -> str | None:
@@ -53,6 +54,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
             dcgm_url=t.dcgm_url,
             gpu_model=t.gpu_model,
             legacy_guide=t.guide_version == "legacy",
+            limits={k: v for k in LIMIT_FIELDS if (v := getattr(t, k)) is not None},
         )
         for t in settings.targets
     ]

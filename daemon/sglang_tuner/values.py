@@ -24,11 +24,18 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "body_too_large",
     "parse",
     "no_sglang_metrics",
+    # the page broke one of the target's scrape limits (`ScrapeLimits`)
+    "sample_limit_exceeded",
+    "label_limit_exceeded",
+    "label_value_length_limit_exceeded",
     # read through a Prometheus-compatible API (a whole round, or this target's series)
     "query_failed",
     "query_timeout",
     "no_series",
 )
+# Failures that say no server listens there (refused, unresolvable, unreachable): the target is
+# gone rather than slow or broken.
+UNREACHABLE_REASONS: frozenset[str] = frozenset(("conn_refused", "connect_error"))
 # Closed set of reasons a Prometheus query failed (sglang_tuner_prometheus_query_failures_total).
 QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "timeout",
@@ -37,6 +44,15 @@ QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "server_error",  # 5xx other than a timeout
     "bad_response",  # not a Prometheus API answer, or not the result type asked for
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeLimits:
+    """Prometheus's per-scrape limits: a page past one fails the scrape. 0 = no limit."""
+
+    sample_limit: int = 50_000  # sample lines in a page (SGLang writes about 800)
+    label_limit: int = 0  # labels of one series (its name not counted)
+    label_value_length_limit: int = 2048  # bytes of one label value
 
 
 class Severity(StrEnum):
@@ -126,6 +142,7 @@ class ScrapeResult:
     error_reason: str | None = None  # one of SCRAPE_FAILURE_REASONS
     error: str | None = None  # one human-readable line
     sglang_version: str | None = None
+    duplicate_samples: int = 0  # samples the page repeated (the first of each series is read)
 
     @property
     def is_up(self) -> bool:

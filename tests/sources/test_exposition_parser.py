@@ -10,11 +10,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner.sources.exposition import (
     LabelCache,
+    LimitExceededError,
     bucket_deltas,
     parse_exposition,
     parse_labels,
     quantile,
+    scan_exposition,
 )
+from sglang_tuner.values import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
 
@@ -95,14 +98,61 @@ def test_parse_exposition_reports_no_prefixed_lines_on_foreign_page() -> None:
     assert not page.has_prefixed_lines and page.samples == {}
 
 
+def _limit_reason(body: bytes, limits: ScrapeLimits, names: list[str] | None = None) -> str | None:
+    """The scrape failure reason `scan_exposition` gives `body` under `limits` (None: within)."""
+    try:
+        scan_exposition(body, names, limits=limits)
+    except LimitExceededError as exc:
+        return exc.reason
+    return None
+
+
+def test_scan_exposition_sample_limit_counts_every_sample_line_but_not_comments() -> None:
+    page = b"# HELP sglang:a x\n# TYPE sglang:a gauge\nsglang:a 1\n\nnode_load1 2\n  up 1\n"
+    assert _limit_reason(page, ScrapeLimits(sample_limit=3), ["a"]) is None
+    assert _limit_reason(page, ScrapeLimits(sample_limit=2), ["a"]) == "sample_limit_exceeded"
+    assert _limit_reason(page, ScrapeLimits(sample_limit=0), ["a"]) is None  # 0: no limit
+
+
+def test_scan_exposition_sample_limit_stops_a_huge_page_before_parsing_it() -> None:
+    # every line is garbage past the first: a parse would fail, the limit answers first
+    page = b"sglang:a 1\n" + b"sglang:a{x=1} 1\n" * 100_000
+    assert _limit_reason(page, ScrapeLimits(sample_limit=50_000)) == "sample_limit_exceeded"
+
+
+def test_scan_exposition_label_value_length_limit_in_bytes_of_the_value() -> None:
+    page = 'sglang:a{{x="{}",y="1"}} 1\n'
+    at_limit = page.format("é" * 10).encode()  # 20 bytes
+    limits = ScrapeLimits(label_value_length_limit=20)
+    assert _limit_reason(at_limit, limits) is None
+    reason = _limit_reason(page.format("é" * 10 + "z").encode(), limits)
+    assert reason == "label_value_length_limit_exceeded"
+    many_short = ",".join(f'l{i}="abcdefghij"' for i in range(10))
+    assert _limit_reason(f"sglang:a{{{many_short}}} 1\n".encode(), limits) is None
+
+
+def test_scan_exposition_label_limit_counts_labels_not_equal_signs() -> None:
+    limits = ScrapeLimits(label_limit=2)
+    assert _limit_reason(b'sglang:a{x="=",y="a=b"} 1\n', limits) is None
+    assert _limit_reason(b'sglang:a{x="1",y="2",z="3"} 1\n', limits) == "label_limit_exceeded"
+
+
+def test_scan_exposition_label_limits_skip_series_not_read() -> None:
+    page = b'sglang:a 1\nother{x="' + b"v" * 5000 + b'",a="1",b="2",c="3"} 1\n'
+    limits = ScrapeLimits(label_limit=1, label_value_length_limit=10)
+    assert _limit_reason(page, limits, ["a"]) is None
+    assert _limit_reason(page, limits, None) is None  # `other` carries no sglang prefix
+
+
 def test_parse_labels_unescapes_quotes_backslashes_and_newlines() -> None:
     raw = r'a="x\"y",b="c:\\dir",c="line\nnext",d="{},="'
     assert parse_labels(raw) == {"a": 'x"y', "b": "c:\\dir", "c": "line\nnext", "d": "{},="}
 
 
 def test_label_cache_returns_same_labels_as_parse_labels() -> None:
-    cache = LabelCache(max_entries=1)
+    cache = LabelCache(max_bytes=400)  # room for one entry
     assert cache('a="1"') == {"a": "1"} and cache('b="2"') == {"b": "2"}
+    assert cache('a="1"') == {"a": "1"} and 0 < cache.size_bytes <= 400
 
 
 def test_quantile_interpolates_like_histogram_quantile() -> None:

@@ -2,6 +2,7 @@
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -106,6 +107,12 @@ class InfoHandler(BaseHTTPRequestHandler):
             self._send(401, b'{"error": "Unauthorized"}')
         elif kind == "broken":
             self._send(200, b"<html>")
+        elif kind == "deep":  # a crash of json.loads: RecursionError
+            self._send(200, b"[" * 100_000 + b"]" * 100_000)
+        elif kind == "deepish":  # json.loads reads it; code walking it recursively might not
+            self._send(200, b'{"a":' * 900 + b"1" + b"}" * 900)
+        elif kind == "huge":
+            self._stream(b'{"pad": "' + b"x" * (1024 * 1024), 200)
         else:
             self._send(200, json.dumps(body("0.5.17")).encode())
 
@@ -114,6 +121,20 @@ class InfoHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _stream(self, chunk: bytes, count: int) -> None:
+        """`count` chunks without a Content-Length, counting what left before the client hung up."""
+        self.send_response(200)
+        self.end_headers()
+        try:
+            for _ in range(count):
+                self.wfile.write(chunk)
+                SENT["huge"] += len(chunk)
+        except OSError:
+            pass
+
+
+SENT: Counter[str] = Counter()
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +182,18 @@ async def test_fetch_server_info_wrong_token_is_reported_without_the_token(serve
 async def test_fetch_server_info_non_json_is_an_error(server: str) -> None:
     config, error = await fetch(server + "/broken")
     assert config is None and error is not None and "JSON" in error
+
+
+@pytest.mark.parametrize("kind", ["deep", "deepish"])
+async def test_fetch_server_info_too_deeply_nested_json_is_an_error(server: str, kind: str) -> None:
+    config, error = await fetch(server + f"/{kind}")
+    assert config is None and error is not None and "nested deeper than" in error
+
+
+async def test_fetch_server_info_stops_reading_at_its_size_cap(server: str) -> None:
+    config, error = await fetch(server + "/huge")  # 200 MiB, no Content-Length
+    assert config is None and error is not None and "more than 4 MiB" in error
+    assert SENT["huge"] < 32 * 1024 * 1024  # what left the server before the client hung up
 
 
 def test_redact_removes_secrets_from_the_launch_command():

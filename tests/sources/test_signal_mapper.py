@@ -150,3 +150,23 @@ def test_signal_mapper_no_latency_quantile_without_new_requests() -> None:
     mapper.update(text, 0.0)
     values = mapper.update(text, 5.0)
     assert s.TTFT_P50_SECONDS not in values and values[s.REQUEST_RATE] == 0.0
+
+
+def test_signal_mapper_keeps_the_first_of_a_repeated_series_and_counts_the_repeat() -> None:
+    # Prometheus keeps the first sample of a series a page repeats; summing them would read a
+    # token usage of 0.45 + 17 as 17.45. Series that differ in a label are still combined.
+    page = (
+        'sglang:token_usage{dp_rank="0"} 0.45\n'
+        'sglang:token_usage{dp_rank="0"} 17\n'
+        'sglang:num_queue_reqs{dp_rank="0"} 2\n'
+        'sglang:num_queue_reqs{dp_rank="1"} 3\n'
+        'sglang:num_queue_reqs{dp_rank="1"} 3\n'
+    )
+    mapper = SignalMapper()
+    values = mapper.update(page, 0.0)
+    assert values[s.TOKEN_USAGE] == 0.45
+    assert values[s.NUM_QUEUE_REQS] == 5.0
+    assert mapper.duplicates == 2
+    without_last_line = page.rsplit("\n", 2)[0] + "\n"
+    mapper.update(without_last_line, 1.0)
+    assert mapper.duplicates == 1  # the last page's

@@ -91,3 +91,42 @@ async def test_a_password_in_the_target_url_is_sent_but_never_shown(node):
         await closed.aclose()
     assert result.error is not None and "127.0.0.1:1" in result.error
     assert "hunter2" not in result.error
+
+
+class _ChurningHandler(BaseHTTPRequestHandler):
+    """A page whose label values change on every scrape (a request id in a label, say)."""
+
+    scrapes = 0
+
+    def log_message(self, *args: object) -> None:
+        del args
+
+    def do_GET(self) -> None:  # noqa: N802
+        type(self).scrapes += 1
+        body = b"".join(
+            b'sglang:num_running_reqs{dp_rank="0",req="%d-%d-%s"} 1\n'
+            % (self.scrapes, i, b"x" * 1000)
+            for i in range(50)
+        )
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+async def test_label_cache_stays_bounded_in_bytes_when_label_values_change_every_scrape():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChurningHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    source = TargetSource(TargetSpec("churn", f"http://127.0.0.1:{server.server_port}"))
+    try:
+        sizes = []
+        for n in range(300):  # 15 MB of label strings never seen twice
+            result = await source.scrape(float(n), timeout_seconds=2.0, max_body_bytes=1 << 20)
+            assert result.is_up and result.snapshot is not None
+            assert result.snapshot.values[NUM_RUNNING_REQS] == 50.0
+            sizes.append(source.mapper.label_cache_bytes)
+    finally:
+        await source.aclose()
+        server.shutdown()
+        server.server_close()
+    assert 0 < max(sizes) <= 256 * 1024

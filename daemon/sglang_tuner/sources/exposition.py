@@ -8,11 +8,15 @@ slower and is used only as a test oracle.
 """
 
 import functools
+import itertools
+import operator
 import os
 import re
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
+
+from sglang_tuner.values import ScrapeLimits
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 
@@ -27,6 +31,10 @@ _BAD_LINE_RE = re.compile(rb"\n[^#a-zA-Z_:\n \t\r]")
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 _UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
+_ENTRY_BYTES = 300  # a label cache entry besides its strings: key object, dict, table slot
+# The start of a sample line: not blank, not a comment (the body is framed by newlines).
+_SAMPLE_START_RE = re.compile(rb"\n[ \t]*[^#\s]")
+_label_string = operator.itemgetter(0)  # of a (raw label string, value) row
 
 # canonical sample name -> [(raw label string, value), ...] in page order
 RawSamples = dict[str, list[tuple[bytes, float]]]
@@ -40,6 +48,15 @@ class RawPage:
 
     samples: RawSamples
     has_prefixed_lines: bool
+    duplicates: int = 0  # samples dropped for repeating a kept series' name and labels
+
+
+class LimitExceededError(ValueError):
+    """The page broke a scrape limit; `reason` is the scrape failure reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +88,21 @@ def scan_exposition(
     names: Collection[str] | None = None,
     *,
     prefixes: tuple[str, ...] = SGLANG_PREFIXES,
+    limits: ScrapeLimits | None = None,
 ) -> RawPage:
     """Parse `body`, keeping the samples named in `names` (without the prefix; None keeps all).
 
     Names are sample names: a histogram's are `<family>_bucket`, `_sum`, `_count`. One regex scan
     over the whole body finds the wanted lines, so skipped lines cost no Python; the body is
-    never decoded. Raises ValueError with a short reason when the body is not exposition text.
+    never decoded. Raises ValueError with a short reason when the body is not exposition text,
+    and LimitExceededError past one of `limits`: the samples are counted before any is parsed,
+    the labels of each kept series checked as it is read (skipped series are never parsed).
     """
     body = b"\n" + body + b"\n"
+    if limits is not None:
+        _check_sample_limit(body, limits.sample_limit)
+    longest = (limits.label_value_length_limit if limits else 0) or sys.maxsize
+    most = limits.label_limit if limits else 0
     pattern, decoded = _sample_regex(None if names is None else frozenset(names), prefixes)
     samples: RawSamples = {}
     try:
@@ -87,15 +111,61 @@ def scan_exposition(
                 _raise_bad_line(body)
             if bad_line:
                 raw, value = _slow_line(bad_line)
-            name = decoded.get(name_bytes) or decoded.setdefault(name_bytes, name_bytes.decode())
+            if len(raw) > longest or (most and raw.count(b"=") > most):
+                _check_labels(name_bytes, raw, longest, most or sys.maxsize)
+            name = decoded.get(name_bytes) or name_bytes.decode()  # never cached: names may churn
             rows = samples.get(name)
             if rows is None:
                 samples[name] = rows = []
             rows.append((raw, float(value)))  # Go-style floats, NaN, +Inf, -Inf
+    except LimitExceededError:
+        raise
     except ValueError as exc:
         raise ValueError(f"bad sample: {str(exc)[:80]}") from None
     has_prefixed = bool(samples) or any(b"\n" + p.encode() in body for p in prefixes)
-    return RawPage(samples, has_prefixed)
+    return RawPage(samples, has_prefixed, _drop_duplicates(samples))
+
+
+def _check_sample_limit(body: bytes, limit: int) -> None:
+    """LimitExceededError when `body` (framed by newlines) holds more than `limit` samples."""
+    if limit <= 0 or body.count(b"\n") <= limit:
+        return  # no more lines than the limit: the usual page costs one count
+    beyond = itertools.islice(_SAMPLE_START_RE.finditer(body), limit, None)
+    if next(beyond, None) is not None:  # stops at the first sample past the limit
+        raise LimitExceededError("sample_limit_exceeded", f"more than {limit} samples")
+
+
+def _check_labels(name: bytes, raw: bytes, longest: int, most: int) -> None:
+    """LimitExceededError when a label value is longer than `longest` bytes or there are more
+    than `most` labels (the raw string was long enough, or had enough `=`, to need a look)."""
+    labels = parse_labels(raw.decode(errors="replace"))
+    series = name.decode(errors="replace")[:60]
+    if len(labels) > most:
+        message = f"{series} with {len(labels)} labels, more than {most}"
+        raise LimitExceededError("label_limit_exceeded", message)
+    size = max((len(value.encode()) for value in labels.values()), default=0)
+    if size > longest:
+        message = f"{series} with a label value of {size} bytes, more than {longest}"
+        raise LimitExceededError("label_value_length_limit_exceeded", message)
+
+
+def _drop_duplicates(samples: RawSamples) -> int:
+    """Keep the first of each series (name and label string) a page repeats; count the others.
+
+    Prometheus does the same (it rejects the repeat, counted in
+    `prometheus_target_scrapes_sample_duplicate_timestamp_total`), so a target read directly and
+    one read through Prometheus give the same value; summing the repeats, as the aggregation over
+    ranks would, misreads a gauge. Only byte-identical label strings are taken for one series.
+    """
+    dropped = 0
+    for name, rows in samples.items():
+        if len(rows) > 1 and len(set(map(_label_string, rows))) < len(rows):
+            first: dict[bytes, float] = {}
+            for raw, value in rows:
+                first.setdefault(raw, value)
+            samples[name] = list(first.items())
+            dropped += len(rows) - len(first)
+    return dropped
 
 
 def _raise_bad_line(body: bytes) -> None:
@@ -158,25 +228,32 @@ def parse_labels(raw: str) -> dict[str, str]:
 class LabelCache:
     """Memoised `parse_labels`: a target's label strings repeat on every scrape.
 
-    With `keep`, only those label names are stored (values interned): the cache lives as long
-    as its target, so what it holds is paid once per target.
+    Bounded in bytes, not entries: label values that change on every scrape (a request id, a
+    timestamp) would fill it with long strings never asked for again, so past `max_bytes` it
+    starts over (a real page's label strings take a few KiB). With `keep`, only those label
+    names are stored (values interned): the cache lives as long as its target.
     """
 
-    def __init__(self, max_entries: int = 20_000, keep: frozenset[str] | None = None) -> None:
+    def __init__(self, max_bytes: int = 256 * 1024, keep: frozenset[str] | None = None) -> None:
         self._cache: dict[str | bytes, dict[str, str]] = {}
-        self._max_entries = max_entries
+        self._max_bytes = max_bytes
         self._keep = keep
+        self.size_bytes = 0  # roughly what the entries take
 
     def __call__(self, raw: str | bytes) -> dict[str, str]:
         """Labels of `raw`, parsed once; the returned dict must not be mutated."""
         labels = self._cache.get(raw)
         if labels is None:
-            if len(self._cache) >= self._max_entries:
-                self._cache.clear()
             labels = parse_labels(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
             if self._keep is not None:
                 labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
-            self._cache[raw] = labels
+            size = _ENTRY_BYTES + 2 * len(raw)  # the key, and values at most as long
+            if self.size_bytes + size > self._max_bytes:
+                self._cache.clear()
+                self.size_bytes = 0
+            if size <= self._max_bytes:
+                self._cache[raw] = labels
+                self.size_bytes += size
         return labels
 
 

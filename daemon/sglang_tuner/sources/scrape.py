@@ -4,6 +4,7 @@ import asyncio
 import time
 from collections.abc import Mapping
 
+from sglang_tuner.sources.exposition import LimitExceededError
 from sglang_tuner.sources.http import (
     BodyTooLargeError,
     ConnectFailedError,
@@ -11,7 +12,7 @@ from sglang_tuner.sources.http import (
     HttpError,
 )
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
-from sglang_tuner.values import ScrapeResult, Snapshot
+from sglang_tuner.values import ScrapeLimits, ScrapeResult, Snapshot
 
 ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang: to sglang_ (§2)
 DEFAULT_TIMEOUT_SECONDS = 3.0
@@ -37,6 +38,7 @@ async def scrape_metrics(
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     headers: Mapping[str, str] | None = None,
+    limits: ScrapeLimits | None = None,
 ) -> ScrapeResult:
     """GET `<url>/metrics` and map it; target-side problems become a failed result, never raise."""
     metrics_url = url.rstrip("/") + "/metrics"
@@ -44,14 +46,15 @@ async def scrape_metrics(
     try:
         async with asyncio.timeout(timeout_seconds):
             body = await fetch_body(client, metrics_url, max_body_bytes, headers)
-        values = map_body(mapper, body, now, metrics_url)
+        values = map_body(mapper, body, now, metrics_url, limits)
     except ScrapeError as exc:
         return _failed(name, now, started, exc.reason, str(exc))
     except TimeoutError:
         message = f"GET {metrics_url} took longer than {timeout_seconds:g} s"
         return _failed(name, now, started, "timeout", message)
     snapshot = Snapshot(target=name, ts=now, values=values)
-    return ScrapeResult(name, now, time.perf_counter() - started, snapshot=snapshot)
+    duration = time.perf_counter() - started
+    return ScrapeResult(name, now, duration, snapshot, duplicate_samples=mapper.duplicates)
 
 
 def _failed(name: str, now: float, started: float, reason: str, error: str) -> ScrapeResult:
@@ -104,10 +107,15 @@ def _describe(exc: BaseException) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def map_body(mapper: SignalMapper, body: bytes, now: float, url: str) -> dict[str, float]:
-    """Map a body (never decoded); garbage -> `parse`, no SGLang samples -> `no_sglang_metrics`."""
+def map_body(
+    mapper: SignalMapper, body: bytes, now: float, url: str, limits: ScrapeLimits | None = None
+) -> dict[str, float]:
+    """Map a body (never decoded); garbage -> `parse`, no SGLang samples -> `no_sglang_metrics`,
+    past a limit -> its `*_limit_exceeded` reason."""
     try:
-        return mapper.update(body, now)
+        return mapper.update(body, now, limits)
+    except LimitExceededError as exc:
+        raise ScrapeError(exc.reason, f"GET {url} returned {exc}") from None
     except NoSglangMetricsError as exc:
         raise ScrapeError("no_sglang_metrics", f"GET {url} returned {exc}") from exc
     except ValueError as exc:

@@ -6,12 +6,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_tuner.sources.http import HttpClient, HttpError, HttpResponse
+from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
 from sglang_tuner.values import ServerConfig
 
 REDACTED = "<redacted>"
 SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"
-MAX_BODY_BYTES = 16 * 1024 * 1024
+# A real body is tens of KiB and nests 5 deep; past these it is not SGLang's (redacting and
+# reading it recurse, and its parsed objects take ~10x its size).
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 32
 
 
 def is_secret_key(key: str) -> bool:
@@ -186,6 +189,9 @@ async def fetch_server_info(
                     return _read_response(response, base + path, token is not None)
     except TimeoutError:
         return None, f"GET {base}/server_info took longer than {timeout_seconds:g} s"
+    except BodyTooLargeError:
+        mib = MAX_BODY_BYTES // (1024 * 1024)
+        return None, f"GET {base}/server_info returned more than {mib} MiB; aborted"
     except HttpError as exc:
         return None, f"GET {base}/server_info failed: {type(exc).__name__}"
     return None, f"GET {base}/server_info and /get_server_info returned 404"
@@ -201,10 +207,27 @@ def _read_response(
         return None, f"GET {url} returned {code}: the server needs an API key ({hint})"
     if code != 200:
         return None, f"GET {url} returned {code} {response.reason}"
+    too_deep = f"GET {url} returned JSON nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         body = json.loads(response.body)
+    except RecursionError:  # json.loads recurses: a few hundred levels exhaust the stack
+        return None, too_deep
     except ValueError:
         return None, f"GET {url} did not return JSON"
     if not isinstance(body, Mapping):
         return None, f"GET {url} returned JSON that is not an object"
+    if _nesting_exceeds(body, MAX_JSON_DEPTH):
+        return None, too_deep
     return parse_server_info(body), None
+
+
+def _nesting_exceeds(body: Any, limit: int) -> bool:
+    """True when objects and arrays nest more than `limit` deep (walked level by level)."""
+    level, depth = [body], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        children = (c for o in level for c in (o.values() if isinstance(o, Mapping) else o))
+        level = [c for c in children if isinstance(c, Mapping | list)]
+    return False

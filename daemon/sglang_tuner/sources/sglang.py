@@ -22,6 +22,7 @@ from sglang_tuner.sources.exposition import (
     quantile,
     scan_exposition,
 )
+from sglang_tuner.values import ScrapeLimits
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
 _GAUGES: dict[str, tuple[str, str]] = {
@@ -125,10 +126,21 @@ class SignalMapper:
         self._prev_ts: float | None = None
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, dict[float, float]] = {}
+        self.duplicates = 0  # samples the last page repeated (the first of each was read)
 
-    def update(self, body: bytes | str, ts: float) -> dict[str, float]:
-        """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text."""
-        page = scan_exposition(body.encode() if isinstance(body, str) else body, _SAMPLE_NAMES)
+    @property
+    def label_cache_bytes(self) -> int:
+        """Roughly what the cache of parsed label strings holds now."""
+        return self._labels.size_bytes
+
+    def update(
+        self, body: bytes | str, ts: float, limits: ScrapeLimits | None = None
+    ) -> dict[str, float]:
+        """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text
+        (LimitExceededError, a ValueError, past one of `limits`)."""
+        raw = body.encode() if isinstance(body, str) else body
+        page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits)
+        self.duplicates = page.duplicates
         if not page.has_prefixed_lines:
             raise NoSglangMetricsError(_NO_SGLANG)
         samples = page.samples

@@ -9,13 +9,15 @@ import dataclasses
 import ssl
 
 from ..targets import TargetSpec
-from ..values import ScrapeResult, ServerConfig, redact_userinfo
+from ..values import ScrapeLimits, ScrapeResult, ServerConfig, redact_userinfo
 from .dcgm import fetch_dcgm
 from .http import HttpClient
 from .logs import LogFollower
 from .scrape import scrape_metrics
 from .server_info import fetch_server_info
 from .sglang import SignalMapper
+
+DEFAULT_LIMITS = ScrapeLimits()
 
 
 class TargetSource:
@@ -28,11 +30,19 @@ class TargetSource:
         self.client = HttpClient(ssl_context)  # a few kept-alive connections, closed with it
         self.server_info_ts = 0.0  # when /server_info was last asked for
 
-    async def scrape(self, now: float, timeout_seconds: float, max_body_bytes: int) -> ScrapeResult:
-        """One `/metrics` scrape."""
+    async def scrape(
+        self,
+        now: float,
+        timeout_seconds: float,
+        max_body_bytes: int,
+        limits: ScrapeLimits = DEFAULT_LIMITS,
+    ) -> ScrapeResult:
+        """One `/metrics` scrape; the target's own limits win over `limits` (the global ones)."""
+        if self.spec.limits:
+            limits = dataclasses.replace(limits, **self.spec.limits)
         result = await scrape_metrics(
             self.client, self.spec.name, self.spec.url, self.mapper, now,
-            timeout_seconds=timeout_seconds, max_body_bytes=max_body_bytes,
+            timeout_seconds=timeout_seconds, max_body_bytes=max_body_bytes, limits=limits,
         )  # fmt: skip
         if result.error is None:
             return result
