@@ -22,6 +22,19 @@ from sglang_tuner.window import Window, WindowView
 _DEFAULT_CONFIG = ServerConfig()
 
 
+# A daemon that judges within seconds: scrapes and evaluations every 0.5 s, a 10 s window, advice
+# raised and cleared at once (no hold_for, no keep_firing_for).
+FAST_DAEMON: dict[str, float] = {
+    "scrape_interval_seconds": 0.5,
+    "scrape_timeout_seconds": 0.4,
+    "evaluation_interval_seconds": 0.5,
+    "window_seconds": 10.0,
+    "min_samples": 6,
+    "hold_for_seconds": 0.0,
+    "keep_firing_for_seconds": 0.0,
+}
+
+
 def parse_series(text: str | Sequence[float | None]) -> list[float | None]:
     """'0.5x3 _ 1' -> [0.5, 0.5, 0.5, None, 1.0]; a list passes through."""
     if not isinstance(text, str):
@@ -178,6 +191,19 @@ class HostileServer:
     def sent(self) -> Counter[str]:
         """Per kind, the most body bytes one streamed response sent before the client hung up."""
         return self.http.sent
+
+
+def socket_buffer_bytes() -> int:
+    """The most a loopback connection can hold in flight: the kernel's largest TCP receive
+    buffer plus its largest send buffer (`/proc/sys/net/ipv4/tcp_[rw]mem`, 32 + 4 MiB on some
+    kernels). A client that stops reading still lets the sender write that much more."""
+    total = 0
+    for name in ("tcp_rmem", "tcp_wmem"):
+        try:
+            total += int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2])
+        except (OSError, IndexError, ValueError):
+            total += 8 * 1024 * 1024
+    return total
 
 
 def vm_mib(pid: int, field: str = "VmRSS") -> float:

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import HostileHandler, HostileServer, Route, scrape_success_ratio, vm_mib
+from helpers import (
+    HostileHandler,
+    HostileServer,
+    Route,
+    scrape_success_ratio,
+    socket_buffer_bytes,
+    vm_mib,
+)
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim import ServerSpec, SimFleet
 
@@ -20,6 +27,9 @@ from tests.conftest import FIXTURES, DaemonProcess
 
 INTERVAL = 0.5
 MIB = 1024 * 1024
+# What a server can write past the point where the daemon stopped reading: the kernel's socket
+# buffers, and a little more for the reads in flight when the cap was reached.
+IN_FLIGHT = socket_buffer_bytes() + 8 * MIB
 PAGE = (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes()  # token_usage 0.8
 LABELS = (
     b'{engine_type="unified",model_name="Qwen/Qwen2.5-7B-Instruct",'
@@ -74,10 +84,13 @@ def _gzip_bomb(handler: HostileHandler, endpoint: str) -> None:
         handler.send_bytes(b"Not Found", status=404)
 
 
+HUGE_BODY_MIB = 512
+
+
 def _huge_body(_handler: HostileHandler, endpoint: str) -> bytes | Iterator[bytes]:
-    """A 50 MiB page without a Content-Length."""
+    """A 512 MiB page without a Content-Length (one 1 MiB chunk sent again and again)."""
     line = b"sglang:num_queue_reqs 1\n"
-    return iter([line * (MIB // len(line))] * 50) if endpoint == "metrics" else b""
+    return iter([line * (MIB // len(line))] * HUGE_BODY_MIB) if endpoint == "metrics" else b""
 
 
 def _trickle(handler: HostileHandler, endpoint: str) -> None:
@@ -199,7 +212,8 @@ def test_server_info_too_deep_or_too_large_is_a_config_error_not_a_crash(run: Ru
 
     run.daemon.wait_for(shown, timeout=20)  # /server_info is asked for again every 5 s
     assert run.target("deep_info")["up"] and run.target("huge_info")["up"]  # /metrics is fine
-    assert run.server.sent["huge_info"] < 32 * MIB  # of 200: the read stopped at the cap
+    # of 200 MiB: the read stopped at the 4 MiB cap (plus what the socket buffers took)
+    assert run.server.sent["huge_info"] < 4 * MIB + IN_FLIGHT < 200 * MIB
     assert "Traceback" not in run.daemon.logs() and "RecursionError" not in run.daemon.logs()
 
 
@@ -210,7 +224,8 @@ def test_pages_that_never_end_fail_at_the_size_cap_or_the_timeout(run: Run) -> N
         timeout=20,
     )
     assert "more than 16 MiB" in run.target("gzip_bomb")["error"]  # inflated, not on the wire
-    assert run.server.sent["huge_body"] < 32 * MIB  # of 50: the read stopped at the cap
+    # of 512 MiB: the read stopped at the 16 MiB cap (plus what the socket buffers took)
+    assert run.server.sent["huge_body"] < 16 * MIB + IN_FLIGHT < HUGE_BODY_MIB * MIB
 
 
 def test_memory_stays_flat_across_hostile_targets(run: Run) -> None:
