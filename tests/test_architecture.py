@@ -38,6 +38,7 @@ FLOORS: dict[str, int] = {
     "plan": 7,
     "alerting": 7,
     "evaluation": 8,
+    "watch": 8,  # the watched targets' tables: state, source, judgement, plan
     "publish": 9,
     # outputs: they read the published evaluation (and the static rule catalogue)
     "schemas": 10,
@@ -49,6 +50,7 @@ FLOORS: dict[str, int] = {
     "metric_families": 9,
     "alertmanager": 10,
     "store": 10,
+    "store_rows": 9,  # the store's rows read back
     "runbook": 12,
     "apidocs": 12,
     "api_context": 13,
@@ -69,13 +71,13 @@ FLOORS: dict[str, int] = {
 # The outputs see only what was published: never the sources, target state or judge.
 OUTPUTS = (
     "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
-    "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook",
+    "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook", "store_rows",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.
 PURE = (
     "rules", "window", "values", "signals", "judge", "plan", "target_state", "publish", "alerting",
-    "verdicts", "changes",
+    "verdicts", "changes", "watch",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 CLI = ("__main__", "demo", "check")

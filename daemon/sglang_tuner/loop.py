@@ -13,7 +13,6 @@ import functools
 import logging
 import ssl
 import time
-from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -22,20 +21,17 @@ import httpx
 from .config import Settings
 from .evaluation import TunerState
 from .fleet import Fleet, fleet_changed
-from .judge import TargetJudgement, is_due, judge_target, rule_settings
+from .judge import is_due
 from .outputs import Outputs
-from .plan import Asked, Plan, plan_target
 from .rules import ALL_RULES
 from .rules.base import Rule
 from .schedule import Jobs, ScrapeLoops
 from .server_reads import SERVER_INFO_JOB_SECONDS, read_due
-from .sources.fleet_targets import FleetTargetSource
 from .sources.target import TargetSource
 from .store import Store
-from .target_state import TargetState
 from .targets import FileSD, TargetSpec, merge_targets, shard_targets, static_targets
 from .transitions import TransitionLog
-from .window import capacity_for
+from .watch import Watch
 
 logger = logging.getLogger(__name__)
 
@@ -52,18 +48,15 @@ class Tuner:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self.rules = tuple(rules)
         self.state = state or TunerState()
         self.clock = clock
-        self.targets: dict[str, TargetState] = {}
-        self.sources: dict[str, TargetSource | FleetTargetSource] = {}
+        self.watch = w = Watch(settings, rules)
+        self.rules, self.targets, self.sources = w.rules, w.targets, w.sources
+        self.judged, self.plans, self.asked, self.rule_failures = (
+            w.judged, w.plans, w.asked, w.rule_failures,
+        )  # fmt: skip
         self.fleet: Fleet | None = None  # with `prometheus:` configured
         self._round: asyncio.Task[Any] | None = None  # the fleet round in progress
-        self.judged: dict[str, TargetJudgement] = {}
-        self.plans: dict[str, Plan] = {}
-        self.asked: dict[str, Asked] = {}  # per target: what its latest plan suggests
-        self._order = {rule.id: i for i, rule in enumerate(self.rules)}  # the guide's order
-        self.rule_failures: Counter[str] = Counter()
         self.outputs = Outputs(settings, self.state, store)
         self._file_sd = FileSD(settings.file_sd)
         self._jobs: Jobs | None = None
@@ -71,23 +64,9 @@ class Tuner:
         self._background: set[asyncio.Task[None]] = set()
         self._started = asyncio.Event()  # scrape loops wait for the state to be restored
         self.transitions = TransitionLog()
-        self._scrapers = ScrapeLoops(self.scrape, self._started, self._next_scrape_in)
+        next_in = lambda name, interval: w.next_scrape_in(name, interval, self.clock())  # noqa: E731
+        self._scrapers = ScrapeLoops(self.scrape, self._started, next_in)
         self._scheduled = True  # False: a driver with its own clock calls `tick`
-
-    def rules_window(self) -> float:
-        """The longest window a rule uses."""
-        spans = [rule_settings(self.settings, r.id).window_seconds for r in self.rules]
-        return max([self.settings.window_seconds, *[w for w in spans if w]])
-
-    def longest_window(self) -> float:
-        """The longest window a rule or the change verification uses."""
-        return max(self.rules_window(), self.settings.verify_window_seconds)
-
-    def window_capacity(self, interval_seconds: float | None = None) -> int:
-        """Ring size covering the longest window, samples `interval_seconds` apart (default:
-        the scrape interval; a Prometheus round's targets are sampled once per round)."""
-        interval = interval_seconds or self.settings.scrape_interval_seconds
-        return capacity_for(self.longest_window(), interval)
 
     async def start(self, scheduled: bool = True) -> None:
         """Load targets, restore state and start the periodic jobs and the Alertmanager sender.
@@ -166,52 +145,27 @@ class Tuner:
                 self._remove_target(name)
             elif not in_fleet and (name not in wanted or wanted[name] != self.targets[name].spec):
                 self._remove_target(name)
-        capacity = self.window_capacity()
+        capacity = self.watch.window_capacity()
         interval = self.settings.scrape_interval_seconds
         for name, spec in wanted.items():
             if name in self.targets:
                 continue
-            self.targets[name] = self._new_state(spec, capacity)
-            self.sources[name] = TargetSource(spec, self._ssl)
+            self.watch.add(self.watch.new_state(spec, capacity), TargetSource(spec, self._ssl))
             if self._scheduled:
                 self._scrapers.add(name, interval)
 
-    def _new_state(self, spec: TargetSpec, capacity: int) -> TargetState:
-        s = self.settings
-        return TargetState(
-            spec, capacity, window_seconds=s.verify_window_seconds,
-            warmup_seconds=s.verify_warmup_seconds, min_samples=s.min_samples,
-            verifies={rule.id: rule.verifies for rule in self.rules if rule.verifies},
-        )  # fmt: skip
-
     def _remove_target(self, name: str) -> None:
-        self.targets.pop(name, None)
-        self.judged.pop(name, None)
-        self.plans.pop(name, None)
-        self.asked.pop(name, None)
-        source = self.sources.pop(name, None)
+        source = self.watch.forget(name)
         if source is not None:
             self._spawn(source.aclose())
         self.outputs.forget(name, self.clock())
         self._scrapers.remove(name)
         logger.info("target %s removed", name)
 
-    def _next_scrape_in(self, name: str, interval: float) -> float:
-        """The interval, or `unreachable_retry_seconds` for a target refusing connections (or
-        unresolvable) that long: a server that is gone (a stale file_sd list, a rack powered
-        off). Prometheus keeps to the interval; here a refused connect costs ~0.1 ms of the one
-        loop thread, so ten thousand gone targets would take a second of every interval from
-        the ones that answer."""
-        retry, target = self.settings.unreachable_retry_seconds, self.targets.get(name)
-        since = None if target is None else target.unreachable_since
-        if not retry or since is None or self.clock() - since < retry:
-            return interval
-        return max(interval, retry)
-
     # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
     def _new_fleet(self) -> Fleet:
-        capacity = self.window_capacity(self.settings.evaluation_interval_seconds)
-        return Fleet(self.settings, lambda spec: self._new_state(spec, capacity))
+        capacity = self.watch.window_capacity(self.settings.evaluation_interval_seconds)
+        return Fleet(self.settings, lambda spec: self.watch.new_state(spec, capacity))
 
     def _schedule_rounds(self) -> None:
         """Direct mode publishes every scrape interval; with `prometheus:` each round does."""
@@ -252,7 +206,7 @@ class Tuner:
         )  # fmt: skip
         try:
             # what the rules need at once; the verification's longer window fills as it runs
-            for past in await fleet.history(now, self.rules_window()):
+            for past in await fleet.history(now, self.watch.rules_window()):
                 apply(past)
             apply(await fleet.source.round(now))
         except asyncio.CancelledError:
@@ -285,20 +239,11 @@ class Tuner:
             self.judge(name, now)
 
     def judge(self, name: str, now: float) -> None:
-        """Judge every rule for one target, then plan: both kept for the next publish."""
-        target, fleet = self.targets[name], self.fleet
-        settings = fleet.judging if fleet is not None and name in fleet.names else self.settings
-        judgement = judge_target(target, self.rules, settings, now)
-        self.rule_failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
-        self.judged[name] = judgement
-        self.plans[name] = plan = plan_target(
-            name, judgement, target.history, self._order, target.changes.changes, target.config
-        )
-        # What the advice has asked for since the last change: a later restart may be its doing.
-        # Not updated from a restart until the new flags are read, so the change is matched to
-        # what was asked before it (a crash-looping server included).
-        if not (target.needs_server_info or target.restart_pending):
-            self.asked[name] = self.asked.get(name, Asked()).merged(plan.asked(judgement))
+        """Judge every rule for one target, then plan (a Prometheus round's targets with the
+        round as their interval)."""
+        fleet = self.fleet
+        judging = fleet.judging if fleet is not None and name in fleet.names else None
+        self.watch.judge(name, now, judging)
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
@@ -337,6 +282,7 @@ class Tuner:
         target's scrape loop restarts on a new interval, windows resized), Alertmanager and the
         Prometheus source (its targets start over)."""
         old, self.settings = self.settings, settings
+        self.watch.settings = settings
         self._file_sd = FileSD(settings.file_sd)
         if _timing(old) != _timing(settings):
             self._retime()
@@ -348,8 +294,8 @@ class Tuner:
 
     def _retime(self) -> None:
         """New scrape interval or window: resize every window, restart the periodic work."""
-        interval, capacity = self.settings.scrape_interval_seconds, self.window_capacity()
-        fleet_capacity = self.window_capacity(self.settings.evaluation_interval_seconds)
+        interval, capacity = self.settings.scrape_interval_seconds, self.watch.window_capacity()
+        fleet_capacity = self.watch.window_capacity(self.settings.evaluation_interval_seconds)
         fleet = self.fleet.names if self.fleet is not None else set()
         for name, target in self.targets.items():
             target.resize_window(fleet_capacity if name in fleet else capacity)

@@ -11,18 +11,12 @@ import sqlite3
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from .alerting import Alert, HistoryRow
 from .changes import Change, change_from_dict
+from .store_rows import alert_from, alert_state, flag_history_from, sample_row
 from .values import (
-    Action,
-    Advice,
-    AlertState,
-    Confidence,
     FlagHistory,
-    FlagOutcome,
-    Severity,
     Snapshot,
 )
 from .window import WindowView
@@ -127,7 +121,7 @@ class Store:
         rows = {k: v for k, v in self._json_rows(flags, changes).items()
                 if self._saved_json.get(k) != v}  # fmt: skip
         alert_rows = [
-            (now, a.key[0], self._json(("alerts", repr(a.key)), a, _alert_state(a))) for a in alerts
+            (now, a.key[0], self._json(("alerts", repr(a.key)), a, alert_state(a))) for a in alerts
         ]
         saved_until = dict(self._saved_until)
         prune = self.prune_due(now)
@@ -224,7 +218,7 @@ class Store:
     def load_flag_histories(self, targets: Container[str]) -> dict[str, FlagHistory]:
         """Each watched target's last safe and last failing flag values."""
         rows = self._read().execute("SELECT target, history FROM flag_history").fetchall()
-        return {name: _flag_history(json.loads(text)) for name, text in rows if name in targets}
+        return {name: flag_history_from(json.loads(text)) for name, text in rows if name in targets}
 
     def load_alerts(self, targets: Container[str], now: float) -> list[Alert]:
         """Alerts saved within the outage tolerance, for targets still watched."""
@@ -236,7 +230,7 @@ class Store:
             )
             .fetchall()
         )
-        return [_alert(json.loads(text)) for target, text in rows if target in targets]
+        return [alert_from(json.loads(text)) for target, text in rows if target in targets]
 
     def history(self, target: str | None = None, limit: int = 100) -> list[tuple[object, ...]]:
         """Most recent advice transitions, newest first."""
@@ -319,18 +313,10 @@ def _write_samples(
         if prune:
             db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
         since = saved_until.get(name, -math.inf)
-        rows = [(name, ts, json.dumps(_row(view.columns, k)))
+        rows = [(name, ts, json.dumps(sample_row(view.columns, k)))
                 for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
         db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
         saved_until[name] = view.ts[-1]
-
-
-def _alert_state(alert: Alert) -> tuple[object, ...]:
-    """What of an alert must survive a kill: its lifecycle and the change it asks for. Its
-    evidence and validity move on every evaluation, and are renewed by the first one after a
-    restart."""
-    a = alert
-    return (a.state, a.active_at, a.fired_at, a.resolved_at, a.keep_firing_since, a.advice.action)
 
 
 def _change_key(key: str) -> tuple[str, float]:
@@ -344,37 +330,3 @@ def _empty() -> sqlite3.Connection:
     db = sqlite3.connect(":memory:", check_same_thread=False)
     db.executescript(SCHEMA)
     return db
-
-
-def _row(columns: Mapping[str, object], k: int) -> dict[str, float]:
-    out = {}
-    for name, values in columns.items():
-        value = values[k]  # type: ignore[index]
-        if not math.isnan(value):
-            out[name] = value
-    return out
-
-
-def _alert(data: dict[str, Any]) -> Alert:
-    data["key"] = tuple(data["key"])
-    data["state"] = AlertState(data["state"])
-    data["advice"] = _advice(data["advice"])
-    return Alert(**data)
-
-
-def _flag_history(data: dict[str, Any]) -> FlagHistory:
-    safe = {k: FlagOutcome(**v) for k, v in data.get("safe", {}).items()}
-    failing = {k: FlagOutcome(**v) for k, v in data.get("failing", {}).items()}
-    return FlagHistory(safe=safe, failing=failing)
-
-
-def _action(data: dict[str, Any]) -> Action:
-    data["companions"] = tuple(_action(c) for c in data.get("companions", ()))
-    return Action(**data)
-
-
-def _advice(data: dict[str, Any]) -> Advice:
-    data["action"] = _action(data["action"])
-    data["severity"] = Severity(data["severity"])
-    data["confidence"] = Confidence(data["confidence"])
-    return Advice(**data)
