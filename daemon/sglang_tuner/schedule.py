@@ -114,5 +114,8 @@ class ScrapeLoops:
             await self._scrape(name)
             due += self._next_in(name, interval)
             late = loop.time() - due
-            if late > 0:  # coalesce, as the scheduler did: one scrape, then back on the beat
+            # A little late (a slow answer, a busy loop): scrape now and keep the beat, rather
+            # than lose a whole interval. Later than half an interval: coalesce, one scrape,
+            # then back on the beat.
+            if late > interval / 2:
                 due += math.ceil(late / interval) * interval
