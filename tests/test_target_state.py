@@ -103,7 +103,11 @@ def test_apply_server_info_new_tuning_flags_after_a_restart_start_a_fresh_window
         {"--schedule-conservativeness": "1"}, {"--schedule-conservativeness": "0.3"}, 140.0,
     )  # fmt: skip
     assert change.before_window.signals["num_queue_reqs"].samples == 20
-    assert state.window.view(140.0, 600.0).values("num_queue_reqs") == [9.0]  # only the new
+    # the old process's samples are gone, and the new one's first: its rates were taken
+    # against the old process's counters
+    assert len(state.window) == 0
+    state.ingest(_up(145.0, num_queue_reqs=8.0))
+    assert state.window.view(145.0, 600.0).values("num_queue_reqs") == [8.0]  # only the new
 
 
 def test_a_restart_with_the_same_flags_is_recorded_not_judged():

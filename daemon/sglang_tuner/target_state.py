@@ -194,7 +194,10 @@ class TargetState:
                     old, config, self.window, restarted_at, asked, asked_ratio
                 )
                 if change.kind == FLAGS:
-                    self.window.keep_since(restarted_at)
+                    # the new process's first scrape goes too: its rates were taken against
+                    # the old process's counters (a server already busy before it took this
+                    # address shows its whole count as one interval's increase)
+                    self.window.keep_since(math.nextafter(restarted_at, math.inf))
         if config is not None:
             self.restart_pending = False
         self.server_info_failures = 0 if config is not None else self.server_info_failures + 1

@@ -83,14 +83,19 @@ def test_signal_mapper_v0_5_4_uses_interval_gauge_summed_over_pid() -> None:
     assert two_scrapes("v0.5.4")[s.RETRACTIONS_PER_MINUTE] == pytest.approx(36.0)
 
 
-def test_signal_mapper_counter_reset_counts_restart_without_negative_rates() -> None:
+def test_signal_mapper_counter_reset_counts_a_restart_and_rates_start_again_after_it() -> None:
     mapper = SignalMapper()
     mapper.update((FIXTURES / "v0.5.17_b.prom").read_text(), 100.0)
-    values = mapper.update((FIXTURES / "v0.5.17_c_restart.prom").read_text(), 105.0)
+    restart = (FIXTURES / "v0.5.17_c_restart.prom").read_text()
+    values = mapper.update(restart, 105.0)
     assert values[s.RESTARTS] == 1.0
-    assert values[s.REQUEST_RATE] == pytest.approx(1.0)  # 5 requests since the restart
-    assert values[s.RETRACTIONS_PER_MINUTE] == 0.0
-    assert all(v >= 0 for v in values.values())
+    # what the new process counted since it started is no increase over these 5 s
+    assert s.REQUEST_RATE not in values and s.RETRACTIONS_PER_MINUTE not in values
+    assert s.TTFT_P99_SECONDS not in values
+    assert values[s.NUM_RUNNING_REQS] >= 0  # the gauges are read as ever
+    after = mapper.update(restart, 110.0)  # from the restart on, its counters are the baseline
+    assert after[s.RESTARTS] == 0.0 and after[s.REQUEST_RATE] == 0.0
+    assert after[s.RETRACTIONS_PER_MINUTE] == 0.0
 
 
 def test_signal_mapper_ignores_cache_hit_rate_gauge() -> None:

@@ -12,6 +12,7 @@ tokens. `cache_hit_rate`, `is_cuda_graph` and `utilization` are never read (§6.
 """
 
 import re
+from array import array
 from collections.abc import Callable, Iterable
 
 from sglang_tuner import signals as s
@@ -125,7 +126,7 @@ class SignalMapper:
         self._labels = LabelCache(keep=_USED_LABELS)
         self._prev_ts: float | None = None
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
-        self._prev_buckets: dict[str, dict[float, float]] = {}
+        self._prev_buckets: dict[str, _Packed] = {}  # each histogram's previous buckets
         self.duplicates = 0  # samples the last page repeated (the first of each was read)
 
     @property
@@ -152,7 +153,8 @@ class SignalMapper:
         if dt is not None and dt > 0:
             values |= self._rates(totals, buckets, dt)
             values |= self._interval_retractions(samples, dt, totals)
-        self._prev_ts, self._prev, self._prev_buckets = ts, totals, buckets
+        self._prev_ts, self._prev = ts, totals
+        self._prev_buckets = {family: _pack(b) for family, b in buckets.items()}
         return values
 
     def _by_rank(
@@ -231,8 +233,14 @@ class SignalMapper:
             reset |= value < before
             inc[key] = value if value < before else value - before
         reset |= any(key not in totals for key in self._prev)
+        if reset:
+            # A new process (a restart, an upgrade, another server at this address): what its
+            # counters hold accumulated since it started, over a time nobody knows. Prometheus's
+            # rate() reads it all as this interval's increase; the rates start again from the
+            # next scrape.
+            return {s.RESTARTS: 1.0}
         values = {sig: inc[fam] / dt for sig, fam in _RATES.items() if fam in inc}
-        values[s.RESTARTS] = 1.0 if reset else 0.0
+        values[s.RESTARTS] = 0.0
         if "retracted" in inc:
             values[s.RETRACTIONS_PER_MINUTE] = inc["retracted"] * 60.0 / dt
         values |= _ratios(inc)
@@ -246,7 +254,7 @@ class SignalMapper:
             family = next((n for n in names if n in buckets), None)
             if family is None:
                 continue
-            delta = bucket_deltas(self._prev_buckets.get(family, {}), buckets[family])
+            delta = bucket_deltas(_unpack(self._prev_buckets.get(family)), buckets[family])
             for signal, q in ((p50, 0.5), (p99, 0.99)):
                 estimate = quantile(q, delta)
                 if estimate is not None:
@@ -267,6 +275,26 @@ class SignalMapper:
         if not per_dp:
             return {}
         return {s.RETRACTIONS_PER_MINUTE: sum(per_dp.values()) * 60.0 / dt}
+
+
+# A histogram's buckets between two scrapes, packed: the bounds (one tuple shared by every
+# target with the same buckets) and the counts in an array. As dicts of floats they were a
+# tenth of the daemon's memory per target.
+_Packed = tuple[tuple[float, ...], "array[float]"]
+_SHARED_BOUNDS: dict[tuple[float, ...], tuple[float, ...]] = {}
+_SHARED_BOUNDS_MAX = 256  # distinct bucket layouts shared; a page inventing more keeps its own
+
+
+def _pack(buckets: dict[float, float]) -> _Packed:
+    bounds = tuple(buckets)
+    shared = _SHARED_BOUNDS.get(bounds)
+    if shared is None and len(_SHARED_BOUNDS) < _SHARED_BOUNDS_MAX:
+        shared = _SHARED_BOUNDS[bounds] = bounds
+    return shared or bounds, array("d", buckets.values())
+
+
+def _unpack(packed: _Packed | None) -> dict[float, float]:
+    return {} if packed is None else dict(zip(packed[0], packed[1], strict=True))
 
 
 def _bucket_bounds(raws: list[bytes]) -> list[bytes]:
