@@ -126,3 +126,31 @@ def test_is_due_after_the_interval_or_when_the_target_goes_up_or_down():
     assert is_due(target, judged, 60.0, 15.0)
     down = _target([1] * 10, up=False, error_reason="timeout", error="slow")
     assert is_due(down, judged, 50.0, 15.0)
+
+
+def _over_limit(inp):
+    q = inp.view.last("q")
+    return (
+        Finding("over", Action("lower q"), Confidence.HIGH)
+        if q > inp.thresholds["limit"]
+        else Pass()
+    )
+
+
+def test_judge_target_thresholds_follow_overrides_and_the_rule_judged() -> None:
+    # thresholds are shared between targets judged alike: a reload with a new override, or
+    # another rule of the same id, must still see its own
+    rule = Rule(id="limit", severity=Severity.INFO, summary="s", action="a", source="t",
+                check=_over_limit, thresholds={"limit": 5.0})  # fmt: skip
+    target = _target([6.0] * 10)
+    fired = [
+        isinstance(judge_target(target, (r,), load_settings(None, raw), 45.0).judgements[0]
+                   .outcome, Finding)
+        for r, raw in (
+            (rule, {"min_samples": 3}),
+            (rule, {"min_samples": 3, "rules": {"limit": {"thresholds": {"limit": 8.0}}}}),
+            (rule, {"min_samples": 3}),
+            (Rule(**{**rule.__dict__, "thresholds": {"limit": 7.0}}), {"min_samples": 3}),
+        )
+    ]  # fmt: skip
+    assert fired == [True, False, True, False]

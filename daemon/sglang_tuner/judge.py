@@ -2,8 +2,9 @@
 the others; nothing here does I/O or reads the clock."""
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .config import RuleSettings, Settings
 from .rules.base import Rule, RuleInput, apply_rule
@@ -92,9 +93,7 @@ def _rule_input(
         view=view,
         config=target.config,
         profile=target.spec.profile,
-        thresholds=rule.thresholds_for(
-            target.spec.profile, overrides.thresholds, target.spec.legacy_guide
-        ),
+        thresholds=_thresholds(rule, target.spec.profile, overrides, target.spec.legacy_guide),
         frequently_ratio=overrides.frequently_ratio or settings.frequently_ratio,
         min_samples=settings.min_samples,
         interval_seconds=settings.scrape_interval_seconds,
@@ -104,6 +103,26 @@ def _rule_input(
         history=target.history,
         changes=tuple(target.changes.changes),
     )
+
+
+# (rule id, profile, legacy guide, overrides) -> (the rule, its thresholds): one read-only copy
+# shared by every target judged alike, instead of a new dict per rule, target and judgement.
+_THRESHOLDS: dict[
+    tuple[str, str, bool, tuple[tuple[str, float], ...]], tuple[Rule, Mapping[str, float]]
+] = {}
+
+
+def _thresholds(
+    rule: Rule, profile: str, overrides: RuleSettings, legacy: bool
+) -> Mapping[str, float]:
+    key = (rule.id, profile, legacy, tuple(overrides.thresholds.items()))
+    found = _THRESHOLDS.get(key)
+    if found is None or found[0] is not rule:  # another rule of that id (a reload, a test)
+        if len(_THRESHOLDS) > 4096:
+            _THRESHOLDS.clear()
+        merged = MappingProxyType(rule.thresholds_for(profile, overrides.thresholds, legacy))
+        found = _THRESHOLDS[key] = (rule, merged)
+    return found[1]
 
 
 def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSettings) -> Judgement:

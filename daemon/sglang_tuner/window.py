@@ -163,10 +163,12 @@ class WindowView:
         # `v != v` is True only for NaN (a missing value): cheaper than math.isnan per value;
         # one pass per column is cheaper than a generator per row.
         missing = {i for col in cols for i, v in enumerate(col) if v != v}  # noqa: PLR0124
+        # the columns have the view's length: zip needs no length check (a third of the cost)
+        rows = zip(*cols, strict=False)
+        if not missing:
+            return [dict(zip(names, vals, strict=False)) for vals in rows]
         return [
-            dict(zip(names, vals, strict=True))
-            for i, vals in enumerate(zip(*cols, strict=True))
-            if i not in missing
+            dict(zip(names, vals, strict=False)) for i, vals in enumerate(rows) if i not in missing
         ]
 
     def fraction(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import orjson
 
 from ..config import PrometheusSettings
 from ..httpauth import auth_headers, ssl_context
@@ -92,8 +93,8 @@ class PrometheusClient:
 def _parse(response: httpx.Response) -> dict[str, Any]:
     """The JSON body; an error answer becomes QueryFailed with its reason."""
     try:
-        body = response.json()
-    except ValueError:
+        body = orjson.loads(response.content)
+    except ValueError:  # orjson.JSONDecodeError included
         body = None
     code = response.status_code
     if code == 200 and isinstance(body, dict):
