@@ -621,3 +621,50 @@ def test_advice_is_gzipped_once_for_clients_that_accept_it(client: TestClient) -
     assert packed.headers["vary"] == "Accept-Encoding"
     assert packed.json() == plain.json()  # the same answer, decoded by the client
     assert int(packed.headers["content-length"]) < len(plain.content) / 3
+
+
+def test_the_default_advice_is_gzipped_when_published_not_when_asked(
+    client: TestClient, state: TunerState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gzipping the default answer for 10,000 targets takes tens of ms: a request that paid it
+    # was the p99 of /advice (one per evaluation)
+    from sglang_tuner import api_advice
+
+    calls: list[int] = []
+    compress = api_advice.gzip.compress
+    monkeypatch.setattr(api_advice.gzip, "compress", lambda b, n: calls.append(1) or compress(b, n))
+    client.get("/advice")  # the app exists and subscribes to the state
+    calls.clear()
+    state.publish(replace(state.latest(), ts=(state.latest().ts or 0) + 5))
+    assert len(calls) == 1  # at publish
+    packed = client.get("/advice", headers={"Accept-Encoding": "gzip"})
+    assert packed.headers["content-encoding"] == "gzip" and packed.json()["count"] > 0
+    assert len(calls) == 1  # served, not compressed again
+
+
+def test_an_evaluation_no_longer_published_is_freed_with_its_answers(
+    client: TestClient, state: TunerState
+) -> None:
+    import gc
+    import weakref
+
+    old = state.latest()
+    assert client.get("/advice").status_code == 200  # answers rendered for `old`
+    state.publish(replace(old, ts=(old.ts or 0) + 5))
+    assert client.get("/advice", headers={"Accept-Encoding": "gzip"}).status_code == 200
+    gone = weakref.ref(old)
+    del old
+    gc.collect()
+    assert gone() is None  # the render cache does not keep it (it holds every target status)
+
+
+def test_advice_json_built_item_by_item_is_the_models_own_json(state: TunerState) -> None:
+    from sglang_tuner.advice_report import AdviceFilter, select_advice
+    from sglang_tuner.api_advice import json_in_pieces
+
+    for f in (AdviceFilter(), AdviceFilter(full_no_data=True)):
+        out = select_advice(state.latest(), f, None, 5.0)
+        assert out.data and out.plans  # something in the lists being spliced in
+        assert json_in_pieces(out) == out.model_dump_json().encode()
+    empty = select_advice(replace(state.latest(), advice=(), plans={}), AdviceFilter(), None, 5.0)
+    assert json_in_pieces(empty) == empty.model_dump_json().encode()

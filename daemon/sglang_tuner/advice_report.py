@@ -9,7 +9,7 @@ from .evaluation import Evaluation, TargetStatus
 from .rules import ALL_RULES
 from .schemas import AdviceList, AdviceOut, NoDataOut, PlanOut, RuleErrorOut, rfc3339
 from .schemas_changes import ChangeOut, change_line
-from .values import Advice, Health, Severity
+from .values import Advice, Health, NoData, Severity
 
 _SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -54,9 +54,15 @@ def select_advice(
     advice.sort(key=advice_rank)
     no_data: list[NoDataOut] = []
     errors: list[RuleErrorOut] = []
+    counts: dict[str, int] = {}
+    reasons = f.full_no_data or target is not None  # else only counted (10,000 targets' worth)
     for name in sorted(ev.targets.keys() | ev.results.keys()):
         if target in (None, name):
-            _explain(ev, name, severity, retry_seconds, no_data, errors)
+            found = _explain(
+                ev, name, severity, retry_seconds, no_data if reasons else None, errors
+            )
+            if found:
+                counts[name] = found
     data = [AdviceOut.from_advice(a) for a in advice]
     plans = [
         PlanOut.from_plan(p)
@@ -68,15 +74,12 @@ def select_advice(
         for name, cs in sorted(ev.changes.items())
         if target in (None, name) and cs
     }
-    counts: dict[str, int] = {}
-    for item in no_data:
-        counts[item.target] = counts.get(item.target, 0) + 1
     return AdviceList(
         plans=plans,
         last_change=last,
         data=data,
         count=len(data),
-        no_data=no_data if f.full_no_data or target is not None else [],
+        no_data=no_data,
         no_data_counts=counts,
         errors=errors,
         evaluated_at=rfc3339(ev.ts),
@@ -89,23 +92,28 @@ def _explain(
     name: str,
     severity: Severity | None,
     retry: float,
-    no_data: list[NoDataOut],
+    no_data: list[NoDataOut] | None,
     errors: list[RuleErrorOut],
-) -> None:
-    """Append why `name` gives no advice: the whole target, or rule by rule."""
+) -> int:
+    """Why `name` gives no advice, the whole target or rule by rule: appended to `no_data`
+    (None: only counted), errors to `errors`. Returns the number of no-data reasons."""
     results = ev.results.get(name, ())
     whole = _target_no_data(ev.targets.get(name), bool(results), retry)
-    if whole is not None:
+    found = 0 if whole is None else 1
+    if whole is not None and no_data is not None:
         no_data.append(whole)
     for r in sorted(results, key=lambda r: r.rule):
         if r.health == Health.OK or (severity is not None and r.severity != severity):
-            continue  # the common case, kept cheap: /advice must stay fast at 1,000 targets
+            continue  # the common case, kept cheap: /advice must stay fast at 10,000 targets
         # a down target's rules all say "down": only their errors are worth a line
-        reason = None if whole is not None else NoDataOut.from_result(r)
-        if reason is not None:
-            no_data.append(reason)
+        if whole is None and (isinstance(r.outcome, NoData) or r.health == Health.NO_DATA):
+            found += 1
+            reason = NoDataOut.from_result(r) if no_data is not None else None
+            if reason is not None and no_data is not None:
+                no_data.append(reason)
         elif r.health == Health.ERR:
             errors.append(RuleErrorOut(target=name, rule=r.rule, error=r.error or "error"))
+    return found
 
 
 def _target_no_data(t: TargetStatus | None, has_results: bool, retry: float) -> NoDataOut | None:

@@ -2,6 +2,7 @@
 
 import re
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -39,16 +40,19 @@ class RenderCache:
     """
 
     def __init__(self) -> None:
-        # the published evaluation and the one being pre-rendered before it is published
-        self._slots: tuple[tuple[Evaluation, dict[object, Rendered]], ...] = ()
+        # the published evaluation and the one being pre-rendered before it is published, held
+        # weakly: an evaluation no longer published is freed (it holds every target's status,
+        # signals and rule results), and its answers with it at the next call
+        self._slots: tuple[tuple[weakref.ref[Evaluation], dict[object, Rendered]], ...] = ()
 
     def get(self, ev: Evaluation, key: object, render: Callable[[], Rendered]) -> Rendered:
         """The answer for `key` on `ev`, rendered now if nobody has yet."""
-        slots = self._slots
-        answers = next((a for e, a in slots if e is ev), None)
+        slots = tuple((r, a) for r, a in self._slots if r() is not None)
+        answers = next((a for r, a in slots if r() is ev), None)
         if answers is None:
             answers = {}
-            self._slots = (*slots[-1:], (ev, answers))
+            slots = (*slots[-1:], (weakref.ref(ev), answers))
+        self._slots = slots
         found = answers.get(key)
         if found is None:
             found = answers[key] = render()

@@ -77,7 +77,7 @@ class DatabaseStatus:
     save_failures_total: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Evaluation:
     """The latest complete evaluation; replaced whole, never mutated."""
 

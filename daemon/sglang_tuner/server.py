@@ -1,6 +1,7 @@
 """Run the daemon: the tuner loop and the HTTP API (uvicorn) in one asyncio loop."""
 
 import asyncio
+import ctypes
 import gc
 import logging
 import resource
@@ -90,6 +91,9 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+TRIM_MAX_SECONDS = 0.01
+
+
 def tune_runtime(state: TunerState) -> None:
     """Keep the API quick while the loop works (measured in docs/performance.md).
 
@@ -100,20 +104,40 @@ def tune_runtime(state: TunerState) -> None:
       pass holds the GIL for its whole length (over 100 ms with 1,000 targets' windows). Frozen
       now, and once more after the first evaluation with targets (in Prometheus mode they are
       found by the first round).
+    - Memory freed by the scrapes (pages, bodies) goes back to the system once per publish
+      (glibc's `malloc_trim`, about 1 ms with 1,000 targets); without it the heap keeps ~14 MB
+      more per 1,000 targets between publications. It holds malloc's lock while it works (the
+      API thread waits): should one take over TRIM_MAX_SECONDS, trimming stops.
     """
     sys.setswitchinterval(0.001)
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     frozen = False
+    trim = _malloc_trim()
 
-    def freeze_once(evaluation: Evaluation) -> None:
+    def after_publish(evaluation: Evaluation) -> None:
         nonlocal frozen
         if not frozen and evaluation.targets:
             frozen = True
             gc.freeze()
+        nonlocal trim
+        if trim is not None:
+            began = time.perf_counter()
+            trim(0)
+            if time.perf_counter() - began > TRIM_MAX_SECONDS:
+                trim = None
 
-    state.subscribe(freeze_once)
+    state.subscribe(after_publish)
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim` (None elsewhere: musl, macOS)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 class ServeError(Exception):
