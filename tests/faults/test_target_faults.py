@@ -1,0 +1,148 @@
+"""A target flapping every second, and a target whose SGLang version changes on the same port:
+no crash, the healthy target beside it keeps its scrapes, `/targets` tells the truth, the log
+stays short and no advice comes from the gaps or from two versions' data mixed. A real daemon,
+simulated SGLang servers over real HTTP."""
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sglang_sim import ServerSpec, SimFleet
+
+from tests.conftest import DaemonProcess
+from tests.helpers import FAST_DAEMON as FAST
+from tests.ports import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class Flapper:
+    """A port that answers for `up_seconds` (passing requests on to `upstream`), then refuses
+    connections for as long, over and over: a server flapping every second."""
+
+    def __init__(self, upstream: str, up_seconds: float = 1.0) -> None:
+        self.upstream, self.up_seconds, self.port = upstream, up_seconds, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.toggles = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Flapper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        upstream = self.upstream
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                answer = httpx.get(upstream + self.path, timeout=5)
+                self.send_response(answer.status_code)
+                self.send_header("Content-Type", answer.headers.get("content-type", "text/plain"))
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        while not self._stop.is_set():
+            server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+            server.daemon_threads = True
+            serving = threading.Thread(target=server.serve_forever, daemon=True)
+            serving.start()
+            self._stop.wait(self.up_seconds)
+            server.shutdown()
+            server.server_close()  # refused from here on
+            self.toggles += 2
+            self._stop.wait(self.up_seconds)
+
+
+@pytest.fixture
+def servers() -> Iterator[SimFleet]:
+    with SimFleet([ServerSpec("healthy"), ServerSpec("healthy")], speed=10.0) as fleet:
+        yield fleet
+
+
+def _row(daemon: DaemonProcess, name: str) -> dict[str, Any]:
+    """The target's row in /targets (empty before the first evaluation)."""
+    rows = daemon.get("/targets").json()["data"]
+    return next((r for r in rows if r["name"] == name), {})
+
+
+def _advice(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
+    return [a for a in daemon.get("/advice").json()["data"] if a["target"] == name]
+
+
+def test_a_target_flapping_every_second(servers: SimFleet, tmp_path: Path) -> None:
+    flapping, calm = servers.urls
+    with Flapper(flapping) as flapper:
+        config = {
+            **FAST,
+            "targets": [{"url": flapper.url, "name": "flap"}, {"url": calm, "name": "calm"}],
+        }
+        daemon = DaemonProcess(tmp_path, config).start()
+        try:
+            daemon.wait_for(lambda d: _row(d, "calm").get("up"), timeout=20)
+            started, calm_before = time.monotonic(), _row(daemon, "calm")["scrapes_total"]
+            seen: set[tuple[bool, str | None]] = set()
+            while flapper.toggles < 26:  # up 13 times, refused 13 times (about 30 s)
+                assert time.monotonic() - started < 60
+                row = _row(daemon, "flap")
+                seen.add((bool(row["up"]), row["error_reason"]))
+                time.sleep(0.2)
+            # /targets follows it: up while it answers, refused while it does not
+            assert (True, None) in seen and (False, "conn_refused") in seen
+            # the healthy target beside it keeps >= 95 % of its scrapes
+            expected = (time.monotonic() - started) / FAST["scrape_interval_seconds"]
+            assert _row(daemon, "calm")["scrapes_total"] - calm_before >= 0.95 * expected - 2
+            # each change logged until the burst (20 a minute), not a line for each of the 26
+            lines = [line for line in daemon.logs().splitlines() if "target flap " in line]
+            assert 0 < len(lines) <= 20
+            # the gaps are not a restart nor a reason for advice: the server behind is healthy
+            assert daemon.get("/changes/flap").json()["count"] == 0
+            assert _advice(daemon, "flap") == []
+            assert daemon.get("/healthz").status_code == 200
+        finally:
+            daemon.stop()
+
+
+def test_a_new_sglang_version_on_the_same_port(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    config = {**FAST, "targets": [{"url": url, "name": "gpu"}]}
+    daemon = DaemonProcess(tmp_path, config).start()
+    try:
+        old = ServerSpec("retraction_storm", version="0.4.10", port=port)
+        with SimFleet([old], speed=10.0, warmup_seconds=300.0):
+            daemon.wait_for(lambda d: _row(d, "gpu").get("sglang_version") == "0.4.10", timeout=20)
+            fired = daemon.wait_for(lambda d: {a["rule"] for a in _advice(d, "gpu")}, timeout=60)
+            assert "retractions_frequent" in fired, fired  # the 0.4 names are read
+        # another version on the same port, with other metric names, up for a while already,
+        # and idle: nothing in its own data calls for advice
+        new = ServerSpec("idle", version="0.5.23", port=port)
+        with SimFleet([new], speed=10.0, warmup_seconds=300.0):
+            daemon.wait_for(lambda d: _row(d, "gpu").get("sglang_version") == "0.5.23", timeout=30)
+            # the old version's samples leave with the restart: no advice from them, none made
+            # up from two versions' data, no rule failing on the new names
+            daemon.wait_for(lambda d: not _advice(d, "gpu"), timeout=30)
+            stable_until = time.monotonic() + 5
+            while time.monotonic() < stable_until:
+                assert not _advice(daemon, "gpu")
+                time.sleep(0.5)
+            body = daemon.get("/advice").json()
+            assert body["errors"] == [] and _row(daemon, "gpu")["up"]
+            changes = daemon.get("/changes/gpu").json()
+            assert changes["count"] >= 1  # the switch is on record as a restart
+    finally:
+        daemon.stop()
