@@ -65,36 +65,34 @@ def judge_target(
     target: TargetState, rules: Sequence[Rule], settings: Settings, now: float
 ) -> TargetJudgement:
     """Judge every applicable rule for one target."""
-    views: dict[float, WindowView] = {}
+    inputs: dict[float, RuleInput] = {}  # one per window span, shared by the rules in turn
+    profile, legacy = target.spec.profile, target.spec.legacy_guide
     out = []
-    for rule in applicable_rules(rules, settings, target.spec.profile):
+    for rule in applicable_rules(rules, settings, profile):
         overrides = rule_settings(settings, rule.id)
         span = overrides.window_seconds or settings.window_seconds
-        if span not in views:
-            views[span] = target.window.view(now, span)
-        inp = _rule_input(rule, target, views[span], settings, overrides, now)
+        inp = inputs.get(span)
+        if inp is None:
+            inp = inputs[span] = _rule_input(target, target.window.view(now, span), settings, now)
+        inp.thresholds = _thresholds(rule, profile, overrides, legacy)
+        inp.frequently_ratio = overrides.frequently_ratio or settings.frequently_ratio
         out.append(_judge(rule, target, inp, overrides))
     default_span = settings.window_seconds
-    samples = (views.get(default_span) or target.window.view(now, default_span)).count
+    default = inputs.get(default_span)
+    samples = (default.view if default else target.window.view(now, default_span)).count
     up = None if target.last is None else target.last.is_up
     return TargetJudgement(now, up, samples, tuple(out))
 
 
-def _rule_input(
-    rule: Rule,
-    target: TargetState,
-    view: WindowView,
-    settings: Settings,
-    overrides: RuleSettings,
-    now: float,
-) -> RuleInput:
+def _rule_input(target: TargetState, view: WindowView, settings: Settings, now: float) -> RuleInput:
+    """What the rules see of `target` over `view`; each rule's thresholds are set in turn."""
     last = target.last
     return RuleInput(
         view=view,
         config=target.config,
         profile=target.spec.profile,
-        thresholds=_thresholds(rule, target.spec.profile, overrides, target.spec.legacy_guide),
-        frequently_ratio=overrides.frequently_ratio or settings.frequently_ratio,
+        thresholds=MappingProxyType({}),
+        frequently_ratio=settings.frequently_ratio,
         min_samples=settings.min_samples,
         interval_seconds=settings.scrape_interval_seconds,
         now=now,
@@ -105,24 +103,25 @@ def _rule_input(
     )
 
 
-# (rule id, profile, legacy guide, overrides) -> (the rule, its thresholds): one read-only copy
+# (rule, profile, legacy guide, overrides) by identity -> their thresholds: one read-only copy
 # shared by every target judged alike, instead of a new dict per rule, target and judgement.
+# The rule and the overrides are kept in the value, so an id is never reused while cached.
 _THRESHOLDS: dict[
-    tuple[str, str, bool, tuple[tuple[str, float], ...]], tuple[Rule, Mapping[str, float]]
+    tuple[int, str, bool, int], tuple[Rule, RuleSettings, Mapping[str, float]]
 ] = {}
 
 
 def _thresholds(
     rule: Rule, profile: str, overrides: RuleSettings, legacy: bool
 ) -> Mapping[str, float]:
-    key = (rule.id, profile, legacy, tuple(overrides.thresholds.items()))
+    key = (id(rule), profile, legacy, id(overrides))
     found = _THRESHOLDS.get(key)
-    if found is None or found[0] is not rule:  # another rule of that id (a reload, a test)
-        if len(_THRESHOLDS) > 4096:
+    if found is None or found[0] is not rule or found[1] is not overrides:
+        if len(_THRESHOLDS) > 4096:  # settings reloaded many times
             _THRESHOLDS.clear()
         merged = MappingProxyType(rule.thresholds_for(profile, overrides.thresholds, legacy))
-        found = _THRESHOLDS[key] = (rule, merged)
-    return found[1]
+        found = _THRESHOLDS[key] = (rule, overrides, merged)
+    return found[2]
 
 
 def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSettings) -> Judgement:

@@ -28,9 +28,9 @@ from ..window import Frequency, WindowView
 class RuleInput:
     """Everything a rule may look at: the window, the server's flags, profile and thresholds.
 
-    Read-only by contract but not frozen: one is built per rule and target on every judgement
-    (230,000 per round at 10,000 targets), and a frozen dataclass takes three times as long
-    to build."""
+    Read-only to rules, and not frozen: the judge builds one per target and window span and
+    sets `thresholds` and `frequently_ratio` for each rule in turn (one per rule was 230,000
+    per round at 10,000 targets). A rule reads it while it judges and keeps nothing of it."""
 
     view: WindowView
     config: ServerConfig | None
@@ -132,11 +132,22 @@ def idle(inp: RuleInput, what: str = "the server was idle in every sample") -> N
     return NoData(what, inp.view.window_seconds / 2)
 
 
-def judged(freq: Frequency, inp: RuleInput, evidence: str, action: Action) -> Outcome:
-    """Finding when the condition held frequently, else Pass (with the ratio it reached)."""
+def judged(
+    freq: Frequency,
+    inp: RuleInput,
+    evidence: str | tuple[str, ...],
+    action: Action | Callable[[RuleInput], Action],
+) -> Outcome:
+    """Finding when the condition held frequently, else Pass (with the ratio it reached).
+
+    `evidence`: the text, or the signals whose medians `frequently_evidence` reports; `action`:
+    the action or the function making it. Both are only made for a Finding: most judgements
+    pass, and their text was a seventh of judging."""
     if not freq.held:
         return Pass(freq.ratio, freq.considered)
-    return Finding(evidence, action, confidence_for(inp), freq.ratio, freq.considered)
+    text = evidence if isinstance(evidence, str) else frequently_evidence(freq, inp, evidence)
+    act = action if isinstance(action, Action) else action(inp)
+    return Finding(text, act, confidence_for(inp), freq.ratio, freq.considered)
 
 
 def format_duration(seconds: float) -> str:

@@ -270,7 +270,7 @@ def _check_compile(inp: RuleInput) -> Outcome:
         f"{params:g}B-parameter model; running batch per rank <= {limit:g} in {freq.ratio:.0%} "
         f"of {freq.considered} busy samples; torch.compile off"
     )
-    return judged(freq, inp, evidence, _enable_compile(inp))
+    return judged(freq, inp, evidence, _enable_compile)
 
 
 TORCH_COMPILE_SMALL_BATCH = Rule(

@@ -18,7 +18,6 @@ from .base import (
     Rule,
     RuleInput,
     flag_action,
-    frequently_evidence,
     idle,
     judged,
     with_expected,
@@ -103,8 +102,7 @@ def _check_batch(inp: RuleInput) -> Outcome:
     )
     if freq.considered == 0:
         return idle(inp)
-    evidence = frequently_evidence(freq, inp, signals)
-    return judged(freq, inp, evidence, _lower_max_running(inp))
+    return judged(freq, inp, signals, _lower_max_running)
 
 
 BATCH_TOO_LARGE_FOR_LATENCY = Rule(
@@ -153,7 +151,7 @@ def _check_queue_wait(inp: RuleInput) -> Outcome:
     )
     if freq.considered == 0:
         return idle(inp, "the server finished no request in every sample")
-    return judged(freq, inp, frequently_evidence(freq, inp, signals), _slow_clients(inp))
+    return judged(freq, inp, signals, _slow_clients)
 
 
 QUEUE_WAIT_DOMINATES = Rule(
@@ -231,8 +229,7 @@ def _check_prefill(inp: RuleInput) -> Outcome:
         )
 
     freq = frequently(inp.view, prefill_bound, signals, inp.frequently_ratio)
-    evidence = frequently_evidence(freq, inp, signals)
-    return judged(freq, inp, evidence, _raise_chunked_prefill(inp))
+    return judged(freq, inp, signals, _raise_chunked_prefill)
 
 
 LONG_PROMPTS_DOMINATE_TTFT = Rule(

@@ -3,7 +3,7 @@
 from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE
 from ..values import Action, Outcome, Severity
 from ..window import frequently
-from .base import Rule, RuleInput, frequently_evidence, idle, judged
+from .base import Rule, RuleInput, idle, judged
 
 SOURCE = "Hyperparameter Tuning / Adjust the request submission speed to control #queue-req"
 
@@ -28,8 +28,7 @@ def _check_empty(inp: RuleInput) -> Outcome:
     )
     if freq.considered == 0:
         return idle(inp, "the server was idle (no running requests) in every sample")
-    evidence = frequently_evidence(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE))
-    return judged(freq, inp, evidence, _submit_faster(inp))
+    return judged(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE), _submit_faster)
 
 
 QUEUE_EMPTY = Rule(
@@ -52,13 +51,12 @@ def _check_long(inp: RuleInput) -> Outcome:
     freq = frequently(
         inp.view, lambda r: r[NUM_QUEUE_REQS] > limit, (NUM_QUEUE_REQS,), inp.frequently_ratio
     )
-    action = Action(
+    action = lambda _inp: Action(  # noqa: E731
         f"client: slow request submission until #queue-req stays under {limit:g}, "
         "or add data-parallel replicas behind the SGLang router",
         expected=f"#queue-req under {limit:g}: less scheduling overhead, shorter queueing",
     )
-    evidence = frequently_evidence(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS))
-    return judged(freq, inp, evidence, action)
+    return judged(freq, inp, (NUM_QUEUE_REQS, NUM_RUNNING_REQS), action)
 
 
 QUEUE_TOO_LONG = Rule(

@@ -12,7 +12,6 @@ from .base import (
     flag_action,
     format_duration,
     format_value,
-    frequently_evidence,
     judged,
     with_expected,
     with_note,
@@ -133,8 +132,8 @@ def _check_conservative(inp: RuleInput) -> Outcome:
     veto = _not_too_conservative(inp) if freq.held else None
     if veto is not None:
         return Pass(freq.ratio, freq.considered, veto)
-    evidence = frequently_evidence(freq, inp, (TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS))
-    return judged(freq, inp, evidence, _lower_conservativeness(inp))
+    signals = (TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS)
+    return judged(freq, inp, signals, _lower_conservativeness)
 
 
 SCHEDULER_TOO_CONSERVATIVE = Rule(

@@ -8,7 +8,6 @@ from .base import (
     RuleInput,
     choice_action,
     format_value,
-    frequently_evidence,
     judged,
     with_expected,
     with_note,
@@ -49,6 +48,14 @@ def _to_fcfs(inp: RuleInput) -> Action:
     return choice_action(FLAG, current, "fcfs", inp, default)
 
 
+def _to_fcfs_expected(inp: RuleInput) -> Action:
+    return with_expected(
+        _to_fcfs(inp), "no prefix matching and sorting in each scheduling round: slightly "
+        "lower scheduling overhead (no measurable throughput change in our GPU model); the "
+        "cache hit ratio stays as low as it is",
+    )  # fmt: skip
+
+
 def _to_lpm(inp: RuleInput) -> Action:
     current, default = current_policy(inp)
     action = choice_action(FLAG, current, "lpm", inp, default)
@@ -82,12 +89,7 @@ def _check_lpm(inp: RuleInput) -> Outcome:
         SIGNALS,
         inp.frequently_ratio,
     )
-    action = with_expected(
-        _to_fcfs(inp), "no prefix matching and sorting in each scheduling round: slightly "
-        "lower scheduling overhead (no measurable throughput change in our GPU model); the "
-        "cache hit ratio stays as low as it is",
-    )  # fmt: skip
-    return judged(freq, inp, frequently_evidence(freq, inp, SIGNALS), action)
+    return judged(freq, inp, SIGNALS, _to_fcfs_expected)
 
 
 def _reuse(inp: RuleInput) -> str | None:
@@ -128,7 +130,7 @@ def _check_fcfs(inp: RuleInput) -> Outcome:
     evidence = (
         f"{reuse}; 1-{limit:g} requests waiting in {freq.ratio:.0%} of {freq.considered} samples"
     )
-    return judged(freq, inp, evidence, _to_lpm(inp))
+    return judged(freq, inp, evidence, _to_lpm)
 
 
 LPM_WITHOUT_PREFIX_REUSE = Rule(
