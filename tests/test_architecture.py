@@ -21,15 +21,17 @@ FLOORS: dict[str, int] = {
     "logsetup": 0,
     "window": 1,
     "config_fleet": 0,
-    "config": 1,
+    "config_problems": 0,  # the settings' problems: the YAML read, 'path: message' lines
+    "config_targets": 1,  # the settings of one target and of file_sd
+    "config": 2,
     "verdicts": 2,
     "changes": 3,
-    "httpauth": 2,
+    "httpauth": 3,
     # the API's web config: TLS, the file, and the middleware that checks passwords
     "webtls": 1,
     "webconfig": 2,
     "webauth": 3,
-    "targets": 2,
+    "targets": 3,
     "rules": 4,
     "sources": 4,
     "target_state": 5,

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 import pytest
-from sglang_tuner.config import ConfigError, load_settings
+from sglang_tuner.config import load_settings
+from sglang_tuner.config_problems import ConfigError
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -3,7 +3,8 @@
 import textwrap
 from pathlib import Path
 
-from sglang_tuner.config import AlertmanagerSettings, FileSDSettings, Settings, TargetSettings
+from sglang_tuner.config import AlertmanagerSettings, Settings
+from sglang_tuner.config_targets import FileSDSettings, TargetSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 

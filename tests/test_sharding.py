@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from sglang_tuner.config import ConfigError, ShardSettings, load_settings
+from sglang_tuner.config import ShardSettings, load_settings
+from sglang_tuner.config_problems import ConfigError
 from sglang_tuner.targets import TargetSpec, in_shard, shard_of, shard_targets
 
 from tests.prometheus_process import PrometheusProcess, needs_prometheus

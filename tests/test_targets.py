@@ -3,7 +3,8 @@
 import json
 import os
 
-from sglang_tuner.config import FileSDSettings, load_settings
+from sglang_tuner.config import load_settings
+from sglang_tuner.config_targets import FileSDSettings
 from sglang_tuner.targets import FileSD, TargetSpec, merge_targets, static_targets
 
 

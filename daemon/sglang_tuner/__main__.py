@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import quote
 
 from . import __version__
-from .config import ConfigError, Settings, load_settings
+from .config import Settings, load_settings
+from .config_problems import ConfigError
 from .logsetup import configure_logging
 from .webconfig import WebConfigError, load_web_config
 

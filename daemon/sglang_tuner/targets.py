@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-from .config import LIMIT_FIELDS, FileSDSettings, Settings, ShardSettings, TargetSettings
+from .config import Settings, ShardSettings
+from .config_targets import LIMIT_FIELDS, FileSDSettings, TargetSettings
 from .values import read_key_file
 
 logger = logging.getLogger(__name__)

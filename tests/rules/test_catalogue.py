@@ -4,7 +4,8 @@ import re
 
 import pytest
 from helpers import evaluate, window_from
-from sglang_tuner.config import ConfigError, load_settings
+from sglang_tuner.config import load_settings
+from sglang_tuner.config_problems import ConfigError
 from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
 from sglang_tuner.rules.catalogue_doc import render_markdown
 from sglang_tuner.signals import ALL_SIGNALS

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from sglang_sim import ServerSpec, SimFleet
 from sglang_tuner import signals as s
-from sglang_tuner.config import ConfigError, PrometheusSettings, ShardSettings, load_settings
+from sglang_tuner.config import PrometheusSettings, ShardSettings, load_settings
+from sglang_tuner.config_problems import ConfigError
 from sglang_tuner.sources.prometheus import PrometheusSource
 from sglang_tuner.sources.promql import PromQL, build_queries, signals_from
 from sglang_tuner.sources.sglang import SGLANG_METRIC_NAMES, SignalMapper, describe_signal_sources
