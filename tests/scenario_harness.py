@@ -22,7 +22,8 @@ from sglang_tuner.sources.server_info import parse_server_info
 from sglang_tuner.sources.sglang import SignalMapper
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import Finding, ScrapeResult, Snapshot
+from sglang_tuner.values import Finding, Snapshot
+from sglang_tuner.values_scrape import ScrapeResult
 from sglang_tuner.window import capacity_for
 
 EPOCH = 1_790_000_000.0

@@ -16,6 +16,7 @@ SIM = DAEMON / "sglang_sim"
 
 FLOORS: dict[str, int] = {
     "values": 0,
+    "values_scrape": 1,  # what a read of a server ends as: failure reasons, limits, results
     "assets": 0,  # standard library only: setup.py loads it from its file
     "signals": 0,
     "logsetup": 0,
@@ -78,8 +79,8 @@ OUTPUTS = (
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.
 PURE = (
-    "rules", "window", "values", "signals", "judge", "plan", "target_state", "publish", "alerting",
-    "verdicts", "changes", "watch",
+    "rules", "window", "values", "values_scrape", "signals", "judge", "plan", "target_state",
+    "publish", "alerting", "verdicts", "changes", "watch",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 CLI = ("__main__", "demo", "check")

@@ -163,7 +163,7 @@ def test_alertmanager_url_port_is_checked():
 
 def test_scrape_limits_default_globally_and_a_target_overrides_only_what_it_sets(tmp_path):
     from sglang_tuner.targets import static_targets
-    from sglang_tuner.values import ScrapeLimits
+    from sglang_tuner.values_scrape import ScrapeLimits
 
     path = _write(
         tmp_path,

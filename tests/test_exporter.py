@@ -22,7 +22,6 @@ from sglang_tuner.metric_families import SPECS
 from sglang_tuner.plan import Plan, Step
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.values import (
-    SCRAPE_FAILURE_REASONS,
     Action,
     Advice,
     AlertState,
@@ -35,6 +34,7 @@ from sglang_tuner.values import (
     ServerConfig,
     Severity,
 )
+from sglang_tuner.values_scrape import SCRAPE_FAILURE_REASONS
 from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
 
 NOW = 1_795_000_000.0

@@ -12,7 +12,8 @@ from sglang_tuner.sources.prometheus import FleetRound
 from sglang_tuner.sources.promql import PromQL, build_queries
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import ScrapeResult, Snapshot
+from sglang_tuner.values import Snapshot
+from sglang_tuner.values_scrape import ScrapeResult
 
 from tests.prometheus_process import FakeQueryAPI, serve_api, vector
 

@@ -12,10 +12,10 @@ from sglang_tuner.values import (
     Health,
     NoData,
     Pass,
-    ScrapeResult,
     Severity,
     Snapshot,
 )
+from sglang_tuner.values_scrape import ScrapeResult
 from sglang_tuner.window import frequently
 
 

@@ -11,16 +11,8 @@ from sglang_tuner.rules.base import Rule
 from sglang_tuner.store import Store
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import (
-    Action,
-    Confidence,
-    Finding,
-    Health,
-    Pass,
-    ScrapeResult,
-    Severity,
-    Snapshot,
-)
+from sglang_tuner.values import Action, Confidence, Finding, Health, Pass, Severity, Snapshot
+from sglang_tuner.values_scrape import ScrapeResult
 
 from tests.alertmanager_process import am_alerts, eventually, needs_alertmanager
 

@@ -22,10 +22,10 @@ from sglang_tuner.values import (
     FlagHistory,
     FlagOutcome,
     Health,
-    ScrapeResult,
     ServerConfig,
     Snapshot,
 )
+from sglang_tuner.values_scrape import ScrapeResult
 
 H100 = "NVIDIA H100 80GB HBM3"
 ORDER = {rule.id: i for i, rule in enumerate(ALL_RULES)}

@@ -14,11 +14,11 @@ from sglang_tuner.values import (
     Health,
     NoData,
     Pass,
-    ScrapeResult,
     ServerConfig,
     Severity,
     Snapshot,
 )
+from sglang_tuner.values_scrape import ScrapeResult
 
 RULE = Rule(
     id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",

@@ -11,7 +11,8 @@ from sglang_tuner.signals import (
 )
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import ScrapeResult, ServerConfig, Snapshot
+from sglang_tuner.values import ServerConfig, Snapshot
+from sglang_tuner.values_scrape import ScrapeResult
 
 SPEC = TargetSpec("gpu-a", "http://gpu-a:30000", gpu_model="NVIDIA H100 80GB HBM3")
 

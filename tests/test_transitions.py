@@ -6,7 +6,8 @@ import pytest
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
 from sglang_tuner.transitions import TransitionLog
-from sglang_tuner.values import ScrapeResult, Snapshot
+from sglang_tuner.values import Snapshot
+from sglang_tuner.values_scrape import ScrapeResult
 
 
 def _targets(count: int) -> list[TargetState]:

@@ -35,7 +35,7 @@ from .config_targets import (
     TargetSettings,
     checked_url,
 )
-from .values import ScrapeLimits
+from .values_scrape import ScrapeLimits
 
 # Re-exported: the services' settings (`config_fleet.py`), and ConfigError for `server.py`.
 __all__ = ["BasicAuthSettings", "ConfigError", "PrometheusSettings", "ShardSettings", "TLSSettings"]

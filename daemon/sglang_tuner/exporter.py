@@ -16,16 +16,8 @@ from .evaluation import Evaluation, RuleResult, TargetStatus
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
 from .signals import EXPORTED_AS
-from .values import (
-    QUERY_FAILURE_REASONS,
-    SCRAPE_FAILURE_REASONS,
-    Action,
-    Advice,
-    AlertState,
-    Health,
-    QueryStatus,
-    Severity,
-)
+from .values import Action, Advice, AlertState, Health, QueryStatus, Severity
+from .values_scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS
 from .verdicts import VERDICTS
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the

@@ -12,7 +12,8 @@ from .sources.prometheus import FleetRound, PrometheusSource
 from .sources.target import TargetSource
 from .target_state import TargetState
 from .targets import TargetSpec
-from .values import QueryStatus, ScrapeResult
+from .values import QueryStatus
+from .values_scrape import ScrapeResult
 
 
 class Fleet:

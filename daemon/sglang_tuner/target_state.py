@@ -21,14 +21,8 @@ from .signals import (
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
 from .targets import TargetSpec
-from .values import (
-    UNREACHABLE_REASONS,
-    FlagHistory,
-    FlagOutcome,
-    ScrapeResult,
-    ServerConfig,
-    Snapshot,
-)
+from .values import FlagHistory, FlagOutcome, ServerConfig, Snapshot
+from .values_scrape import UNREACHABLE_REASONS, ScrapeResult
 from .window import Window
 
 # Knobs whose change after a restart makes the old window describe another configuration.

@@ -9,7 +9,8 @@ import logging
 from collections import Counter
 
 from .target_state import TargetState
-from .values import ScrapeResult, redact_userinfo
+from .values import redact_userinfo
+from .values_scrape import ScrapeResult
 
 logger = logging.getLogger(__name__)
 LOG_BURST = 20  # target lines per period before the rest are summed up

@@ -17,7 +17,7 @@ from sglang_tuner.sources.exposition import (
     quantile,
     scan_exposition,
 )
-from sglang_tuner.values import ScrapeLimits
+from sglang_tuner.values_scrape import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
 

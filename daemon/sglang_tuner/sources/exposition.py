@@ -16,7 +16,7 @@ import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from sglang_tuner.values import ScrapeLimits
+from sglang_tuner.values_scrape import ScrapeLimits
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 

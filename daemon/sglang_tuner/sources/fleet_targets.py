@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from ..config import PrometheusSettings, ShardSettings
 from ..signals import RESTARTS
 from ..targets import TargetSpec, in_shard
-from ..values import ScrapeResult, ServerConfig, Snapshot, read_key_file
+from ..values import ServerConfig, Snapshot, read_key_file
+from ..values_scrape import ScrapeResult
 from .http import HttpClient
 from .promql import COUNTER_RESETS, signals_from
 from .server_info import fetch_server_info

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 
 from ..config import PrometheusSettings, ShardSettings
 from ..targets import TargetSpec
-from ..values import QueryStatus, ScrapeResult
+from ..values import QueryStatus
+from ..values_scrape import ScrapeResult
 from .fleet_targets import FleetTargets, Parts
 from .http import HttpClient
 from .prometheus_api import Answer, PrometheusClient

@@ -12,7 +12,8 @@ from sglang_tuner.sources.http import (
     HttpError,
 )
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
-from sglang_tuner.values import ScrapeLimits, ScrapeResult, Snapshot
+from sglang_tuner.values import Snapshot
+from sglang_tuner.values_scrape import ScrapeLimits, ScrapeResult
 
 ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang: to sglang_ (§2)
 DEFAULT_TIMEOUT_SECONDS = 3.0

@@ -23,7 +23,7 @@ from sglang_tuner.sources.exposition import (
     quantile,
     scan_exposition,
 )
-from sglang_tuner.values import ScrapeLimits
+from sglang_tuner.values_scrape import ScrapeLimits
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
 _GAUGES: dict[str, tuple[str, str]] = {

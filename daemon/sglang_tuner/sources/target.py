@@ -9,7 +9,8 @@ import dataclasses
 import ssl
 
 from ..targets import TargetSpec
-from ..values import ScrapeLimits, ScrapeResult, ServerConfig, redact_userinfo
+from ..values import ServerConfig, redact_userinfo
+from ..values_scrape import ScrapeLimits, ScrapeResult
 from .dcgm import fetch_dcgm
 from .http import HttpClient
 from .logs import LogFollower
