@@ -53,7 +53,8 @@ FLOORS: dict[str, int] = {
     "metric_families": 9,
     "alertmanager": 10,
     "store": 10,
-    "store_rows": 9,  # the store's rows read back
+    "store_rows": 9,  # the store's rows written and read back
+    "store_schema": 9,  # the store's file: its tables, opened checked, moved aside if corrupt
     "runbook": 12,
     "apidocs": 12,
     "api_context": 13,
@@ -75,6 +76,7 @@ FLOORS: dict[str, int] = {
 OUTPUTS = (
     "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
     "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook", "store_rows",
+    "store_schema",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
 # Judging is pure: these may not do I/O or read the clock.

@@ -1,9 +1,9 @@
 """SQLite persistence: windows (a restart does not start blind), alert state, advice history.
 
-Takes and returns plain values; the loop decides what to save and what to restore.
+Takes and returns plain values; the loop decides what to save and what to restore. The file and
+its tables are in `store_schema.py`; the rows written and read back in `store_rows.py`.
 """
 
-import functools
 import json
 import logging
 import math
@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .alerting import Alert, HistoryRow
 from .changes import Change, change_from_dict
-from .store_rows import alert_from, alert_state, flag_history_from, sample_row
+from .store_rows import alert_from, alert_state, flag_history_from, write_samples
+from .store_schema import empty_database, is_corrupt, move_aside, open_checked
 from .values import (
     FlagHistory,
     Snapshot,
@@ -22,21 +23,6 @@ from .values import (
 from .window import WindowView
 
 logger = logging.getLogger(__name__)
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS samples (target TEXT NOT NULL, ts REAL NOT NULL, signals TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS samples_target ON samples (target, ts);
-CREATE TABLE IF NOT EXISTS alerts (
-    saved_at REAL NOT NULL, target TEXT NOT NULL, alert TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS changes (
-    target TEXT NOT NULL, at REAL NOT NULL, change TEXT NOT NULL, PRIMARY KEY (target, at)
-);
-CREATE TABLE IF NOT EXISTS flag_history (target TEXT PRIMARY KEY, history TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS advice_history (
-    ts REAL NOT NULL, target TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
-    action TEXT NOT NULL, evidence TEXT NOT NULL
-);
-"""
 HISTORY_RETENTION_SECONDS = 30 * 24 * 3600  # a month of advice transitions is plenty
 # Prometheus's --rules.alert.for-outage-tolerance: after a longer outage, alert state starts over.
 OUTAGE_TOLERANCE_SECONDS = 3600.0
@@ -81,10 +67,10 @@ class Store:
         """Open (or create) the file; a corrupt one is moved aside first."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = _open_checked(self.path)
+            self._db = open_checked(self.path)
         except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):
-                aside = _move_aside(self.path)
+            if is_corrupt(exc):
+                aside = move_aside(self.path)
                 logger.error("%s is not a readable database (%s): moved to %s, starting "
                              "fresh", self.path, exc, aside)  # fmt: skip
                 return self._connect()
@@ -127,7 +113,7 @@ class Store:
         prune = self.prune_due(now)
         try:
             with db:
-                _write_samples(db, windows, saved_until, prune)
+                write_samples(db, windows, saved_until, prune)
                 db.executemany(
                     "INSERT OR REPLACE INTO flag_history VALUES (?, ?)",
                     [(k[1], v) for k, v in rows.items() if k[0] == "flags"],
@@ -142,7 +128,7 @@ class Store:
                     cutoff = now - HISTORY_RETENTION_SECONDS
                     db.execute("DELETE FROM advice_history WHERE ts < ?", (cutoff,))
         except sqlite3.DatabaseError as exc:
-            if _is_corrupt(exc):  # damaged underneath us: the next save starts a fresh file
+            if is_corrupt(exc):  # damaged underneath us: the next save starts a fresh file
                 self.close()
             self._failed(f"cannot write {self.path}: {exc}")
             return False
@@ -242,12 +228,12 @@ class Store:
 
     def _read(self) -> sqlite3.Connection:
         """The open database, or an empty in-memory one while the file cannot be opened."""
-        return self._db or _empty()
+        return self._db or empty_database()
 
     def reset(self, reason: str) -> None:
         """A database that failed while being read: moved aside, a fresh one in its place."""
         self.close()
-        aside = _move_aside(self.path)
+        aside = move_aside(self.path)
         logger.error("%s could not be read (%s): moved to %s, starting fresh", self.path,
                      reason, aside)  # fmt: skip
         self._saved_until.clear()
@@ -257,76 +243,6 @@ class Store:
         self._connect()
 
 
-def _open_checked(path: Path) -> sqlite3.Connection:
-    """Connect in WAL mode (synchronous=NORMAL: a commit survives a kill of the process) and
-    check the file is a sound database; raises sqlite3.DatabaseError when it is not."""
-    db = sqlite3.connect(path)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        (result,) = db.execute("PRAGMA quick_check").fetchone()
-        if result != "ok":
-            raise sqlite3.DatabaseError(f"database disk image is malformed: {result}")
-        db.executescript(SCHEMA)
-    except sqlite3.Error:
-        db.close()
-        raise
-    return db
-
-
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    """The file's content is the problem (not permissions, locks or a full disk)."""
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text or "file is encrypted" in text
-
-
-def _move_aside(path: Path) -> Path:
-    """Rename `path` (and its -wal/-shm files) to `<name>.corrupt-<n>`; return the new path."""
-    n = 1
-    while (aside := path.with_name(f"{path.name}.corrupt-{n}")).exists():
-        n += 1
-    for suffix in ("", "-wal", "-shm"):
-        part = path.with_name(path.name + suffix)
-        if part.exists():
-            part.rename(aside.with_name(aside.name + suffix))
-    return aside
-
-
-def _write_samples(
-    db: sqlite3.Connection,
-    windows: Mapping[str, WindowView],
-    saved_until: dict[str, float],
-    prune: bool,
-) -> None:
-    """Insert samples newer than what is stored, and forget the samples of targets no longer
-    watched. With `prune` (each view then holds its whole window) also delete those that left
-    the window. Updates `saved_until` in place."""
-    for name in [n for n in saved_until if n not in windows]:
-        db.execute("DELETE FROM samples WHERE target = ?", (name,))
-        del saved_until[name]
-    for name, view in windows.items():
-        if not view.ts:
-            if prune:
-                db.execute("DELETE FROM samples WHERE target = ?", (name,))
-                saved_until.pop(name, None)
-            continue
-        if prune:
-            db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
-        since = saved_until.get(name, -math.inf)
-        rows = [(name, ts, json.dumps(sample_row(view.columns, k)))
-                for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
-        db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
-        saved_until[name] = view.ts[-1]
-
-
 def _change_key(key: str) -> tuple[str, float]:
     name, at = json.loads(key)
     return name, float(at)
-
-
-@functools.cache
-def _empty() -> sqlite3.Connection:
-    """An empty database in memory, read while the file cannot be opened."""
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.executescript(SCHEMA)
-    return db

@@ -1,12 +1,16 @@
-"""How the store's rows read back: alert state, flag histories and advice from their JSON, and
-a window's sample as the JSON object of its present values."""
+"""How the store's rows read back: alert state, flag histories and advice from their JSON; and
+how windows are written: each sample as the JSON object of its present values, only the new ones
+inserted."""
 
+import json
 import math
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from .alerting import Alert
 from .values import Action, Advice, AlertState, Confidence, FlagHistory, FlagOutcome, Severity
+from .window import WindowView
 
 
 def alert_state(alert: Alert) -> tuple[object, ...]:
@@ -52,3 +56,30 @@ def _advice(data: dict[str, Any]) -> Advice:
     data["severity"] = Severity(data["severity"])
     data["confidence"] = Confidence(data["confidence"])
     return Advice(**data)
+
+
+def write_samples(
+    db: sqlite3.Connection,
+    windows: Mapping[str, WindowView],
+    saved_until: dict[str, float],
+    prune: bool,
+) -> None:
+    """Insert samples newer than what is stored, and forget the samples of targets no longer
+    watched. With `prune` (each view then holds its whole window) also delete those that left
+    the window. Updates `saved_until` in place."""
+    for name in [n for n in saved_until if n not in windows]:
+        db.execute("DELETE FROM samples WHERE target = ?", (name,))
+        del saved_until[name]
+    for name, view in windows.items():
+        if not view.ts:
+            if prune:
+                db.execute("DELETE FROM samples WHERE target = ?", (name,))
+                saved_until.pop(name, None)
+            continue
+        if prune:
+            db.execute("DELETE FROM samples WHERE target = ? AND ts < ?", (name, view.ts[0]))
+        since = saved_until.get(name, -math.inf)
+        rows = [(name, ts, json.dumps(sample_row(view.columns, k)))
+                for k, ts in enumerate(view.ts) if ts > since]  # fmt: skip
+        db.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
+        saved_until[name] = view.ts[-1]
