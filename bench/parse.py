@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.sources.exposition import LabelCache, parse_exposition, scan_exposition
+from sglang_tuner.sources.exposition import parse_exposition, scan_exposition
+from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.sglang import SignalMapper
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang"

@@ -8,15 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.sources.exposition import (
-    LabelCache,
-    LimitExceededError,
-    bucket_deltas,
-    parse_exposition,
-    parse_labels,
-    quantile,
-    scan_exposition,
-)
+from sglang_tuner.sources.exposition import LimitExceededError, parse_exposition, scan_exposition
+from sglang_tuner.sources.exposition_labels import LabelCache, parse_labels
+from sglang_tuner.sources.histograms import bucket_deltas, quantile
 from sglang_tuner.values_scrape import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"

@@ -3,7 +3,8 @@
 import asyncio
 
 from sglang_tuner import signals as s
-from sglang_tuner.sources.exposition import LabelCache, parse_exposition
+from sglang_tuner.sources.exposition import parse_exposition
+from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body
 

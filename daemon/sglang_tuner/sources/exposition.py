@@ -3,8 +3,8 @@
 A regex scan that keeps only the wanted samples (the prefix is a literal the regex engine
 searches for, so unwanted lines cost no Python), maps
 `sglang:x` and `sglang_x` to one canonical name `x`, and leaves label parsing to the caller
-(`parse_labels`, cached per label string by `LabelCache`). prometheus_client's parser is about 15x
-slower and is used only as a test oracle.
+(`parse_labels`, cached per label string by `LabelCache`: both in `exposition_labels.py`).
+prometheus_client's parser is about 15x slower and is used only as a test oracle.
 """
 
 import functools
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from sglang_tuner.sources.exposition_labels import parse_labels
 from sglang_tuner.values_scrape import ScrapeLimits
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
@@ -28,10 +29,6 @@ _SLOW_LINE_RE = re.compile(
 )
 # A line that cannot start a sample or comment (blank lines and leading blanks are fine).
 _BAD_LINE_RE = re.compile(rb"\n[^#a-zA-Z_:\n \t\r]")
-_LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
-_UNESCAPE_RE = re.compile(r"\\(.)")
-_UNESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
-_ENTRY_BYTES = 300  # a label cache entry besides its strings: key object, dict, table slot
 # The start of a sample line: not blank, not a comment (the body is framed by newlines).
 _SAMPLE_START_RE = re.compile(rb"\n[ \t]*[^#\s]")
 _label_string = operator.itemgetter(0)  # of a (raw label string, value) row
@@ -205,87 +202,3 @@ def _slow_line(rest: bytes) -> tuple[bytes, bytes]:
     if line is None:
         raise ValueError(f"not a valid sample: {rest[:60]!r}")
     return line.group(1) or b"", line.group(2)
-
-
-def parse_labels(raw: str) -> dict[str, str]:
-    """Parse a raw label string (`a="1",b="x\\"y"`) into a dict, unescaping values."""
-    labels: dict[str, str] = {}
-    pos = 0
-    while pos < len(raw):
-        match = _LABEL_RE.match(raw, pos)
-        if match is None:
-            if raw[pos:].strip(" \t,") == "":
-                break
-            raise ValueError(f"bad label set {raw[:60]!r}")
-        value = match.group(2)
-        if "\\" in value:
-            value = _UNESCAPE_RE.sub(lambda m: _UNESCAPES.get(m.group(1), "\\" + m.group(1)), value)
-        labels[match.group(1)] = value
-        pos = match.end()
-    return labels
-
-
-class LabelCache:
-    """Memoised `parse_labels`: a target's label strings repeat on every scrape.
-
-    Bounded in bytes, not entries: label values that change on every scrape (a request id, a
-    timestamp) would fill it with long strings never asked for again, so past `max_bytes` it
-    starts over (a real page's label strings take a few KiB). With `keep`, only those label
-    names are stored (values interned): the cache lives as long as its target.
-    """
-
-    def __init__(self, max_bytes: int = 256 * 1024, keep: frozenset[str] | None = None) -> None:
-        self._cache: dict[str | bytes, dict[str, str]] = {}
-        self._max_bytes = max_bytes
-        self._keep = keep
-        self.size_bytes = 0  # roughly what the entries take
-
-    def __call__(self, raw: str | bytes) -> dict[str, str]:
-        """Labels of `raw`, parsed once; the returned dict must not be mutated."""
-        labels = self._cache.get(raw)
-        if labels is None:
-            labels = parse_labels(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
-            if self._keep is not None:
-                labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
-            size = _ENTRY_BYTES + 2 * len(raw)  # the key, and values at most as long
-            if self.size_bytes + size > self._max_bytes:
-                self._cache.clear()
-                self.size_bytes = 0
-            if size <= self._max_bytes:
-                self._cache[raw] = labels
-                self.size_bytes += size
-        return labels
-
-
-def bucket_deltas(before: dict[float, float], after: dict[float, float]) -> dict[float, float]:
-    """Bucket counts gained between two scrapes (`le` -> cumulative count); reset restarts at 0."""
-    if any(after.get(le, 0.0) < count for le, count in before.items()):
-        return dict(after)
-    return {le: count - before.get(le, 0.0) for le, count in after.items()}
-
-
-def quantile(q: float, buckets: dict[float, float]) -> float | None:
-    """Prometheus `histogram_quantile` over cumulative buckets (`le` -> count); None if empty.
-
-    Linear interpolation inside the bucket; the lowest bucket starts at 0 (or at its bound when
-    negative); a quantile in the +Inf bucket returns the highest finite bound.
-    """
-    bounds = sorted(le for le in buckets if le == le)  # drop NaN
-    if not bounds or bounds[-1] != float("inf"):
-        return None
-    total = buckets[bounds[-1]]
-    if total <= 0 or len(bounds) < 2:
-        return None
-    rank = q * total
-    prev_bound, prev_count = 0.0, 0.0
-    for le in bounds:
-        count = buckets[le]
-        if count >= rank:
-            if le == float("inf"):
-                return bounds[-2]
-            if le <= 0 or count == prev_count:
-                return le
-            lower = prev_bound if prev_bound < le else min(le, 0.0)
-            return lower + (le - lower) * (rank - prev_count) / (count - prev_count)
-        prev_bound, prev_count = le, count
-    return bounds[-2]

@@ -16,13 +16,9 @@ from array import array
 from collections.abc import Callable, Iterable
 
 from sglang_tuner import signals as s
-from sglang_tuner.sources.exposition import (
-    LabelCache,
-    RawSamples,
-    bucket_deltas,
-    quantile,
-    scan_exposition,
-)
+from sglang_tuner.sources.exposition import RawSamples, scan_exposition
+from sglang_tuner.sources.exposition_labels import LabelCache
+from sglang_tuner.sources.histograms import bucket_deltas, quantile
 from sglang_tuner.values_scrape import ScrapeLimits
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
