@@ -21,7 +21,7 @@ from pathlib import Path
 from sglang_sim.exposition import render_metrics
 from sglang_sim.model import ServerModel
 from sglang_sim.scenarios import SCENARIOS
-from sglang_tuner.sources.sglang import _SAMPLE_NAMES
+from sglang_tuner.sources.sglang_names import _SAMPLE_NAMES
 
 SCENARIO_MIX = (
     "healthy", "scheduler_too_conservative", "retraction_storm", "queue_flood",

@@ -83,9 +83,9 @@ def main() -> None:
 
 def _families() -> frozenset[str]:
     """The families the mapper keeps."""
-    from sglang_tuner.sources import sglang
+    from sglang_tuner.sources import sglang_names
 
-    return sglang._SAMPLE_NAMES
+    return sglang_names._SAMPLE_NAMES
 
 
 def _row(name: str, seconds: float, lines: int, baseline: float) -> None:

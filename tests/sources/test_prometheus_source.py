@@ -17,7 +17,8 @@ from sglang_tuner.config import PrometheusSettings, ShardSettings, load_settings
 from sglang_tuner.config_problems import ConfigError
 from sglang_tuner.sources.prometheus import PrometheusSource
 from sglang_tuner.sources.promql import PromQL, build_queries, signals_from
-from sglang_tuner.sources.sglang import SGLANG_METRIC_NAMES, SignalMapper, describe_signal_sources
+from sglang_tuner.sources.sglang import SignalMapper
+from sglang_tuner.sources.sglang_names import SGLANG_METRIC_NAMES, describe_signal_sources
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.targets import TargetSpec
 

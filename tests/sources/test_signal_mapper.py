@@ -4,12 +4,8 @@ from pathlib import Path
 
 import pytest
 from sglang_tuner import signals as s
-from sglang_tuner.sources.sglang import (
-    SGLANG_METRIC_NAMES,
-    NoSglangMetricsError,
-    SignalMapper,
-    describe_signal_sources,
-)
+from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
+from sglang_tuner.sources.sglang_names import SGLANG_METRIC_NAMES, describe_signal_sources
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
 # Between scrape a and b (5 s): see tests/fixtures/sglang/make_fixtures.py

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sglang_tuner import signals as s
-from sglang_tuner.sources.sglang import (
+from sglang_tuner.sources.sglang_names import (
     _CACHED_TOKENS,
     _CUDA_GRAPH_PASSES,
     _GAUGES,
