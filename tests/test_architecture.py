@@ -26,6 +26,7 @@ FLOORS: dict[str, int] = {
     "config_targets": 1,  # the settings of one target and of file_sd
     "config": 2,
     "verdicts": 2,
+    "verdicts_bootstrap": 0,  # the ratio of means and its bootstrap interval
     "changes": 3,
     "httpauth": 3,
     # the API's web config: TLS, the file, and the middleware that checks passwords
@@ -82,7 +83,7 @@ UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "o
 # Judging is pure: these may not do I/O or read the clock.
 PURE = (
     "rules", "window", "values", "values_scrape", "signals", "judge", "plan", "target_state",
-    "publish", "alerting", "verdicts", "changes", "watch",
+    "publish", "alerting", "verdicts", "verdicts_bootstrap", "changes", "watch",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 CLI = ("__main__", "demo", "check")

@@ -3,15 +3,8 @@
 import math
 
 from helpers import window_from
-from sglang_tuner.verdicts import (
-    HELPED,
-    HURT,
-    INCONCLUSIVE,
-    NO_CHANGE,
-    compare,
-    ratio_interval,
-    summarize,
-)
+from sglang_tuner.verdicts import HELPED, HURT, INCONCLUSIVE, NO_CHANGE, compare, summarize
+from sglang_tuner.verdicts_bootstrap import ratio_interval
 
 NAMES = (
     "gen_throughput", "token_usage", "retractions_per_minute", "request_rate",

@@ -6,7 +6,8 @@ from pydantic import BaseModel, Field
 
 from .changes import Change
 from .schemas import rfc3339
-from .verdicts import METHOD, MetricVerdict
+from .verdicts import MetricVerdict
+from .verdicts_bootstrap import METHOD
 
 
 class MetricOut(BaseModel):

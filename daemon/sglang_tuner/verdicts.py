@@ -3,16 +3,15 @@
 Pure functions. A window is summarized per signal (samples, mean, p50/p90/p99) with the load
 it served; two summaries give one verdict per metric the profile cares about: `helped`,
 `no_change`, `hurt` or `inconclusive`, with the effect (after/before ratio of means) and a 90 %
-interval from a moving-block bootstrap (blocks of consecutive scrapes keep their correlation;
-a fixed seed makes it repeatable).
+interval from a moving-block bootstrap (`verdicts_bootstrap.py`: blocks of consecutive scrapes keep
+their correlation; a fixed seed makes it repeatable).
 """
 
-import math
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from . import signals as s
+from .verdicts_bootstrap import METHOD, rank, ratio_interval
 from .window import WindowView
 
 # metric -> +1 when higher is better, -1 when lower is better
@@ -36,8 +35,6 @@ PRIMARY = {"offline": (s.GEN_THROUGHPUT,), "online": (s.TTFT_P99_SECONDS, s.ITL_
 LOAD_SIGNALS = (s.REQUEST_RATE, s.PROMPT_TOKENS_MEAN, s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)
 HELPED, NO_CHANGE, HURT, INCONCLUSIVE = "helped", "no_change", "hurt", "inconclusive"
 VERDICTS = (HELPED, NO_CHANGE, HURT, INCONCLUSIVE)
-METHOD = "moving-block bootstrap of the ratio of means (blocks of 6 scrapes), 90 % interval"
-BLOCK, RESAMPLES, LEVEL = 6, 1000, 0.90
 
 
 def metrics_for(profile: str) -> Mapping[str, int]:
@@ -114,15 +111,11 @@ def summarize(view: WindowView, names: Sequence[str]) -> WindowSummary:
         if vals:
             ordered = sorted(vals)
             summaries[name] = SignalSummary(
-                len(vals), sum(vals) / len(vals), *(_rank(ordered, q) for q in (0.5, 0.9, 0.99))
+                len(vals), sum(vals) / len(vals), *(rank(ordered, q) for q in (0.5, 0.9, 0.99))
             )
             values[name] = tuple(vals)
     start, end = (view.ts[0], view.ts[-1]) if view.ts else (0.0, 0.0)
     return WindowSummary(start, end, summaries, values)
-
-
-def _rank(ordered: Sequence[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def compare(
@@ -245,33 +238,3 @@ def _classify(ratio: float, low: float, high: float, better: int, band: float) -
 
 def _avg(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def ratio_interval(
-    old: Sequence[float], new: Sequence[float]
-) -> tuple[float | None, float | None, float | None]:
-    """(after/before ratio of means, and its interval) by moving-block bootstrap."""
-    mean_old, mean_new = sum(old) / len(old), sum(new) / len(new)
-    if mean_old <= 0 or mean_new < 0:
-        return None, None, None
-    rng = random.Random(len(old) * 7919 + len(new))
-    ratios = []
-    for _ in range(RESAMPLES):
-        a, b = _block_mean(old, rng), _block_mean(new, rng)
-        if a > 0:
-            ratios.append(b / a)
-    if not ratios:
-        return mean_new / mean_old, None, None
-    ratios.sort()
-    tail = (1 - LEVEL) / 2
-    return mean_new / mean_old, _rank(ratios, tail), _rank(ratios, 1 - tail)
-
-
-def _block_mean(values: Sequence[float], rng: random.Random) -> float:
-    """The mean of a resample made of random blocks of consecutive values."""
-    n, block = len(values), min(BLOCK, len(values))
-    picked: list[float] = []
-    while len(picked) < n:
-        start = rng.randrange(n - block + 1)
-        picked.extend(values[start : start + block])
-    return sum(picked[:n]) / n
