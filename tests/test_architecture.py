@@ -66,11 +66,12 @@ FLOORS: dict[str, int] = {
     "fleet": 16,  # the loop's Prometheus mode: source rounds -> target state
     "server_reads": 16,  # the loop's /server_info reads -> target state
     "schedule": 0,  # when the loop's work runs: knows nothing of the work
-    "loop": 17,
-    "server": 18,
-    "check": 19,
-    "demo": 19,
-    "__main__": 20,
+    "loop_reload": 17,  # the loop's targets and settings applied: file_sd, reload, retime
+    "loop": 18,
+    "server": 19,
+    "check": 20,
+    "demo": 20,
+    "__main__": 21,
     "__init__": 0,
 }
 # The outputs see only what was published: never the sources, target state or judge.
@@ -79,7 +80,9 @@ OUTPUTS = (
     "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook", "store_rows",
     "store_schema",
 )  # fmt: skip
-UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "loop", "publish", "outputs")
+UPSTREAM_OF_OUTPUTS = (
+    "sources", "target_state", "judge", "loop", "loop_reload", "publish", "outputs",
+)  # fmt: skip
 # Judging is pure: these may not do I/O or read the clock.
 PURE = (
     "rules", "window", "values", "values_scrape", "signals", "judge", "plan", "target_state",
