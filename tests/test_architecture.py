@@ -71,6 +71,7 @@ FLOORS: dict[str, int] = {
     "server": 19,
     "check": 20,
     "demo": 20,
+    "cli_parser": 20,  # the command line's arguments
     "__main__": 21,
     "__init__": 0,
 }

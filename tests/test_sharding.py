@@ -151,14 +151,14 @@ def test_statefulset_service_and_monitor_select_the_replicas():
 
 
 def test_run_flags_set_the_shard_over_the_file(tmp_path: Path):
-    from sglang_tuner.__main__ import _overrides, build_parser
+    from sglang_tuner.cli_parser import build_parser, flag_overrides
 
     path = tmp_path / "config.yml"
     path.write_text("shard: {index: 0, count: 2}\n")
     args = build_parser().parse_args(["run", "--config", str(path), "--shard-index", "1"])
-    assert load_settings(path, _overrides(args)).shard == ShardSettings(index=1, count=2)
+    assert load_settings(path, flag_overrides(args)).shard == ShardSettings(index=1, count=2)
     both = build_parser().parse_args(["run", "--shard-index", "2", "--shard-count", "3"])
-    assert _overrides(both) == {"shard": {"index": 2, "count": 3}}
+    assert flag_overrides(both) == {"shard": {"index": 2, "count": 3}}
 
 
 def _names(daemon) -> set[str]:  # type: ignore[no-untyped-def]
