@@ -106,9 +106,7 @@ def _rule_input(target: TargetState, view: WindowView, settings: Settings, now: 
 # (rule, profile, legacy guide, overrides) by identity -> their thresholds: one read-only copy
 # shared by every target judged alike, instead of a new dict per rule, target and judgement.
 # The rule and the overrides are kept in the value, so an id is never reused while cached.
-_THRESHOLDS: dict[
-    tuple[int, str, bool, int], tuple[Rule, RuleSettings, Mapping[str, float]]
-] = {}
+_THRESHOLDS: dict[tuple[int, str, bool, int], tuple[Rule, RuleSettings, Mapping[str, float]]] = {}
 
 
 def _thresholds(
