@@ -5,7 +5,6 @@ A target's settings are in `config_targets.py`, the services' in `config_fleet.p
 and the problems found are in `config_problems.py`.
 """
 
-import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -39,7 +38,6 @@ from .values_scrape import ScrapeLimits
 
 # Re-exported: the services' settings (`config_fleet.py`), and ConfigError for `server.py`.
 __all__ = ["BasicAuthSettings", "ConfigError", "PrometheusSettings", "ShardSettings", "TLSSettings"]
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _LIMITS = ScrapeLimits()
 
 
