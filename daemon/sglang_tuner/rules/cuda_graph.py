@@ -25,9 +25,9 @@ from .base import (
     with_note,
 )
 from .flags import flag_name
+from .free_memory import surplus_memory
 from .graph_sizes import captured_batch_sizes, round_up_to_captured
 from .hardware import gpu_memory_gb, model_params_billion
-from .memory import surplus_memory
 from .units import per_rank_batch
 from .versions import version_note
 
