@@ -1,8 +1,6 @@
 """Guide sections "Tune CUDA Graph Coverage" and "Additional Optimizations / Torch Compile"."""
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..signals import (
     CUDA_GRAPH_FALSE_RATIO,
@@ -11,8 +9,8 @@ from ..signals import (
     NUM_RUNNING_REQS,
     NUM_RUNNING_REQS_MAX_RANK,
 )
-from ..values import Action, Finding, NoData, Outcome, Pass, ServerConfig, Severity
-from ..window import Row, frequently
+from ..values import Action, Finding, NoData, Outcome, Pass, Severity
+from ..window import frequently
 from .base import (
     Rule,
     RuleInput,
@@ -26,9 +24,10 @@ from .base import (
 )
 from .flags import flag_name
 from .free_memory import surplus_memory
-from .graph_sizes import captured_batch_sizes, round_up_to_captured
-from .hardware import gpu_memory_gb, model_params_billion
-from .units import per_rank_batch
+from .graph_coverage import coverage_gap
+from .graph_sizes import graph_bs_for
+from .hardware import model_params_billion
+from .units import batch_signal, per_rank_batch
 from .versions import version_note
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
@@ -37,76 +36,11 @@ MEM_FLAG = "--mem-fraction-static"
 # What a decode step pays without a CUDA graph: kernel-launch gaps, ~1.5 ms for a 7B model at
 # batch 1 (vllm-project/vllm#1440; more layers or tp > 1 pay more). The simulator uses the same.
 EAGER_STEP_SECONDS = 0.0015
-_NO_GRAPH_DATA = (
-    "CUDA-graph coverage is unknown: needs cuda_graph_passes_total (SGLang >= 0.5.7), "
-    "the log's Decode batch lines (set log_file), or cuda_graph_max_bs in /server_info"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Coverage:
-    """The first CUDA-graph coverage check that held frequently."""
-
-    what: str
-    ratio: float
-    samples: int
 
 
 def graph_flag(version: str | None) -> str:
     """The spelling this version takes (`--cuda-graph-max-bs-decode` from SGLang 0.5.14)."""
     return flag_name("--cuda-graph-max-bs", version) or "--cuda-graph-max-bs"
-
-
-def batch_signal(inp: RuleInput) -> str:
-    """Per-rank running batch: the busiest rank's series, else the total (one rank)."""
-    return (
-        NUM_RUNNING_REQS_MAX_RANK
-        if inp.view.present(NUM_RUNNING_REQS_MAX_RANK)
-        else NUM_RUNNING_REQS
-    )
-
-
-def _checks(inp: RuleInput) -> list[tuple[str, str, Callable[[Row], bool]]]:
-    """(description, signal, per-sample predicate) of each coverage check with its data."""
-    low = inp.thresholds["graph_pass_ratio_min"]
-    checks: list[tuple[str, str, Callable[[Row], bool]]] = [
-        ("decode passes ran without a CUDA graph", CUDA_GRAPH_PASS_RATIO,
-         lambda r: r[CUDA_GRAPH_PASS_RATIO] < low),
-        ("Decode batch log lines said 'cuda graph: False'", CUDA_GRAPH_FALSE_RATIO,
-         lambda r: r[CUDA_GRAPH_FALSE_RATIO] > 1 - low),
-    ]  # fmt: skip
-    max_bs = inp.config.cuda_graph_max_bs if inp.config else None
-    if max_bs:
-        batch = batch_signal(inp)
-        what = f"running batch per rank above the CUDA-graph max bs {max_bs}"
-        checks.insert(0, (what, batch, lambda r: r[batch] > max_bs))
-    return checks
-
-
-def _busy_gate(signal: str) -> Callable[[Row], bool] | None:
-    """Batch-size checks count busy samples only; the pass ratios exist only when decoding."""
-    if signal in (CUDA_GRAPH_PASS_RATIO, CUDA_GRAPH_FALSE_RATIO):
-        return None
-    return lambda r: r[signal] > 0
-
-
-def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
-    """The first check that held frequently, None if none did, NoData if none had data."""
-    seen = False
-    for what, signal, predicate in _checks(inp):
-        freq = frequently(inp.view, predicate, (signal,), inp.frequently_ratio, _busy_gate(signal))
-        seen = seen or freq.considered > 0
-        if freq.held:
-            return Coverage(what, freq.ratio, freq.considered)
-    return None if seen else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)
-
-
-def graph_bs_for(batch: float, config: ServerConfig | None) -> int:
-    """The max bs whose captured sizes cover `batch` (the size it is padded to)."""
-    version = config.version if config else None
-    memory = gpu_memory_gb(config)  # before 0.5.3 the list depends on the GPU
-    sizes = captured_batch_sizes(version, 4096, gpu_memory_gb=memory) or (4096,)
-    return round_up_to_captured(math.ceil(batch), sizes) or 4096
 
 
 def _raise_graph_bs(inp: RuleInput) -> Action:

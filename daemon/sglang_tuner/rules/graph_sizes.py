@@ -7,7 +7,10 @@ padding allowed (`--disable-cuda-graph-padding` off) and no DP-attention alignme
 """
 
 import bisect
+import math
 
+from ..values import ServerConfig
+from . import hardware
 from .defaults import RUNNER_BASE, default_graph_max_bs, runner_default_sizes
 from .versions import in_span
 
@@ -81,3 +84,11 @@ def padding_ratio(batch: int, sizes: tuple[int, ...]) -> float | None:
     """Share of a replayed graph's rows that are padding (0 when the size fits exactly)."""
     padded = round_up_to_captured(batch, sizes)
     return None if padded is None or batch <= 0 else (padded - batch) / padded
+
+
+def graph_bs_for(batch: float, config: ServerConfig | None) -> int:
+    """The max bs whose captured sizes cover `batch` (the size it is padded to)."""
+    version = config.version if config else None
+    memory = hardware.gpu_memory_gb(config)  # before 0.5.3 the list depends on the GPU
+    sizes = captured_batch_sizes(version, 4096, gpu_memory_gb=memory) or (4096,)
+    return round_up_to_captured(math.ceil(batch), sizes) or 4096

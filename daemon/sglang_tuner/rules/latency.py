@@ -23,10 +23,9 @@ from .base import (
     with_expected,
     with_note,
 )
-from .cuda_graph import batch_signal
 from .flags import has_flag
 from .oom import default_chunked_prefill
-from .units import flag_from_per_rank, max_running_flag, per_rank_batch
+from .units import batch_signal, flag_from_per_rank, max_running_flag, per_rank_batch
 
 SOURCE = "Troubleshooting / High Latency"
 ONLINE = ("online",)

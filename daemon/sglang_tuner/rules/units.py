@@ -8,7 +8,17 @@ rule reasons about is the busiest rank's.
 from ..signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
 from ..values import ServerConfig
 from ..window import WindowView
+from .base import RuleInput
 from .flags import attention_dp_size
+
+
+def batch_signal(inp: RuleInput) -> str:
+    """Per-rank running batch: the busiest rank's series, else the total (one rank)."""
+    return (
+        NUM_RUNNING_REQS_MAX_RANK
+        if inp.view.present(NUM_RUNNING_REQS_MAX_RANK)
+        else NUM_RUNNING_REQS
+    )
 
 
 def per_rank_batch(view: WindowView, q: float) -> float | None:
