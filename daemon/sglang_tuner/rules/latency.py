@@ -24,6 +24,7 @@ from .base import (
     with_note,
 )
 from .flags import has_flag
+from .itl_model import batch_for_itl_target
 from .oom import default_chunked_prefill
 from .units import batch_signal, flag_from_per_rank, max_running_flag, per_rank_batch
 
@@ -34,34 +35,6 @@ ONLINE = ("online",)
 SMALLEST_DEFAULT_CHUNK = 2048  # SGLang's default --chunked-prefill-size on small GPUs
 
 
-def itl_fit(inp: RuleInput) -> tuple[float, float, int] | None:
-    """(intercept, slope, samples) of ITL p50 against the per-rank batch over the window: a
-    decode step reads the weights (fixed) and every running request's KV (per request)."""
-    batch = batch_signal(inp)
-    rows = [r for r in inp.view.rows((ITL_P50_SECONDS, batch)) if r[batch] > 0]
-    if len(rows) < 3:
-        return None
-    xs, ys = [r[batch] for r in rows], [r[ITL_P50_SECONDS] for r in rows]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mx) ** 2 for x in xs)
-    if spread <= 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
-    return my - slope * mx, slope, len(rows)
-
-
-def _batch_for_target(inp: RuleInput, batch: float, itl: float) -> tuple[int, float, str]:
-    """(per-rank batch, ITL expected there, basis) meeting the ITL target."""
-    target = inp.thresholds["itl_p50_max_seconds"]
-    fit = itl_fit(inp)
-    if fit is not None and fit[1] > 0 and fit[0] < target:
-        per_rank = math.floor((target - fit[0]) / fit[1] + 1e-9)
-        basis = f"a linear fit of ITL on batch over {fit[2]} samples"
-        return max(1, per_rank), fit[0] + fit[1] * max(1, per_rank), basis
-    per_rank = math.floor(batch * target / itl)  # ITL taken as proportional to the batch
-    return max(1, per_rank), target, "ITL taken as proportional to the batch (no usable fit)"
-
-
 def _lower_max_running(inp: RuleInput) -> Action:
     """The per-rank batch at which ITL p50 meets the profile's target, from the window."""
     batch = per_rank_batch(inp.view, 0.5) or 0.0
@@ -69,7 +42,7 @@ def _lower_max_running(inp: RuleInput) -> Action:
     current = max_running_flag(inp.config)
     if batch <= 0 or itl <= 0:
         return flag_action("--max-running-requests", current, current or 1, inp)
-    per_rank, predicted, basis = _batch_for_target(inp, batch, itl)
+    per_rank, predicted, basis = batch_for_itl_target(inp, batch, itl)
     per_rank = min(per_rank, max(1, math.floor(batch) - 1))  # always below today's batch
     action = flag_action(
         "--max-running-requests", current, flag_from_per_rank(inp.config, per_rank), inp
