@@ -1,12 +1,12 @@
 """Alert lifecycle tables in the style of Prometheus's `TestKeepFiringFor`: time starts at 0."""
 
 import pytest
+from sglang_tuner.alert_texts import alert_name
 from sglang_tuner.alerting import (
     RESOLVED_RETENTION_SECONDS,
     Alert,
     AlertState,
     AlertTracker,
-    alert_name,
     needs_sending,
     valid_until,
 )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_tuner.alerting import alert_name
+from sglang_tuner.alert_texts import alert_name
 from sglang_tuner.metric_families import SPECS
 from sglang_tuner.rules import ALL_RULES
 

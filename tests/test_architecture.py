@@ -41,6 +41,7 @@ FLOORS: dict[str, int] = {
     "transitions": 6,
     "plan": 7,
     "alerting": 7,
+    "alert_texts": 6,  # what an alert says: its name, labels and annotations
     "evaluation": 8,
     "watch": 8,  # the watched targets' tables: state, source, judgement, plan
     "publish": 9,
@@ -87,7 +88,7 @@ UPSTREAM_OF_OUTPUTS = (
 # Judging is pure: these may not do I/O or read the clock.
 PURE = (
     "rules", "window", "values", "values_scrape", "signals", "judge", "plan", "target_state",
-    "publish", "alerting", "verdicts", "verdicts_bootstrap", "changes", "watch",
+    "publish", "alerting", "alert_texts", "verdicts", "verdicts_bootstrap", "changes", "watch",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 CLI = ("__main__", "demo", "check")

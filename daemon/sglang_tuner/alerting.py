@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import quote
 
+from .alert_texts import alert_annotations, alert_labels
 from .values import Advice, AlertState
 
 # Kept after resolving so the resolve reaches Alertmanager even if some sends fail
@@ -21,7 +22,6 @@ from .values import Advice, AlertState
 RESOLVED_RETENTION_SECONDS = 15 * 60
 
 Key = tuple[str, str]  # (target, tuning-rule id)
-DEFAULT_EXTERNAL_URL = "http://localhost:9877"  # the API on its default port
 HistoryRow = tuple[float, str, str, str, str, str]  # ts, target, rule, change, action, evidence
 Duration = Callable[[str], float] | float  # seconds, or per-rule-id seconds
 
@@ -44,11 +44,6 @@ class Alert:
     generator_url: str = ""
 
 
-def alert_name(rule_id: str) -> str:
-    """`scheduler_too_conservative` -> `SGLangSchedulerTooConservative`."""
-    return "SGLang" + "".join(part[:1].upper() + part[1:] for part in rule_id.split("_"))
-
-
 @dataclass(frozen=True, slots=True)
 class Transition:
     """An alert changed state in one update (logged, and kept in the advice history)."""
@@ -68,38 +63,6 @@ class Transition:
         """The row the advice history keeps for this change."""
         a = self.advice
         return (now, self.key[0], self.key[1], self.shown, a.action.text, a.evidence)
-
-
-def alert_labels(advice: Advice) -> dict[str, str]:
-    """Identity labels: the target's extra labels, then ours (ours win). Never measured values."""
-    labels = dict(advice.labels)
-    labels.update(
-        alertname=alert_name(advice.rule),
-        target=advice.target,
-        rule=advice.rule,
-        severity=str(advice.severity),
-    )
-    return labels
-
-
-def alert_annotations(advice: Advice, external_url: str = "") -> dict[str, str]:
-    """The texts of an alert, exactly as the shipped Prometheus rules build them from the
-    exported `sglang_tuner_advice_info` (so both alert paths say the same thing): summary, the
-    change, a description pointing at the evidence, the source, confidence and runbook."""
-    base = (external_url or DEFAULT_EXTERNAL_URL).rstrip("/")
-    return {
-        "summary": advice.summary,
-        "description": description(advice.target, advice.action.text, base),
-        "action": advice.action.text,
-        "source": advice.source,
-        "confidence": str(advice.confidence),
-        "runbook_url": f"{base}/runbook/{advice.rule}",
-    }
-
-
-def description(target: str, action: str, base: str) -> str:
-    """'sglang-tuner advises for gpu-a: <action>. Evidence and plan: <base>/advice/gpu-a'."""
-    return f"sglang-tuner advises for {target}: {action}. Evidence and plan: {base}/advice/{target}"
 
 
 def needs_sending(alert: Alert, now: float, resend_delay_seconds: float) -> bool:

@@ -11,7 +11,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from . import __version__
-from .alerting import DEFAULT_EXTERNAL_URL
+from .alert_texts import DEFAULT_EXTERNAL_URL
 from .evaluation import Evaluation, RuleResult, TargetStatus
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
