@@ -52,6 +52,7 @@ FLOORS: dict[str, int] = {
     "advice_text": 11,
     "advice_report": 12,
     "exporter": 10,
+    "exporter_labels": 9,  # the collector's info labels: a target's, an advice's and its change
     "metric_families": 9,
     "alertmanager": 10,
     "store": 10,
@@ -80,7 +81,7 @@ FLOORS: dict[str, int] = {
 OUTPUTS = (
     "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
     "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook", "store_rows",
-    "store_schema",
+    "store_schema", "exporter_labels",
 )  # fmt: skip
 UPSTREAM_OF_OUTPUTS = (
     "sources", "target_state", "judge", "loop", "loop_reload", "publish", "outputs",

@@ -2,7 +2,6 @@
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.core import (
@@ -13,10 +12,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from . import __version__
 from .alert_texts import DEFAULT_EXTERNAL_URL
 from .evaluation import Evaluation, RuleResult, TargetStatus
+from .exporter_labels import advice_labels, change_labels, target_info
 from .metric_families import add, add_info, new_families
 from .rules.base import Rule
 from .signals import EXPORTED_AS
-from .values import Action, Advice, AlertState, Health, QueryStatus, Severity
+from .values import AlertState, Health, QueryStatus, Severity
 from .values_scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS
 from .verdicts import VERDICTS
 
@@ -160,17 +160,6 @@ def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
     add_info(families, "sglang_tuner_target", [name], target_info(t))
 
 
-def target_info(t: TargetStatus) -> dict[str, str]:
-    """The join labels of a target: its own labels, then ours (ours win)."""
-    model = t.config.model_path if t.config and t.config.model_path else "unknown"
-    return dict(t.labels) | {
-        "sglang_version": t.sglang_version or "unknown",
-        "profile": t.profile,
-        "instance": urlsplit(t.url).netloc.rsplit("@", 1)[-1],
-        "model_name": model,
-    }
-
-
 def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: str) -> None:
     """Each pending and firing advice with its change, and each target's next change."""
     for a in ev.advice:
@@ -180,35 +169,8 @@ def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: st
     for target, plan in sorted(ev.plans.items()):
         if plan.next is not None:
             act = plan.next.action
-            info = {"rule": plan.next.rule, "action": act.text, **_change(act)}
+            info = {"rule": plan.next.rule, "action": act.text, **change_labels(act)}
             add_info(families, "sglang_tuner_next_change", [target], info)
-
-
-def advice_labels(a: Advice, external_url: str) -> dict[str, str]:
-    """The texts both alert paths carry, and the change (the shipped rules read these)."""
-    return {
-        "severity": str(a.severity),
-        "state": a.state,
-        "summary": a.summary,
-        "action": a.action.text,
-        "source": a.source,
-        "confidence": str(a.confidence),
-        "runbook_url": runbook_url(external_url, a.rule),
-        **_change(a.action),
-    }
-
-
-def runbook_url(external_url: str, rule: str) -> str:
-    """Where the daemon serves the rule's section of docs/rules.md."""
-    return f"{external_url.rstrip('/')}/runbook/{rule}"
-
-
-def _change(action: Action) -> dict[str, str]:
-    return {
-        "flag": action.flag or "",
-        "current": action.current or "",
-        "suggested": action.suggested or "",
-    }
 
 
 def _add_rules(
