@@ -36,7 +36,9 @@ class TargetStatus:
     signals: Mapping[str, float] = field(default_factory=dict)  # latest snapshot's values
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
+# __init__ takes four times as long. Never changed once built (nothing assigns to its fields).
+@dataclass(slots=True)
 class RuleResult:
     """One tuning rule evaluated for one target: health, outcome and alert state."""
 

@@ -16,7 +16,9 @@ logger = logging.getLogger(__name__)
 _DEFAULT_RULE_SETTINGS = RuleSettings()
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
+# __init__ takes four times as long. Never changed once built (nothing assigns to its fields).
+@dataclass(slots=True)
 class Judgement:
     """One rule judged for one target: health plus the rule's outcome or error."""
 

@@ -130,7 +130,8 @@ class Action:
         return {a.flag: a.suggested for a in changes if a.flag and a.suggested is not None}
 
 
-@dataclass(frozen=True, slots=True)
+# Outcomes: not frozen, for speed (230,000 a round at 10,000 targets; frozen __init__ is 4x slower)
+@dataclass(slots=True)
 class Finding:
     """The rule's condition holds: advice with its evidence."""
 
@@ -144,7 +145,7 @@ class Finding:
     severity: Severity | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NoData:
     """The rule could not be judged; `reason` says why and when to ask again."""
 
@@ -152,7 +153,7 @@ class NoData:
     retry_after_seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pass:
     """Judged, condition not met."""
 
