@@ -41,10 +41,10 @@ def _firing(daemon: DaemonProcess, target: str) -> set[str]:
     return {a["rule"] for a in rows if a["target"] == target and a["state"] == "firing"}
 
 
-def _resolved(webhook: Recorder) -> list[dict]:  # type: ignore[type-arg]
-    """Resolved alerts Alertmanager notified its receiver of."""
+def _notified(webhook: Recorder, status: str) -> list[dict]:  # type: ignore[type-arg]
+    """Alerts of `status` ("firing", "resolved") Alertmanager notified its receiver of."""
     alerts = [a for body in webhook.bodies() for a in body["alerts"]]
-    return [a for a in alerts if a["status"] == "resolved"]
+    return [a for a in alerts if a["status"] == status]
 
 
 def _scrapes(daemon: DaemonProcess, target: str) -> int:
@@ -83,13 +83,17 @@ def test_alerts_survive_an_alertmanager_down_at_start_and_mid_run(
         assert len(keys) == len(set(keys)) >= len(rules)
 
         # goes down (stopped: its notification log, which says the firing alert was notified,
-        # survives; a killed one forgets that and never notifies a resolve, daemon or not)
+        # survives; a killed one forgets that and never notifies a resolve, daemon or not).
+        # Stopped once it has notified the firing alert: a resolve is only notified for an
+        # alert whose firing was (group_wait is 300 ms after the alerts arrive).
+        daemon.wait_for(lambda _d: _notified(webhook, "firing"), timeout=15)
+        time.sleep(0.5)  # the notification log records it just after the webhook answers
         am.stop()
         httpx.post(f"{storm}/_sim/scenario", json={"scenario": "idle"}, timeout=5)
         daemon.wait_for(lambda d: not _firing(d, "storm"), timeout=60)
         am.start()  # back on the same storage: the resolves arrive, nothing stays active
         daemon.wait_for(lambda _d: not _am_alerts(am, "storm"), timeout=30)
-        resolved = daemon.wait_for(lambda _d: _resolved(webhook), timeout=15)
+        resolved = daemon.wait_for(lambda _d: _notified(webhook, "resolved"), timeout=15)
         assert {a["labels"]["alertname"] for a in resolved} <= set(keys)
 
         # the healthy server beside them was scraped all along (>= 95 % of its schedule)
