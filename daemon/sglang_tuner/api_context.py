@@ -1,5 +1,6 @@
 """What the API handlers read: the published state and fixed wiring, as FastAPI dependencies."""
 
+import math
 import re
 import time
 import weakref
@@ -44,6 +45,7 @@ class RenderCache:
         # weakly: an evaluation no longer published is freed (it holds every target's status,
         # signals and rule results), and its answers with it at the next call
         self._slots: tuple[tuple[weakref.ref[Evaluation], dict[object, Rendered]], ...] = ()
+        self.default_read_at = -math.inf  # when the plain /advice answer was last asked for
 
     def get(self, ev: Evaluation, key: object, render: Callable[[], Rendered]) -> Rendered:
         """The answer for `key` on `ev`, rendered now if nobody has yet."""
