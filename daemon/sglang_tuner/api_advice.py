@@ -39,6 +39,7 @@ def advice_filter(
 
 
 FilterDep = Annotated[AdviceFilter, Depends(advice_filter)]
+_PLAIN = AdviceFilter()  # the plain /advice: no filter
 TargetQuery = Annotated[str | None, Query(description="Only this target")]
 router = APIRouter()
 
@@ -144,7 +145,6 @@ def json_in_pieces(out: AdviceList) -> bytes:
     return body
 
 
-_PLAIN = AdviceFilter()
 # The plain answer is pre-rendered while somebody has read it this recently; after that the next
 # request renders it (tens of ms at 1,000 targets) and pre-rendering starts again.
 PRERENDER_WHILE_READ_SECONDS = 300.0
