@@ -10,7 +10,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner.sources.exposition import LimitExceededError, parse_exposition, scan_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache, parse_labels
-from sglang_tuner.sources.histograms import bucket_deltas, quantile
+from sglang_tuner.sources.histograms import (
+    bucket_deltas,
+    deltas,
+    from_dict,
+    from_text,
+    pack,
+    quantile,
+    quantile_of,
+)
 from sglang_tuner.values_scrape import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
@@ -222,3 +230,25 @@ def test_parse_exposition_matches_oracle_on_hand_rendered_lines(
         "inf", "Inf"
     )
     assert canonical(ours(text)) == canonical(oracle(text))
+
+
+def test_deltas_subtract_one_layout_in_place_and_match_another_by_bound() -> None:
+    before = from_dict({0.1: 1.0, 1.0: 3.0, math.inf: 4.0})
+    now = from_dict({0.1: 2.0, 1.0: 5.0, math.inf: 9.0})
+    assert now[0] is before[0]  # one bounds tuple per layout
+    assert deltas(pack(before), now) == (now[0], [1.0, 2.0, 5.0])
+    assert deltas(None, now) == now
+    assert deltas(pack(now), before) == before  # a count went down: restarted at 0
+    other = from_dict({0.1: 3.0, 0.5: 4.0, 1.0: 6.0, math.inf: 10.0})  # a bound added
+    gained = {0.1: 1.0, 0.5: 4.0, 1.0: 1.0, math.inf: 1.0}  # matched by bound, the new one from 0
+    assert dict(zip(*deltas(pack(now), other), strict=True)) == gained
+
+
+def test_quantile_of_buckets_in_any_order_equals_quantile_of_the_dict() -> None:
+    buckets = {0.5: 4.0, 0.1: 1.0, math.inf: 10.0, 1.0: 8.0}
+    for q in (0.05, 0.5, 0.9, 0.99):
+        assert quantile_of(q, from_dict(buckets)) == quantile(q, buckets)
+        ordered = dict(sorted(buckets.items()))
+        assert quantile_of(
+            q, from_text([str(b).encode() for b in ordered], [*ordered.values()])
+        ) == quantile(q, buckets)

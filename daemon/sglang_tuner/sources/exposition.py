@@ -14,8 +14,9 @@ import os
 import re
 import sys
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from sglang_tuner.sources.bucket_runs import Summed, sum_runs
 from sglang_tuner.sources.exposition_labels import parse_labels
 from sglang_tuner.values_scrape import ScrapeLimits
 
@@ -46,6 +47,7 @@ class RawPage:
     samples: RawSamples
     has_prefixed_lines: bool
     duplicates: int = 0  # samples dropped for repeating a kept series' name and labels
+    buckets: dict[str, Summed] = field(default_factory=dict)  # histogram family -> summed
 
 
 class LimitExceededError(ValueError):
@@ -86,24 +88,33 @@ def scan_exposition(
     *,
     prefixes: tuple[str, ...] = SGLANG_PREFIXES,
     limits: ScrapeLimits | None = None,
+    histograms: Collection[str] = (),
 ) -> RawPage:
     """Parse `body`, keeping the samples named in `names` (without the prefix; None keeps all).
 
     Names are sample names: a histogram's are `<family>_bucket`, `_sum`, `_count`. One regex scan
     over the whole body finds the wanted lines, so skipped lines cost no Python; the body is
-    never decoded. Raises ValueError with a short reason when the body is not exposition text,
-    and LimitExceededError past one of `limits`: the samples are counted before any is parsed,
-    the labels of each kept series checked as it is read (skipped series are never parsed).
+    never decoded. The `_bucket` lines of the families in `histograms` come back summed by `le`
+    over their series in `RawPage.buckets` (`bucket_runs.py`), or, when they are not plainly
+    written, as samples like any other. Raises ValueError with a short reason when the body is
+    not exposition text, and LimitExceededError past one of `limits`: the samples are counted
+    before any is parsed, the labels of each kept series checked as it is read (skipped series
+    are never parsed).
     """
     body = b"\n" + body + b"\n"
     if limits is not None:
         _check_sample_limit(body, limits.sample_limit)
     longest = (limits.label_value_length_limit if limits else 0) or sys.maxsize
     most = limits.label_limit if limits else 0
-    pattern, decoded = _sample_regex(None if names is None else frozenset(names), prefixes)
+    wanted = None if names is None else frozenset(names)
+    pattern, decoded = _sample_regex(wanted, prefixes, frozenset(histograms))
     samples: RawSamples = {}
+    runs: dict[bytes, list[bytes]] = {}
     try:
-        for name_bytes, raw, value, bad_line, bad_start in pattern.findall(body):
+        for family, run, name_bytes, raw, value, bad_line, bad_start in pattern.findall(body):
+            if family:
+                (runs.get(family) or runs.setdefault(family, [])).append(run)
+                continue
             if bad_start:
                 _raise_bad_line(body)
             if bad_line:
@@ -119,14 +130,41 @@ def scan_exposition(
         raise
     except ValueError as exc:
         raise ValueError(f"bad sample: {str(exc)[:80]}") from None
-    has_prefixed = bool(samples) or any(b"\n" + p.encode() in body for p in prefixes)
-    return RawPage(samples, has_prefixed, _drop_duplicates(samples))
+    buckets, dropped = _histograms(runs, decoded, samples, prefixes, limits)
+    has_prefixed = bool(samples or buckets) or any(b"\n" + p.encode() in body for p in prefixes)
+    return RawPage(samples, has_prefixed, dropped + _drop_duplicates(samples), buckets)
+
+
+def _histograms(
+    runs: dict[bytes, list[bytes]],
+    decoded: dict[bytes, str],
+    samples: RawSamples,
+    prefixes: tuple[str, ...],
+    limits: ScrapeLimits | None,
+) -> tuple[dict[str, Summed], int]:
+    """Each family's bucket runs summed (`bucket_runs.py`), or else its lines added to `samples`
+    one by one, as any other sample's; and the repeated samples those lines dropped."""
+    longest = (limits.label_value_length_limit if limits else 0) or sys.maxsize
+    buckets: dict[str, Summed] = {}
+    dropped = 0
+    for family, family_runs in runs.items():
+        name = decoded[family]
+        if summed := sum_runs(family_runs, longest, limits.label_limit if limits else 0):
+            buckets[name] = summed
+            continue
+        lines = b"".join(
+            b"\n" + prefixes[0].encode() + family + b"_bucket" + r for r in family_runs
+        )
+        page = scan_exposition(lines, (name + "_bucket",), prefixes=prefixes, limits=limits)
+        samples |= page.samples
+        dropped += page.duplicates
+    return buckets, dropped
 
 
 def _check_sample_limit(body: bytes, limit: int) -> None:
     """LimitExceededError when `body` (framed by newlines) holds more than `limit` samples."""
-    if limit <= 0 or body.count(b"\n") <= limit:
-        return  # no more lines than the limit: the usual page costs one count
+    if limit <= 0 or len(body) < 4 * limit or body.count(b"\n") <= limit:
+        return  # a sample line takes 4 bytes at least: the usual page costs nothing
     beyond = itertools.islice(_SAMPLE_START_RE.finditer(body), limit, None)
     if next(beyond, None) is not None:  # stops at the first sample past the limit
         raise LimitExceededError("sample_limit_exceeded", f"more than {limit} samples")
@@ -174,26 +212,31 @@ def _raise_bad_line(body: bytes) -> None:
 
 @functools.lru_cache(maxsize=32)
 def _sample_regex(
-    names: frozenset[str] | None, prefixes: tuple[str, ...]
+    names: frozenset[str] | None, prefixes: tuple[str, ...], histograms: frozenset[str]
 ) -> tuple[re.Pattern[bytes], dict[bytes, str]]:
     """Regex for the wanted sample lines, and the names it can capture (bytes -> str).
 
-    Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: name, labels, value, the rest
-    of a wanted line that does not parse that way (exemplars, or garbage: it raises), and the
-    first character of a line that cannot start a sample or comment (the page is garbage).
+    Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: a histogram family and the run
+    of its consecutive `_bucket` lines (from its first line's labels on; `[^\n]*` is the engine's
+    fastest loop), name, labels, value, the rest of a wanted line that does not parse that way
+    (exemplars, or garbage: it raises), and the first character of a line that cannot start a
+    sample or comment (the page is garbage).
     """
     common = os.path.commonprefix(prefixes)
-    rests = "|".join(re.escape(p[len(common) :]) for p in prefixes)
+    prefix = f"{re.escape(common)}(?:{'|'.join(re.escape(p[len(common) :]) for p in prefixes)})"
     if names is None:
         alternatives = "[a-zA-Z0-9_:]+"
     else:
         alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    families = "|".join(re.escape(f) for f in sorted(histograms, key=len, reverse=True)) or "(?!)"
+    bucket = r"_bucket(?=[{ \t])"
     pattern = re.compile(
-        rf"\n(?:{re.escape(common)}(?:{rests})({alternatives})(?=[{{ \t])".encode()
-        + rb"(?:(?:\{([^}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*))"
+        rf"\n(?:{prefix}(?:({families}){bucket}([^\n]*(?:\n{prefix}\1{bucket}[^\n]*)*)|"
+        rf"({alternatives})(?=[{{ \t])".encode()
+        + rb"(?:(?:\{([^}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*)))"
         + rb"|([^#a-zA-Z_:\n \t\r]))"
     )
-    return pattern, {n.encode(): n for n in names or ()}
+    return pattern, {n.encode(): n for n in (*(names or ()), *histograms)}
 
 
 def _slow_line(rest: bytes) -> tuple[bytes, bytes]:

@@ -35,27 +35,39 @@ class LabelCache:
     Bounded in bytes, not entries: label values that change on every scrape (a request id, a
     timestamp) would fill it with long strings never asked for again, so past `max_bytes` it
     starts over (a real page's label strings take a few KiB). With `keep`, only those label
-    names are stored (values interned): the cache lives as long as its target.
+    names are stored (values interned): the cache lives as long as its target. With `key`, each
+    entry also holds the values of those labels as a tuple ("" where absent): `entry`.
     """
 
-    def __init__(self, max_bytes: int = 256 * 1024, keep: frozenset[str] | None = None) -> None:
-        self._cache: dict[str | bytes, dict[str, str]] = {}
+    def __init__(
+        self,
+        max_bytes: int = 256 * 1024,
+        keep: frozenset[str] | None = None,
+        key: tuple[str, ...] = (),
+    ) -> None:
+        self._cache: dict[str | bytes, tuple[dict[str, str], tuple[str, ...]]] = {}
         self._max_bytes = max_bytes
         self._keep = keep
+        self._key = key
         self.size_bytes = 0  # roughly what the entries take
 
     def __call__(self, raw: str | bytes) -> dict[str, str]:
         """Labels of `raw`, parsed once; the returned dict must not be mutated."""
-        labels = self._cache.get(raw)
-        if labels is None:
+        return self.entry(raw)[0]
+
+    def entry(self, raw: str | bytes) -> tuple[dict[str, str], tuple[str, ...]]:
+        """Labels of `raw` and the values of the `key` labels, parsed once."""
+        entry = self._cache.get(raw)
+        if entry is None:
             labels = parse_labels(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
             if self._keep is not None:
                 labels = {k: sys.intern(v) for k, v in labels.items() if k in self._keep}
+            entry = labels, tuple(labels.get(name, "") for name in self._key)
             size = _ENTRY_BYTES + 2 * len(raw)  # the key, and values at most as long
             if self.size_bytes + size > self._max_bytes:
                 self._cache.clear()
                 self.size_bytes = 0
             if size <= self._max_bytes:
-                self._cache[raw] = labels
+                self._cache[raw] = entry
                 self.size_bytes += size
-        return labels
+        return entry

@@ -1,8 +1,63 @@
-"""Prometheus histograms read from their cumulative buckets (`le` -> count): the counts gained
-between two scrapes, `histogram_quantile` over them, and the buckets kept packed in between.
+"""Prometheus histograms read from their cumulative buckets: the counts gained between two
+scrapes, `histogram_quantile` over them, and the buckets kept packed in between.
+
+A histogram's buckets are `Buckets`: the bounds (`le`) as one tuple shared by every target with
+the same layout, and the cumulative counts in the same order, so that two scrapes of one layout
+subtract in one C-level pass. `quantile` and `bucket_deltas` take the `le -> count` dict form.
 """
 
+import operator
 from array import array
+
+Buckets = tuple[tuple[float, ...], list[float]]  # bounds, cumulative counts (same order)
+# Between two scrapes: the bounds and the counts in an array (as dicts of floats they were a
+# tenth of the daemon's memory per target).
+Packed = tuple[tuple[float, ...], "array[float]"]
+_SHARED_BOUNDS: dict[tuple[float, ...], tuple[float, ...]] = {}
+_BOUNDS_OF_TEXT: dict[tuple[bytes, ...], tuple[float, ...]] = {}
+_SHARED_MAX = 256  # distinct bucket layouts shared; a page inventing more keeps its own
+_INF = float("inf")
+
+
+def shared_bounds(bounds: tuple[float, ...]) -> tuple[float, ...]:
+    """`bounds`, or the equal tuple seen before (one object per layout, not per target)."""
+    shared = _SHARED_BOUNDS.get(bounds)
+    if shared is None and len(_SHARED_BOUNDS) < _SHARED_MAX:
+        shared = _SHARED_BOUNDS[bounds] = bounds
+    return shared or bounds
+
+
+def from_text(les: list[bytes], counts: list[float]) -> Buckets:
+    """Buckets from the `le` texts of a page (converted once per layout) and their counts."""
+    key = tuple(les)
+    bounds = _BOUNDS_OF_TEXT.get(key)
+    if bounds is None:
+        bounds = shared_bounds(tuple(map(float, les)))
+        if len(_BOUNDS_OF_TEXT) < _SHARED_MAX:
+            _BOUNDS_OF_TEXT[key] = bounds
+    return bounds, counts
+
+
+def from_dict(buckets: dict[float, float]) -> Buckets:
+    """Buckets from the `le -> count` form."""
+    return shared_bounds(tuple(buckets)), list(buckets.values())
+
+
+def pack(buckets: Buckets) -> Packed:
+    """A histogram's buckets to keep until the next scrape."""
+    return buckets[0], array("d", buckets[1])
+
+
+def deltas(before: Packed | None, after: Buckets) -> Buckets:
+    """Bucket counts gained between two scrapes; a reset (a count went down) restarts at 0."""
+    if before is None:
+        return after
+    bounds, counts = after
+    if before[0] is not bounds and before[0] != bounds:  # another layout: match bounds by value
+        before_dict = dict(zip(before[0], before[1], strict=True))
+        return from_dict(bucket_deltas(before_dict, dict(zip(bounds, counts, strict=True))))
+    gained = list(map(operator.sub, counts, before[1]))
+    return after if gained and min(gained) < 0 else (bounds, gained)
 
 
 def bucket_deltas(before: dict[float, float], after: dict[float, float]) -> dict[float, float]:
@@ -19,17 +74,31 @@ def quantile(q: float, buckets: dict[float, float]) -> float | None:
     negative); a quantile in the +Inf bucket returns the highest finite bound.
     """
     bounds = sorted(le for le in buckets if le == le)  # drop NaN
-    if not bounds or bounds[-1] != float("inf"):
+    return _quantile_sorted(q, bounds, [buckets[le] for le in bounds])
+
+
+def quantile_of(q: float, buckets: Buckets) -> float | None:
+    """`quantile` over `Buckets` (read in place when the bounds ascend, as pages write them)."""
+    bounds, counts = buckets
+    if all(map(operator.lt, bounds, bounds[1:])):  # ascending, no NaN
+        return _quantile_sorted(q, bounds, counts)
+    return quantile(q, dict(zip(bounds, counts, strict=True)))
+
+
+def _quantile_sorted(
+    q: float, bounds: "tuple[float, ...] | list[float]", counts: list[float]
+) -> float | None:
+    """`quantile` over ascending bounds (no NaN) and their counts."""
+    if not bounds or bounds[-1] != _INF:
         return None
-    total = buckets[bounds[-1]]
+    total = counts[-1]
     if total <= 0 or len(bounds) < 2:
         return None
     rank = q * total
     prev_bound, prev_count = 0.0, 0.0
-    for le in bounds:
-        count = buckets[le]
+    for le, count in zip(bounds, counts, strict=True):
         if count >= rank:
-            if le == float("inf"):
+            if le == _INF:
                 return bounds[-2]
             if le <= 0 or count == prev_count:
                 return le
@@ -37,25 +106,3 @@ def quantile(q: float, buckets: dict[float, float]) -> float | None:
             return lower + (le - lower) * (rank - prev_count) / (count - prev_count)
         prev_bound, prev_count = le, count
     return bounds[-2]
-
-
-# A histogram's buckets between two scrapes, packed: the bounds (one tuple shared by every
-# target with the same buckets) and the counts in an array. As dicts of floats they were a
-# tenth of the daemon's memory per target.
-Packed = tuple[tuple[float, ...], "array[float]"]
-_SHARED_BOUNDS: dict[tuple[float, ...], tuple[float, ...]] = {}
-_SHARED_BOUNDS_MAX = 256  # distinct bucket layouts shared; a page inventing more keeps its own
-
-
-def pack(buckets: dict[float, float]) -> Packed:
-    """A histogram's buckets to keep until the next scrape (bounds shared when seen before)."""
-    bounds = tuple(buckets)
-    shared = _SHARED_BOUNDS.get(bounds)
-    if shared is None and len(_SHARED_BOUNDS) < _SHARED_BOUNDS_MAX:
-        shared = _SHARED_BOUNDS[bounds] = bounds
-    return shared or bounds, array("d", buckets.values())
-
-
-def unpack(packed: Packed | None) -> dict[float, float]:
-    """The buckets `pack` kept (none: empty)."""
-    return {} if packed is None else dict(zip(packed[0], packed[1], strict=True))

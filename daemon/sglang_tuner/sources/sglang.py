@@ -14,7 +14,15 @@ from collections.abc import Callable, Iterable
 from sglang_tuner import signals as s
 from sglang_tuner.sources.exposition import RawSamples, scan_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache
-from sglang_tuner.sources.histograms import Packed, bucket_deltas, pack, quantile, unpack
+from sglang_tuner.sources.histograms import (
+    Buckets,
+    Packed,
+    deltas,
+    from_dict,
+    from_text,
+    pack,
+    quantile_of,
+)
 from sglang_tuner.sources.sglang_names import (
     _CACHED_TOKENS,
     _CUDA_GRAPH_PASSES,
@@ -57,7 +65,7 @@ class SignalMapper:
     """Per-target state: parses a page, maps it to signals, and turns counters into rates."""
 
     def __init__(self) -> None:
-        self._labels = LabelCache(keep=_USED_LABELS)
+        self._labels = LabelCache(keep=_USED_LABELS, key=_RANK_LABELS)
         self._prev_ts: float | None = None
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, Packed] = {}  # each histogram's previous buckets
@@ -74,15 +82,17 @@ class SignalMapper:
         """Parse one `/metrics` body scraped at `ts`; ValueError if it is not exposition text
         (LimitExceededError, a ValueError, past one of `limits`)."""
         raw = body.encode() if isinstance(body, str) else body
-        page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits)
+        page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits, histograms=_HISTOGRAM_FAMILIES)
         self.duplicates = page.duplicates
         if not page.has_prefixed_lines:
             raise NoSglangMetricsError(_NO_SGLANG)
         samples = page.samples
         values = self._gauges(samples)
         totals = self._totals(samples)
-        buckets = {fam: self._buckets(samples, fam) for fam in _HISTOGRAM_FAMILIES}
-        buckets = {fam: b for fam, b in buckets.items() if b}
+        buckets = {fam: from_text(les, counts) for fam, (les, counts) in page.buckets.items()}
+        for family in _HISTOGRAM_FAMILIES - buckets.keys():
+            if read := self._buckets(samples, family):  # lines read one by one
+                buckets[family] = from_dict(read)
         dt = None if self._prev_ts is None else ts - self._prev_ts
         if dt is not None and dt > 0:
             values |= self._rates(totals, buckets, dt)
@@ -98,12 +108,11 @@ class SignalMapper:
     ) -> dict[str, float]:
         """dp_rank -> value: summed over non-rank labels, then max over the TP/PP/EP ranks."""
         per_rank: dict[tuple[str, ...], float] = {}
+        entry = self._labels.entry
         for raw, value in series:
-            labels = self._labels(raw)
-            if keep is not None and not keep(labels):
-                continue
-            key = tuple(labels.get(name, "") for name in _RANK_LABELS)
-            per_rank[key] = per_rank.get(key, 0.0) + value
+            labels, key = entry(raw)  # key: the values of _RANK_LABELS
+            if keep is None or keep(labels):
+                per_rank[key] = per_rank.get(key, 0.0) + value
         per_dp: dict[str, float] = {}
         for (dp, *_), value in per_rank.items():
             per_dp[dp] = max(per_dp.get(dp, value), value)
@@ -157,7 +166,7 @@ class SignalMapper:
         return {float(le): count for le, count in counts.items()}
 
     def _rates(
-        self, totals: dict[str, float], buckets: dict[str, dict[float, float]], dt: float
+        self, totals: dict[str, float], buckets: dict[str, Buckets], dt: float
     ) -> dict[str, float]:
         """Counter increases over `dt` turned into signals; a decrease means a restart."""
         inc: dict[str, float] = {}
@@ -181,16 +190,16 @@ class SignalMapper:
         values |= self._quantiles(buckets)
         return values
 
-    def _quantiles(self, buckets: dict[str, dict[float, float]]) -> dict[str, float]:
+    def _quantiles(self, buckets: dict[str, Buckets]) -> dict[str, float]:
         """p50/p99 of each latency histogram from the bucket increases over the interval."""
         values: dict[str, float] = {}
         for (p50, p99), names in _HISTOGRAMS.items():
             family = next((n for n in names if n in buckets), None)
             if family is None:
                 continue
-            delta = bucket_deltas(unpack(self._prev_buckets.get(family)), buckets[family])
+            delta = deltas(self._prev_buckets.get(family), buckets[family])
             for signal, q in ((p50, 0.5), (p99, 0.99)):
-                estimate = quantile(q, delta)
+                estimate = quantile_of(q, delta)
                 if estimate is not None:
                     values[signal] = estimate
         return values
