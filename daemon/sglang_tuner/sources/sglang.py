@@ -158,7 +158,8 @@ class SignalMapper:
         return {key: value for key, value in totals.items() if value is not None}
 
     def _buckets(self, samples: RawSamples, family: str) -> dict[float, float]:
-        """le -> cumulative count, summed over every non-`le` label."""
+        """le -> cumulative count, summed over every non-`le` label, from bucket lines read one
+        by one (the parser sums plainly written runs itself: `bucket_runs.py`)."""
         rows = samples.get(family + "_bucket", ())
         counts: dict[bytes, float] = {}
         for le, (_, value) in zip(_bucket_bounds([raw for raw, _ in rows]), rows, strict=True):
