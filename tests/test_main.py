@@ -1,5 +1,6 @@
 """The command line: exit codes and messages a user sees."""
 
+import pytest
 from sglang_tuner import __version__
 from sglang_tuner.__main__ import main
 from sglang_tuner.rules import ALL_RULES
@@ -15,6 +16,17 @@ def test_main_check_config_ok(tmp_path, capsys):
     path.write_text("targets: [{url: 'http://127.0.0.1:30000'}]\n")
     assert main(["check-config", str(path)]) == 0
     assert "OK (1 target(s)" in capsys.readouterr().out
+
+
+def test_main_check_config_takes_the_file_as_run_does_too(tmp_path, capsys):
+    path = tmp_path / "c.yml"
+    path.write_text("targets: [{url: 'http://127.0.0.1:30000'}]\n")
+    assert main(["check-config", "--config", str(path)]) == 0
+    assert f"{path}: OK (1 target(s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as neither:
+        main(["check-config"])
+    assert neither.value.code == 2
+    assert "one of the arguments file --config is required" in capsys.readouterr().err
 
 
 def test_main_check_config_lists_every_problem_and_exits_2(tmp_path, capsys):

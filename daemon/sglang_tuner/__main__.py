@@ -77,10 +77,11 @@ def _cmd_assets(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    settings = _settings(args.file, {})
+    path = args.file or args.config_flag
+    settings = _settings(path, {})
     web = load_web_config(settings.web_config_file)
     counts = f"{len(settings.targets)} target(s), {len(settings.rules)} rule override(s)"
-    print(f"{args.file}: OK ({counts})")
+    print(f"{path}: OK ({counts})")
     if web.path is not None:
         print(f"{web.path}: OK ({'TLS' if web.tls else 'no TLS'}, {len(web.users)} user(s))")
     return 0

@@ -68,7 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list the tuning rules")
     rules.add_argument("--format", choices=["text", "markdown"], default="text")
     cfg = sub.add_parser("check-config", help="validate a config file; list every problem")
-    cfg.add_argument("file", type=Path)
+    given = cfg.add_mutually_exclusive_group(required=True)
+    given.add_argument("file", type=Path, nargs="?", help="the YAML config file")
+    given.add_argument(
+        "--config", type=Path, dest="config_flag", help="the same, as `run` takes it"
+    )
     changes = sub.add_parser("changes", help="a running daemon's recorded changes and verdicts")
     changes.add_argument("target", nargs="?", help="only this target")
     changes.add_argument(
