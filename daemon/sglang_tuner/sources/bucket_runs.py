@@ -19,7 +19,6 @@ from collections.abc import Sequence
 _LE_RE = re.compile(rb',le="([^"\n]*)"')
 # The value at a line's end, after the closing brace (a timestamp: no match).
 _VALUE_RE = re.compile(rb"\}[ \t]+(\S+)[ \t]*\r?$", re.MULTILINE)
-_LONGEST_SUM_RUN = 1 << 20  # a run this long (bytes) is read line by line
 
 # (the `le` texts in page order, the counts summed over the family's series)
 Summed = tuple[list[bytes], list[float]]
@@ -34,8 +33,8 @@ def sum_runs(runs: Sequence[bytes], longest: int, most: int) -> Summed | None:
     series: set[bytes] = set()
     for run in runs:
         lines = run.split(b"\n")
-        if len(run) > _LONGEST_SUM_RUN or max(map(len, lines)) > longest or b"#" in run:
-            return None  # long lines may break a limit; `#`: an exemplar after the value
+        if max(map(len, lines)) > longest or b"#" in run:
+            return None  # a long line may break a limit; `#`: an exemplar after the value
         if most and max(line.count(b"=") for line in lines) > most:
             return None
         les = _LE_RE.findall(run.replace(b"{", b","))
