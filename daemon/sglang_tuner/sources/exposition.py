@@ -130,7 +130,7 @@ def scan_exposition(
         raise
     except ValueError as exc:
         raise ValueError(f"bad sample: {str(exc)[:80]}") from None
-    buckets, dropped = _histograms(runs, decoded, samples, prefixes, limits)
+    buckets, dropped = _histograms(runs, decoded, samples, prefixes, limits, (longest, most))
     has_prefixed = bool(samples or buckets) or any(b"\n" + p.encode() in body for p in prefixes)
     return RawPage(samples, has_prefixed, dropped + _drop_duplicates(samples), buckets)
 
@@ -141,15 +141,16 @@ def _histograms(
     samples: RawSamples,
     prefixes: tuple[str, ...],
     limits: ScrapeLimits | None,
+    longest_most: tuple[int, int],
 ) -> tuple[dict[str, Summed], int]:
     """Each family's bucket runs summed (`bucket_runs.py`), or else its lines added to `samples`
-    one by one, as any other sample's; and the repeated samples those lines dropped."""
-    longest = (limits.label_value_length_limit if limits else 0) or sys.maxsize
+    one by one, as any other sample's; and the repeated samples those lines dropped.
+    `longest_most`: the label value length and label count limits (sys.maxsize, 0: none)."""
     buckets: dict[str, Summed] = {}
     dropped = 0
     for family, family_runs in runs.items():
         name = decoded[family]
-        if summed := sum_runs(family_runs, longest, limits.label_limit if limits else 0):
+        if summed := sum_runs(family_runs, *longest_most):
             buckets[name] = summed
             continue
         lines = b"".join(
