@@ -83,7 +83,7 @@ def _import_catalogue() -> tuple[Any, ...]:
 def alert_name(rule_id: str) -> str:
     """queue_empty -> SGLangQueueEmpty: the daemon's own function, so both paths agree."""
     _import_catalogue()  # puts daemon/ on sys.path when the package is not installed
-    from sglang_tuner.alert_texts import alert_name as daemon_alert_name
+    from sglang_tuner.alerting.texts import alert_name as daemon_alert_name
 
     return str(daemon_alert_name(rule_id))
 

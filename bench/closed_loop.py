@@ -30,10 +30,10 @@ from typing import Any
 import httpx
 from sglang_sim import SCENARIOS, Measurement, ServerSpec, SimFleet, measure
 from sglang_sim.model import ServerConfig as SimConfig
-from sglang_tuner.changes import FLAGS, Change, flag_values
-from sglang_tuner.config import load_settings
-from sglang_tuner.loop import Tuner
-from sglang_tuner.values import AlertState, Severity
+from sglang_tuner.changes.record import FLAGS, Change, flag_values
+from sglang_tuner.config.settings import load_settings
+from sglang_tuner.loop.tuner import Tuner
+from sglang_tuner.model.advice import AlertState, Severity
 
 EPOCH = 1_790_000_000.0
 STEP_SECONDS = 5.0

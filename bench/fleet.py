@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 from bench_process import Daemon, cpu_seconds, free_port, peak_rss_mib, percentile, start_sim
 from fleet_data import build
-from sglang_tuner.sources.promql import PromQL, build_queries
+from sglang_tuner.sources.prometheus.promql import PromQL, build_queries
 
 INTERVAL = 15.0  # evaluation interval = one round
 STEP = 30  # seconds between the TSDB's samples (Prometheus's scrape interval)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sglang_tuner.sources.log_lines import LogScanner
+from sglang_tuner.sources.log.lines import LogScanner
 
 CRASH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sglang" / "logs"
 CRASH = CRASH / "crashes" / "v0.5.9_prefill_oom_assembled.log"

@@ -110,7 +110,7 @@ def start_sim(count: int, port: int) -> subprocess.Popen[bytes]:
 
 # The daemon without `tune_runtime` (Python's default GIL switch interval and collector).
 UNTUNED = (
-    "import sys, sglang_tuner.server as s; s.tune_runtime = lambda state: None; "
+    "import sys, sglang_tuner.cli.run as s; s.tune_runtime = lambda state: None; "
     "from sglang_tuner.__main__ import main; sys.exit(main())"
 )
 

@@ -66,7 +66,7 @@ def used_by(*signal_names: str) -> str:
 def signal(*names: str, scale: float = 1.0) -> str:
     """Latest value of canonical signals for $target, from their unit's family (one unit)."""
     _catalogue_path()
-    from sglang_tuner.signals import EXPORTED_AS
+    from sglang_tuner.model.signals import EXPORTED_AS
 
     units = {EXPORTED_AS[n][0] for n in names}
     assert len(units) == 1, f"signals of one panel share a unit: {names}"

@@ -14,10 +14,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sglang_tuner.changes import Change
+from sglang_tuner.changes.record import Change
+from sglang_tuner.model.advice import Outcome
+from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.scrape import Snapshot
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.window import Window, WindowView
 from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
-from sglang_tuner.values import FlagHistory, Outcome, ServerConfig, Snapshot
-from sglang_tuner.window import Window, WindowView
 
 _DEFAULT_CONFIG = ServerConfig()
 

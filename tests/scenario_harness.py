@@ -14,17 +14,17 @@ from sglang_sim import SCENARIOS, ServerModel
 from sglang_sim.exposition import render_metrics
 from sglang_sim.logs import LogWriter
 from sglang_sim.server_info import server_info
-from sglang_tuner.config import Settings, load_settings
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.settings import Settings, load_settings
 from sglang_tuner.judge import Judgement, judge_target
+from sglang_tuner.model.advice import Finding
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.window import capacity_for
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.sources.logs import LogFollower
+from sglang_tuner.sources.log.follow import LogFollower
 from sglang_tuner.sources.server_info import parse_server_info
 from sglang_tuner.sources.sglang import SignalMapper
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import Finding, Snapshot
-from sglang_tuner.values_scrape import ScrapeResult
-from sglang_tuner.window import capacity_for
 
 EPOCH = 1_790_000_000.0
 

@@ -1,8 +1,8 @@
 """Alert lifecycle tables in the style of Prometheus's `TestKeepFiringFor`: time starts at 0."""
 
 import pytest
-from sglang_tuner.alert_texts import alert_name
-from sglang_tuner.alerting import (
+from sglang_tuner.alerting.alertmanager import rfc3339, to_alertmanager_json
+from sglang_tuner.alerting.lifecycle import (
     RESOLVED_RETENTION_SECONDS,
     Alert,
     AlertState,
@@ -10,8 +10,8 @@ from sglang_tuner.alerting import (
     needs_sending,
     valid_until,
 )
-from sglang_tuner.alertmanager import rfc3339, to_alertmanager_json
-from sglang_tuner.values import Action, Advice, Confidence, Severity
+from sglang_tuner.alerting.texts import alert_name
+from sglang_tuner.model.advice import Action, Advice, Confidence, Severity
 
 INTERVAL = 10.0
 RESEND = 60.0

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sglang_tuner.alerting import AlertTracker
-from sglang_tuner.alertmanager import AlertmanagerClient, to_alertmanager_json
-from sglang_tuner.config import AlertmanagerSettings, BasicAuthSettings, TLSSettings
-from sglang_tuner.values import Action, Advice, Confidence, Severity
+from sglang_tuner.alerting.alertmanager import AlertmanagerClient, to_alertmanager_json
+from sglang_tuner.alerting.lifecycle import AlertTracker
+from sglang_tuner.config.settings import AlertmanagerSettings, BasicAuthSettings, TLSSettings
+from sglang_tuner.model.advice import Action, Advice, Confidence, Severity
 
 from tests.alertmanager_process import (
     Alertmanager,
@@ -279,7 +279,7 @@ async def test_alertmanager_client_tls_with_client_certificate(
 async def test_alertmanager_client_retries_5xx_with_backoff_and_logs_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="sglang_tuner.alertmanager")
+    caplog.set_level(logging.INFO, logger="sglang_tuner.alerting.alertmanager")
     with serve(Recorder(statuses=[503, 503, 503, 200])) as server:
         async with running(
             AlertmanagerClient(AlertmanagerSettings(urls=[server.url]), **FAST)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_tuner.alert_texts import alert_name
-from sglang_tuner.metric_families import SPECS
+from sglang_tuner.alerting.texts import alert_name
+from sglang_tuner.exporter.families import SPECS
 from sglang_tuner.rules import ALL_RULES
 
 ALERTS_DIR = Path(__file__).resolve().parent.parent / "alerts"
@@ -173,7 +173,7 @@ def test_metric_names_extracts_series_not_functions_or_labels():
 
 
 def test_every_alert_links_its_runbook_which_the_daemon_serves():
-    from sglang_tuner.runbook import HEALTH, runbook_text
+    from sglang_tuner.api.runbook import HEALTH, runbook_text
 
     rules = {rule.id: rule for rule in ALL_RULES}
     for path, rule in _alert_rules():

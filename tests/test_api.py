@@ -16,20 +16,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.api import create_app
-from sglang_tuner.changes import Change
-from sglang_tuner.config import Settings
-from sglang_tuner.evaluation import (
-    DatabaseStatus,
-    Evaluation,
-    RuleResult,
-    TargetStatus,
-    TunerState,
-)
-from sglang_tuner.exporter import TunerCollector
-from sglang_tuner.plan import Held, Plan, Step
-from sglang_tuner.rules.base import Rule
-from sglang_tuner.values import (
+from sglang_tuner.api.app import create_app
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
+from sglang_tuner.config.settings import Settings
+from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus, TunerState
+from sglang_tuner.exporter.collector import TunerCollector
+from sglang_tuner.model.advice import (
     Action,
     Advice,
     AlertState,
@@ -38,10 +31,11 @@ from sglang_tuner.values import (
     Health,
     NoData,
     Pass,
-    ServerConfig,
     Severity,
 )
-from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
+from sglang_tuner.model.next_change import Held, Plan, Step
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.base import Rule
 
 API_DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z
@@ -515,7 +509,7 @@ def test_unexpected_error_500_without_traceback(caplog: pytest.LogCaptureFixture
             raise RuntimeError("secret internals")
 
     client = TestClient(_app(BrokenState()), raise_server_exceptions=False)
-    with caplog.at_level(logging.ERROR, logger="sglang_tuner.api"):
+    with caplog.at_level(logging.ERROR, logger="sglang_tuner.api.app"):
         response = client.get("/advice")
     assert response.status_code == 500
     assert response.json() == {"detail": "internal error"}
@@ -589,8 +583,8 @@ def test_changes_command_reads_a_running_daemon(live_url: str, capsys) -> None:
 
 
 def test_runbook_serves_a_rules_section_and_a_health_alerts_text(client: TestClient) -> None:
+    from sglang_tuner.api.runbook import runbook_text
     from sglang_tuner.rules import RULES_BY_ID
-    from sglang_tuner.runbook import runbook_text
 
     known = {r: RULES_BY_ID[r] for r in ("queue_empty",)}
     assert runbook_text("queue_empty", known) is not None
@@ -602,7 +596,7 @@ def test_runbook_serves_a_rules_section_and_a_health_alerts_text(client: TestCli
 def test_a_hostile_accept_header_is_cut_and_parsed_by_splitting(client: TestClient) -> None:
     # It was a backtracking regex: 16 KB of spaces cost a second of the event loop per request.
     # Now the header is cut at MAX_ACCEPT_CHARS and split on commas and semicolons (linear).
-    from sglang_tuner.api_context import MAX_ACCEPT_CHARS, _media_ranges
+    from sglang_tuner.api.context import MAX_ACCEPT_CHARS, _media_ranges
 
     assert MAX_ACCEPT_CHARS <= 4096
     assert _media_ranges("x/y;q=" + " " * 16_000 + "z") == [("x/y", 1.0)]
@@ -628,7 +622,7 @@ def test_the_default_advice_is_gzipped_when_published_not_when_asked(
 ) -> None:
     # gzipping the default answer for 10,000 targets takes tens of ms: a request that paid it
     # was the p99 of /advice (one per evaluation)
-    from sglang_tuner import api_advice
+    from sglang_tuner.api import advice as api_advice
 
     calls: list[int] = []
     compress = api_advice.gzip.compress
@@ -646,7 +640,7 @@ def test_the_default_advice_is_pre_rendered_only_while_somebody_reads_it(
     client: TestClient, state: TunerState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # rendering an answer nobody asks for cost 7 % of the daemon's CPU at 1,000 targets
-    from sglang_tuner import api_advice
+    from sglang_tuner.api import advice as api_advice
 
     renders: list[int] = []
     select = api_advice.select_advice
@@ -685,8 +679,8 @@ def test_an_evaluation_no_longer_published_is_freed_with_its_answers(
 
 
 def test_advice_json_built_item_by_item_is_the_models_own_json(state: TunerState) -> None:
-    from sglang_tuner.advice_report import AdviceFilter, select_advice
-    from sglang_tuner.api_advice import json_in_pieces
+    from sglang_tuner.api.advice import json_in_pieces
+    from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 
     for f in (AdviceFilter(), AdviceFilter(full_no_data=True)):
         out = select_advice(state.latest(), f, None, 5.0)

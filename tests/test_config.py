@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-from sglang_tuner.config import load_settings
-from sglang_tuner.config_problems import ConfigError
+from sglang_tuner.config.problems import ConfigError
+from sglang_tuner.config.settings import load_settings
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -162,8 +162,8 @@ def test_alertmanager_url_port_is_checked():
 
 
 def test_scrape_limits_default_globally_and_a_target_overrides_only_what_it_sets(tmp_path):
-    from sglang_tuner.targets import static_targets
-    from sglang_tuner.values_scrape import ScrapeLimits
+    from sglang_tuner.config.discovery import static_targets
+    from sglang_tuner.model.scrape import ScrapeLimits
 
     path = _write(
         tmp_path,

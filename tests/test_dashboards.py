@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_tuner.metric_families import SPECS
-from sglang_tuner.signals import EXPORTED_AS
+from sglang_tuner.exporter.families import SPECS
+from sglang_tuner.model.signals import EXPORTED_AS
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DASHBOARD_FILES = sorted(DASHBOARDS_DIR.glob("sglang-tuner-*.json"))

@@ -3,8 +3,8 @@
 import textwrap
 from pathlib import Path
 
-from sglang_tuner.config import AlertmanagerSettings, Settings
-from sglang_tuner.config_targets import FileSDSettings, TargetSettings
+from sglang_tuner.config.settings import AlertmanagerSettings, Settings
+from sglang_tuner.config.target_settings import FileSDSettings, TargetSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_contributing_rule_recipe_works_as_written():
     from helpers import evaluate, window_from
-    from sglang_tuner.values import Finding, Pass
+    from sglang_tuner.model.advice import Finding, Pass
 
     text = (ROOT / "docs" / "contributing.md").read_text()
     recipe = text.split("## Add a tuning rule", 1)[1].split("```python", 1)[1].split("```", 1)[0]

@@ -8,20 +8,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner import __version__
-from sglang_tuner.changes import Change
-from sglang_tuner.evaluation import (
-    AlertmanagerStatus,
-    DatabaseStatus,
-    Evaluation,
-    RuleResult,
-    TargetStatus,
-    TunerState,
-)
-from sglang_tuner.exporter import TunerCollector, health_score, render_metrics
-from sglang_tuner.metric_families import SPECS
-from sglang_tuner.plan import Plan, Step
-from sglang_tuner.rules.base import Rule
-from sglang_tuner.values import (
+from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
+from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus, TunerState
+from sglang_tuner.exporter.collector import TunerCollector, health_score, render_metrics
+from sglang_tuner.exporter.families import SPECS
+from sglang_tuner.model.advice import (
     Action,
     Advice,
     AlertState,
@@ -30,12 +23,12 @@ from sglang_tuner.values import (
     Health,
     NoData,
     Pass,
-    QueryStatus,
-    ServerConfig,
     Severity,
 )
-from sglang_tuner.values_scrape import SCRAPE_FAILURE_REASONS
-from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
+from sglang_tuner.model.next_change import Plan, Step
+from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, QueryStatus
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.base import Rule
 
 NOW = 1_795_000_000.0
 AM = "http://am:9093"
@@ -433,7 +426,7 @@ def test_health_score_ignores_pending_advice() -> None:
 
 
 def test_every_canonical_signal_is_exported_in_one_unit():
-    from sglang_tuner.signals import ALL_SIGNALS, EXPORTED_AS
+    from sglang_tuner.model.signals import ALL_SIGNALS, EXPORTED_AS
 
     assert set(ALL_SIGNALS) == set(EXPORTED_AS)
     labels = [(unit, label) for unit, label, _ in EXPORTED_AS.values()]

@@ -1,22 +1,13 @@
 """Judging rules over targets: health apart from state, one bad rule never stops the rest."""
 
-from sglang_tuner.config import load_settings
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.settings import load_settings
 from sglang_tuner.judge import is_due, judge_target
+from sglang_tuner.model.advice import Action, Confidence, Finding, Health, NoData, Pass, Severity
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import (
-    Action,
-    Confidence,
-    Finding,
-    Health,
-    NoData,
-    Pass,
-    Severity,
-    Snapshot,
-)
-from sglang_tuner.values_scrape import ScrapeResult
-from sglang_tuner.window import frequently
 
 
 def _broken(_inp):

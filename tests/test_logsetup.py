@@ -3,24 +3,26 @@
 import json
 import logging
 
-from sglang_tuner.logsetup import configure_logging
+from sglang_tuner.cli.logsetup import configure_logging
 
 
 def test_configure_logging_json_writes_one_object_per_line(capsys):
     configure_logging("info", "json")
-    logging.getLogger("sglang_tuner.loop").warning("target %s is down: %s", "gpu-a", "refused")
-    logging.getLogger("sglang_tuner.loop").debug("not shown at info")
+    logging.getLogger("sglang_tuner.loop.tuner").warning(
+        "target %s is down: %s", "gpu-a", "refused"
+    )
+    logging.getLogger("sglang_tuner.loop.tuner").debug("not shown at info")
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
     entry = json.loads(lines[0])
     assert entry["level"] == "warning"
-    assert entry["logger"] == "sglang_tuner.loop"
+    assert entry["logger"] == "sglang_tuner.loop.tuner"
     assert entry["message"] == "target gpu-a is down: refused"
 
 
 def test_configure_logging_text_quiets_http_client_chatter(capsys):
     configure_logging("debug", "text")
     logging.getLogger("httpx").info("HTTP Request: GET http://x/metrics")
-    logging.getLogger("sglang_tuner.loop").info("configuration reloaded")
+    logging.getLogger("sglang_tuner.loop.tuner").info("configuration reloaded")
     err = capsys.readouterr().err
     assert "configuration reloaded" in err and "HTTP Request" not in err

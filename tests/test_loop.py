@@ -155,9 +155,9 @@ def test_a_target_refusing_connections_for_long_is_tried_less_often(
 
 async def test_server_info_that_fails_is_asked_again_less_and_less_often(tmp_path):
     from helpers import HostileHandler, HostileServer
-    from sglang_tuner.config import Settings
-    from sglang_tuner.config_targets import TargetSettings
-    from sglang_tuner.loop import Tuner
+    from sglang_tuner.config.settings import Settings
+    from sglang_tuner.config.target_settings import TargetSettings
+    from sglang_tuner.loop.tuner import Tuner
 
     from tests.conftest import FIXTURES
 

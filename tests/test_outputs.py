@@ -3,16 +3,16 @@
 import logging
 import time
 
-from sglang_tuner.config import load_settings
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.settings import load_settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.judge import Judgement, TargetJudgement
-from sglang_tuner.outputs import Outputs
+from sglang_tuner.loop.outputs import Outputs
+from sglang_tuner.model.advice import Action, Confidence, Finding, Health, Pass, Severity
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.rules.base import Rule
-from sglang_tuner.store import Store
+from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import Action, Confidence, Finding, Health, Pass, Severity, Snapshot
-from sglang_tuner.values_scrape import ScrapeResult
 
 from tests.alertmanager_process import am_alerts, eventually, needs_alertmanager
 
@@ -42,7 +42,7 @@ def _judged(*names: str, holds: bool = True) -> dict[str, TargetJudgement]:
 
 
 def test_outputs_publish_logs_and_records_each_advice_change(caplog):
-    caplog.set_level(logging.INFO, logger="sglang_tuner.outputs")
+    caplog.set_level(logging.INFO, logger="sglang_tuner.loop.outputs")
     state = TunerState()
     settings = load_settings(None, {"hold_for_seconds": 10, "keep_firing_for_seconds": 0})
     outputs = Outputs(settings, state, None)

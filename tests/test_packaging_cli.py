@@ -10,11 +10,11 @@ from prometheus_client.registry import CollectorRegistry
 from sglang_sim import ServerSpec, SimFleet
 from sglang_tuner import __version__
 from sglang_tuner.__main__ import main
-from sglang_tuner.api import create_app
-from sglang_tuner.apidocs import STATIC_FILES, static_dir
+from sglang_tuner.api.app import create_app
+from sglang_tuner.api.docs import STATIC_FILES, static_dir
 from sglang_tuner.assets import collect
-from sglang_tuner.check import server_url
-from sglang_tuner.config import load_settings
+from sglang_tuner.cli.check import server_url
+from sglang_tuner.config.settings import load_settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.rules import ALL_RULES
 

@@ -7,25 +7,17 @@ import pytest
 from helpers import parse_series
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang_tuner.config import load_settings
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.settings import load_settings
 from sglang_tuner.judge import Judgement, TargetJudgement, judge_target
-from sglang_tuner.plan import Plan, direction, plan_target
+from sglang_tuner.model.advice import Action, Confidence, Finding, Health
+from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory, FlagOutcome
+from sglang_tuner.model.next_change import Plan
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.server_config import PROFILES, ServerConfig
+from sglang_tuner.plan import direction, plan_target
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import (
-    FLAG_FIELDS,
-    PROFILES,
-    Action,
-    Confidence,
-    Finding,
-    FlagHistory,
-    FlagOutcome,
-    Health,
-    ServerConfig,
-    Snapshot,
-)
-from sglang_tuner.values_scrape import ScrapeResult
 
 H100 = "NVIDIA H100 80GB HBM3"
 ORDER = {rule.id: i for i, rule in enumerate(ALL_RULES)}

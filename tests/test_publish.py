@@ -1,24 +1,15 @@
 """Publish: target state, judgements and alert state become one immutable evaluation."""
 
-from sglang_tuner.alerting import AlertTracker
-from sglang_tuner.evaluation import AlertmanagerStatus
+from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
+from sglang_tuner.alerting.lifecycle import AlertTracker
+from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.model.advice import Action, Confidence, Finding, Health, NoData, Pass, Severity
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.publish import active_advice, build_evaluation, rule_results, target_status
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import (
-    Action,
-    Confidence,
-    Finding,
-    Health,
-    NoData,
-    Pass,
-    ServerConfig,
-    Severity,
-    Snapshot,
-)
-from sglang_tuner.values_scrape import ScrapeResult
 
 RULE = Rule(
     id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",

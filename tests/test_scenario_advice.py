@@ -7,9 +7,10 @@ Runs the simulator in simulated time through the daemon's real mapper, log follo
 import pytest
 from sglang_sim import SCENARIOS, VERSIONS
 from sglang_tuner.judge import TargetJudgement
-from sglang_tuner.plan import Plan, plan_target
+from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.next_change import Plan
+from sglang_tuner.plan import plan_target
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.values import FlagHistory
 
 from tests.scenario_harness import ScenarioRun, run_scenario
 

@@ -3,7 +3,7 @@ coalesced."""
 
 import asyncio
 
-from sglang_tuner.schedule import ScrapeLoops, offset
+from sglang_tuner.loop.schedule import ScrapeLoops, offset
 
 INTERVAL = 0.4
 

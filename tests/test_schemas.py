@@ -1,19 +1,13 @@
 """Response models and the /advice report: conversions a user reads in JSON and text."""
 
-from sglang_tuner.advice_report import AdviceFilter, select_advice
-from sglang_tuner.advice_text import advice_text
-from sglang_tuner.config import Settings
+from sglang_tuner.api.advice_report import AdviceFilter, select_advice
+from sglang_tuner.api.advice_text import advice_text
+from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, api_path, rfc3339
+from sglang_tuner.api.schemas.inventory import RuleOut
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus
+from sglang_tuner.model.advice import Action, Advice, Confidence, Health, NoData, Pass, Severity
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.schemas import (
-    AdviceList,
-    AdviceOut,
-    NoDataOut,
-    api_path,
-    rfc3339,
-)
-from sglang_tuner.schemas_inventory import RuleOut
-from sglang_tuner.values import Action, Advice, Confidence, Health, NoData, Pass, Severity
 
 NOW = 1_795_000_000.0
 

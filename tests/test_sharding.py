@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from sglang_tuner.config import ShardSettings, load_settings
-from sglang_tuner.config_problems import ConfigError
-from sglang_tuner.targets import TargetSpec, in_shard, shard_of, shard_targets
+from sglang_tuner.config.discovery import TargetSpec, in_shard, shard_of, shard_targets
+from sglang_tuner.config.problems import ConfigError
+from sglang_tuner.config.settings import ShardSettings, load_settings
 
 from tests.prometheus_process import PrometheusProcess, needs_prometheus
 
@@ -151,7 +151,7 @@ def test_statefulset_service_and_monitor_select_the_replicas():
 
 
 def test_run_flags_set_the_shard_over_the_file(tmp_path: Path):
-    from sglang_tuner.cli_parser import build_parser, flag_overrides
+    from sglang_tuner.cli.parser import build_parser, flag_overrides
 
     path = tmp_path / "config.yml"
     path.write_text("shard: {index: 0, count: 2}\n")
@@ -178,8 +178,8 @@ def test_two_direct_replicas_split_the_static_targets(daemon_factory, tmp_path: 
 
 
 def test_two_prometheus_replicas_split_the_fleet(daemon_factory, tmp_path: Path):
-    from sglang_tuner import signals as s
-    from sglang_tuner.sources.promql import PromQL, build_queries
+    from sglang_tuner.model import signals as s
+    from sglang_tuner.sources.prometheus.promql import PromQL, build_queries
 
     from tests.prometheus_process import FakeQueryAPI, serve_api, vector
 

@@ -1,17 +1,11 @@
 """SQLite persistence: windows survive a restart; alert state and advice history are kept."""
 
-from sglang_tuner.alerting import AlertTracker
-from sglang_tuner.store import Store
-from sglang_tuner.values import (
-    Action,
-    Advice,
-    Confidence,
-    FlagHistory,
-    FlagOutcome,
-    Severity,
-    Snapshot,
-)
-from sglang_tuner.window import Window
+from sglang_tuner.alerting.lifecycle import AlertTracker
+from sglang_tuner.model.advice import Action, Advice, Confidence, Severity
+from sglang_tuner.model.flags import FlagHistory, FlagOutcome
+from sglang_tuner.model.scrape import Snapshot
+from sglang_tuner.model.window import Window
+from sglang_tuner.store.database import Store
 
 KEY = ("gpu-a", "queue_empty")
 
@@ -87,8 +81,8 @@ def test_store_keeps_each_targets_flag_history(tmp_path):
 
 
 def test_store_keeps_changes_and_their_verdicts_across_restarts(tmp_path):
-    from sglang_tuner.changes import Change, ChangeLog
-    from sglang_tuner.verdicts import MetricVerdict, SignalSummary, Verdict, WindowSummary
+    from sglang_tuner.changes.record import Change, ChangeLog
+    from sglang_tuner.changes.verdict import MetricVerdict, SignalSummary, Verdict, WindowSummary
 
     window = WindowSummary(
         0.0, 295.0, {"gen_throughput": SignalSummary(60, 4000.0, 4000.0, 4100.0, 4200.0)},

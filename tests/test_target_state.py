@@ -1,6 +1,9 @@
 """Target state: scrapes, log lines, /server_info and DCGM reads into one server's window."""
 
-from sglang_tuner.signals import (
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.signals import (
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
     KV_POOL_EXHAUSTED_EVENTS,
@@ -10,9 +13,6 @@ from sglang_tuner.signals import (
     RETRACTIONS_PER_MINUTE,
 )
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.values import ServerConfig, Snapshot
-from sglang_tuner.values_scrape import ScrapeResult
 
 SPEC = TargetSpec("gpu-a", "http://gpu-a:30000", gpu_model="NVIDIA H100 80GB HBM3")
 

@@ -3,9 +3,9 @@
 import json
 import os
 
-from sglang_tuner.config import load_settings
-from sglang_tuner.config_targets import FileSDSettings
-from sglang_tuner.targets import FileSD, TargetSpec, merge_targets, static_targets
+from sglang_tuner.config.discovery import FileSD, TargetSpec, merge_targets, static_targets
+from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.target_settings import FileSDSettings
 
 
 def test_static_targets_reads_api_key_from_file_and_env(tmp_path, monkeypatch):

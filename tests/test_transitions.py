@@ -3,11 +3,10 @@
 import logging
 
 import pytest
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.loop.transitions import TransitionLog
+from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
-from sglang_tuner.transitions import TransitionLog
-from sglang_tuner.values import Snapshot
-from sglang_tuner.values_scrape import ScrapeResult
 
 
 def _targets(count: int) -> list[TargetState]:

@@ -3,8 +3,8 @@
 import math
 
 from helpers import window_from
-from sglang_tuner.verdicts import HELPED, HURT, INCONCLUSIVE, NO_CHANGE, compare, summarize
-from sglang_tuner.verdicts_bootstrap import ratio_interval
+from sglang_tuner.changes.bootstrap import ratio_interval
+from sglang_tuner.changes.verdict import HELPED, HURT, INCONCLUSIVE, NO_CHANGE, compare, summarize
 
 NAMES = (
     "gen_throughput", "token_usage", "retractions_per_minute", "request_rate",

@@ -8,12 +8,12 @@ import bcrypt
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
-from sglang_tuner.api import create_app
-from sglang_tuner.config import Settings
+from sglang_tuner.api.app import create_app
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.webauth import PasswordCheck, RateLimiter, WebGuard
-from sglang_tuner.webconfig import WebConfig
+from sglang_tuner.web.auth import PasswordCheck, RateLimiter, WebGuard
+from sglang_tuner.web.config import WebConfig
 
 ALICE = bcrypt.hashpw(b"alice-pw", bcrypt.gensalt(4))
 BOB = bcrypt.hashpw(b"bob-pw", bcrypt.gensalt(4))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from sglang_tuner.webconfig import WebConfigError, load_web_config
+from sglang_tuner.web.config import WebConfigError, load_web_config
 
 from tests.certs import CA
 

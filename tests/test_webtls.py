@@ -8,7 +8,7 @@ import ssl
 from pathlib import Path
 
 import pytest
-from sglang_tuner.webtls import ServerTLS, TLSServerConfig, server_context
+from sglang_tuner.web.tls import ServerTLS, TLSServerConfig, server_context
 
 from tests.certs import CA
 
@@ -103,7 +103,7 @@ async def test_server_tls_keeps_serving_the_old_certificate_when_new_files_are_b
     tls = ServerTLS(_tls(ca.folder), server_context(_tls(ca.folder)))
     ca.issue("renewed")
     _replace(ca.folder / "renewed.crt", ca.folder / "server.crt")  # its key not yet there
-    with caplog.at_level(logging.ERROR, "sglang_tuner.webtls"):
+    with caplog.at_level(logging.ERROR, "sglang_tuner.web.tls"):
         assert await _exchange(tls.listening, _client(ca)) == ("server", b"ok")
     assert "the key does not match the certificate" in caplog.text
     _replace(ca.folder / "renewed.key", ca.folder / "server.key")

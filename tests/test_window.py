@@ -2,8 +2,8 @@
 
 import math
 
-from sglang_tuner.values import Snapshot
-from sglang_tuner.window import Window, capacity_for, frequency_of, frequently
+from sglang_tuner.model.scrape import Snapshot
+from sglang_tuner.model.window import Window, capacity_for, frequency_of, frequently
 
 
 def _fill(window: Window, rows: list[dict[str, float]], step: float = 5.0) -> None:

@@ -7,9 +7,12 @@ the Alertmanager path and the store read only this.
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .changes import Change
-from .plan import Plan
-from .values import Advice, AlertState, Health, Outcome, QueryStatus, ServerConfig, Severity
+from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
+from sglang_tuner.changes.record import Change
+from sglang_tuner.model.advice import Advice, AlertState, Health, Outcome, Severity
+from sglang_tuner.model.next_change import Plan
+from sglang_tuner.model.scrape import QueryStatus
+from sglang_tuner.model.server_config import ServerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +59,6 @@ class RuleResult:
     def condition_ratio(self) -> float | None:
         """Share of samples where the condition held, when the rule is a "frequently" rule."""
         return getattr(self.outcome, "condition_ratio", None)
-
-
-@dataclass(frozen=True, slots=True)
-class AlertmanagerStatus:
-    """Counters of the Alertmanager push path, per Alertmanager URL."""
-
-    sends_total: Mapping[str, int] = field(default_factory=dict)
-    send_failures_total: Mapping[str, int] = field(default_factory=dict)
-    alerts_sent_total: Mapping[str, int] = field(default_factory=dict)
-    queue_length: int = 0
-    dropped_total: int = 0
-    last_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

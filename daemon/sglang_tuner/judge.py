@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .config import RuleSettings, Settings
-from .rules.base import Rule, RuleInput, apply_rule
-from .target_state import TargetState
-from .values import Finding, Health, NoData, Outcome, Severity
-from .window import WindowView
+from sglang_tuner.config.settings import RuleSettings, Settings
+from sglang_tuner.model.advice import Finding, Health, NoData, Outcome, Severity
+from sglang_tuner.model.window import WindowView
+from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
+from sglang_tuner.target_state import TargetState
 
 logger = logging.getLogger(__name__)
 _DEFAULT_RULE_SETTINGS = RuleSettings()

@@ -8,14 +8,16 @@ is held back with the reason; the others follow the next change, in order.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
-from .changes import Change
-from .judge import Judgement, TargetJudgement
-from .rules.defaults import is_default
-from .rules.flags import accepts_flag, accepts_value, flag_replacement, has_flag
-from .values import FLAG_FIELDS, Action, Finding, FlagHistory, ServerConfig, Severity
-from .verdicts import HURT
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import HURT
+from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.model.advice import Action, Finding, Severity
+from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory
+from sglang_tuner.model.next_change import Asked, Held, Plan, Step
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.defaults import is_default
+from sglang_tuner.rules.sglang.flags import accepts_flag, accepts_value, flag_replacement, has_flag
 
 # How much more often the condition must hold before advice that hurt is given again.
 STRONGER_BY = 0.2
@@ -23,67 +25,15 @@ STRONGER_BY = 0.2
 _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One finding's change, as the plan orders it."""
-
-    rule: str
-    severity: Severity
-    action: Action
-    summary: str
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A finding held back: its change is not offered, and `reason` says why."""
-
-    rule: str
-    severity: Severity
-    action: Action
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """What a plan suggests: flag -> (value, rule), and each rule's condition ratio."""
-
-    flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    ratios: Mapping[str, float] = field(default_factory=dict)
-
-    def merged(self, newer: "Asked") -> "Asked":
-        """Everything asked so far, the newer value of a flag winning (an operator may apply
-        advice a while after it was given, while the plan has moved on)."""
-        return Asked({**self.flags, **newer.flags}, {**self.ratios, **newer.ratios})
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The next change for one target, what to look at after it, and what is held back."""
-
-    target: str
-    next: Step | None = None
-    after: tuple[Step, ...] = ()
-    held: tuple[Held, ...] = ()
-
-    @property
-    def advised(self) -> frozenset[str]:
-        """Rules whose advice stands (the next change and those after it)."""
-        return frozenset(s.rule for s in self.steps)
-
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        """The next change and the ones after it, in order."""
-        return (self.next, *self.after) if self.next else self.after
-
-    def asked(self, judgement: TargetJudgement) -> Asked:
-        """The flag values this plan suggests, for attributing a later restart to its advice."""
-        flags = {f: (v, s.rule) for s in reversed(self.steps) for f, v in s.action.flags().items()}
-        ratios = {
-            j.rule.id: j.finding.condition_ratio
-            for j in judgement.judgements
-            if j.finding is not None and j.finding.condition_ratio is not None
-        }
-        return Asked(flags, ratios)
+def asked_of(plan: Plan, judgement: TargetJudgement) -> Asked:
+    """The flag values `plan` suggests, for attributing a later restart to its advice."""
+    flags = {f: (v, s.rule) for s in reversed(plan.steps) for f, v in s.action.flags().items()}
+    ratios = {
+        j.rule.id: j.finding.condition_ratio
+        for j in judgement.judgements
+        if j.finding is not None and j.finding.condition_ratio is not None
+    }
+    return Asked(flags, ratios)
 
 
 def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, int]:

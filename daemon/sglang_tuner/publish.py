@@ -6,12 +6,15 @@ result to `TunerState.publish`.
 
 from collections.abc import Mapping
 
-from .alerting import AlertTracker, Key
-from .evaluation import AlertmanagerStatus, DatabaseStatus, Evaluation, RuleResult, TargetStatus
-from .judge import Judgement, TargetJudgement
-from .plan import Plan
-from .target_state import TargetState
-from .values import Advice, AlertState, Finding, QueryStatus, redact_userinfo
+from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
+from sglang_tuner.alerting.lifecycle import AlertTracker, Key
+from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus
+from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.model.advice import Advice, AlertState, Finding
+from sglang_tuner.model.next_change import Plan
+from sglang_tuner.model.scrape import QueryStatus
+from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.target_state import TargetState
 
 
 def active_advice(

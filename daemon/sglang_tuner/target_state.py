@@ -9,48 +9,18 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 
-from .changes import FLAGS, Change, ChangeLog
-from .signals import (
+from sglang_tuner.changes.record import FLAGS, Change, ChangeLog
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.model.flags import CRASH_BLAME, RECONFIGURING_FIELDS, FlagHistory, FlagOutcome
+from sglang_tuner.model.scrape import UNREACHABLE_REASONS, ScrapeResult, Snapshot
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.signals import (
     CRASH_EVENT_SIGNALS,
-    CUDA_GRAPH_CAPTURE_OOM_EVENTS,
-    DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
-    KV_POOL_EXHAUSTED_EVENTS,
-    PREFILL_OOM_EVENTS,
     RESTARTS,
-    STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
-from .targets import TargetSpec
-from .values import FlagHistory, FlagOutcome, ServerConfig, Snapshot
-from .values_scrape import UNREACHABLE_REASONS, ScrapeResult
-from .window import Window
+from sglang_tuner.model.window import Window
 
-# Knobs whose change after a restart makes the old window describe another configuration.
-TUNING_FIELDS = (
-    "schedule_conservativeness",
-    "mem_fraction_static",
-    "chunked_prefill_size",
-    "max_running_requests",
-    "cuda_graph_max_bs",
-    "tp_size",
-    "dp_size",
-    "schedule_policy",
-    "attention_backend",
-    "kv_cache_dtype",
-    "quantization",
-)
-
-
-# Crash signal -> the flags (ServerConfig fields) whose values it blames, each with whether the
-# crash says that value was too low rather than too high. SGLang's own pool running out blames a
-# pool that was too small as much as a batch that was too large.
-CRASH_BLAME: dict[str, tuple[tuple[str, bool], ...]] = {
-    PREFILL_OOM_EVENTS: (("chunked_prefill_size", False),),
-    DECODE_OOM_EVENTS: (("max_running_requests", False),),
-    CUDA_GRAPH_CAPTURE_OOM_EVENTS: (("cuda_graph_max_bs", False),),
-    KV_POOL_EXHAUSTED_EVENTS: (("max_running_requests", False), ("mem_fraction_static", True)),
-    STARTUP_NOT_ENOUGH_MEMORY_EVENTS: (("mem_fraction_static", True),),
-}
 # A configuration that served this long without a crash has safe flag values (one window).
 SAFE_AFTER_SECONDS = 300.0
 
@@ -155,7 +125,7 @@ class TargetState:
         if config is None or up_since is None or ts - up_since < SAFE_AFTER_SECONDS:
             return
         safe = dict(self.history.safe)
-        for field in TUNING_FIELDS:
+        for field in RECONFIGURING_FIELDS:
             value = getattr(config, field)
             if value is not None and (field not in safe or safe[field].value != value):
                 safe[field] = FlagOutcome(value, ts)
@@ -222,4 +192,4 @@ def flags_changed(old: ServerConfig | None, new: ServerConfig) -> bool:
     """True when any tuning flag differs between two reads of the same server."""
     if old is None:
         return False
-    return any(getattr(old, f) != getattr(new, f) for f in TUNING_FIELDS)
+    return any(getattr(old, f) != getattr(new, f) for f in RECONFIGURING_FIELDS)

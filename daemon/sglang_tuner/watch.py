@@ -8,15 +8,16 @@ clock (a removed target's source is handed back for the loop to close).
 from collections import Counter
 from collections.abc import Sequence
 
-from .config import Settings
-from .judge import TargetJudgement, judge_target, rule_settings
-from .plan import Asked, Plan, plan_target
-from .rules.base import Rule
-from .sources.fleet_targets import FleetTargetSource
-from .sources.target import TargetSource
-from .target_state import TargetState
-from .targets import TargetSpec
-from .window import capacity_for
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.settings import Settings
+from sglang_tuner.judge import TargetJudgement, judge_target, rule_settings
+from sglang_tuner.model.next_change import Asked, Plan
+from sglang_tuner.model.window import capacity_for
+from sglang_tuner.plan import asked_of, plan_target
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.sources.prometheus.targets import FleetTargetSource
+from sglang_tuner.sources.target import TargetSource
+from sglang_tuner.target_state import TargetState
 
 Source = TargetSource | FleetTargetSource
 
@@ -85,7 +86,7 @@ class Watch:
         # Not updated from a restart until the new flags are read, so the change is matched to
         # what was asked before it (a crash-looping server included).
         if not (target.needs_server_info or target.restart_pending):
-            self.asked[name] = self.asked.get(name, Asked()).merged(plan.asked(judgement))
+            self.asked[name] = self.asked.get(name, Asked()).merged(asked_of(plan, judgement))
 
     def next_scrape_in(self, name: str, interval: float, now: float) -> float:
         """The interval, or `unreachable_retry_seconds` for a target refusing connections (or

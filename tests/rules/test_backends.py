@@ -1,7 +1,8 @@
 """Attention backends: SGLang's own pick per version and GPU, and who chose the running one."""
 
 import pytest
-from sglang_tuner.rules.backends import (
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.backends import (
     BackendChoice,
     auto_backend,
     backend_choice,
@@ -9,7 +10,6 @@ from sglang_tuner.rules.backends import (
     is_mla_or_nsa,
     may_advise_backend,
 )
-from sglang_tuner.values import ServerConfig
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 from helpers import parse_series, rule_input, window_from
 from sglang_tuner.rules.base import choice_action, flag_action
 from sglang_tuner.rules.queue import QUEUE_TOO_LONG
-from sglang_tuner.rules.versions import version_at_least
+from sglang_tuner.rules.sglang.versions import version_at_least
 
 
 def _inp(**kwargs):

@@ -4,12 +4,13 @@ import re
 
 import pytest
 from helpers import evaluate, window_from
-from sglang_tuner.config import load_settings
-from sglang_tuner.config_problems import ConfigError
+from sglang_tuner.config.problems import ConfigError
+from sglang_tuner.config.settings import load_settings
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.server_config import PROFILES, ServerConfig
+from sglang_tuner.model.signals import ALL_SIGNALS
 from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
 from sglang_tuner.rules.catalogue_doc import render_markdown
-from sglang_tuner.signals import ALL_SIGNALS
-from sglang_tuner.values import PROFILES, Finding, NoData, Pass, ServerConfig
 
 IDS = [rule.id for rule in ALL_RULES]
 

@@ -1,13 +1,15 @@
 """cuda_graph_capture_oom, kv_pool_exhausted and startup_not_enough_memory: one fix per kind."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.flags import FlagHistory, FlagOutcome
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.crashes import (
     CUDA_GRAPH_CAPTURE_OOM,
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
 )
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH
-from sglang_tuner.values import Finding, FlagHistory, FlagOutcome, NoData, Pass, ServerConfig
 
 H100 = "NVIDIA H100 80GB HBM3"
 CAPTURE_CRASH = window_from(cuda_graph_capture_oom_events="0x3 1 0x2")

@@ -1,12 +1,13 @@
 """cuda_graph_not_covering and torch_compile_small_batch."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.cuda_graph import (
     CUDA_GRAPH_NOT_COVERING,
     TORCH_COMPILE_SMALL_BATCH,
     graph_flag,
 )
-from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
 
 BIG_BATCH = window_from(num_running_reqs_max_rank="300x20", cuda_graph_pass_ratio="0.3x20")
 GRAPH_256 = ServerConfig(version="0.5.9", cuda_graph_max_bs=256, mem_fraction_static=0.88)

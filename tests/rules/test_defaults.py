@@ -1,7 +1,8 @@
 """SGLang's own values for unset flags, per version, GPU memory and tp, on both sides of changes."""
 
 import pytest
-from sglang_tuner.rules.defaults import (
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.defaults import (
     LPM_FALLBACK_QUEUE,
     default_chunked_prefill_size,
     default_for,
@@ -12,7 +13,6 @@ from sglang_tuner.rules.defaults import (
     policy_in_effect,
     request_slots,
 )
-from sglang_tuner.values import ServerConfig
 
 # GPU memory as the card's name states it: L4/A10 24, RTX 5090 32, L40S 48, H100 80, H20 96,
 # H200 141, B200 180.

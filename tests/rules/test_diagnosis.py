@@ -1,8 +1,8 @@
 """low_throughput: throughput below the operator's expectation, with no change of its own."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.rules.diagnosis import LOW_THROUGHPUT
-from sglang_tuner.values import Finding, NoData, Pass
 
 BUSY_SLOW = window_from(num_running_reqs="200x20", gen_throughput="2000x20")
 EXPECT_5000 = {"expected_gen_throughput": 5000.0, "low_throughput_ratio": 0.8}

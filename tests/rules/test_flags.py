@@ -1,7 +1,8 @@
 """Flag spellings, accepted values and units per SGLang version, each on both sides of a change."""
 
 import pytest
-from sglang_tuner.rules.flags import (
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.flags import (
     STABLE_FLAGS,
     accepts_flag,
     accepts_value,
@@ -13,7 +14,6 @@ from sglang_tuner.rules.flags import (
     max_running_is_per_rank,
     user_set_flag,
 )
-from sglang_tuner.values import ServerConfig
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Captured decode batch sizes per version, and padding a batch to the next captured size."""
 
 import pytest
-from sglang_tuner.rules.graph_sizes import (
+from sglang_tuner.rules.sglang.graph_sizes import (
     captured_batch_sizes,
     padding_ratio,
     round_up_to_captured,

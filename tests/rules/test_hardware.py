@@ -1,13 +1,8 @@
 """GPU and model-size heuristics the rules share."""
 
 import pytest
-from sglang_tuner.rules.hardware import (
-    GpuFacts,
-    gpu_facts,
-    model_params_billion,
-    weight_gb,
-)
-from sglang_tuner.values import ServerConfig
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.hardware import GpuFacts, gpu_facts, model_params_billion, weight_gb
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,13 @@
 long_prompts_dominate_ttft."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.latency import (
     BATCH_TOO_LARGE_FOR_LATENCY,
     LONG_PROMPTS_DOMINATE_TTFT,
     QUEUE_WAIT_DOMINATES,
 )
-from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
 
 SLOW_BIG = window_from(itl_p50_seconds="0.08x20", num_running_reqs_max_rank="200x20")
 

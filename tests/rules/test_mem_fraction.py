@@ -1,8 +1,8 @@
 """SGLang's own --mem-fraction-static, re-derived per version era."""
 
 import pytest
-from sglang_tuner.rules.mem_fraction import estimate_mem_fraction_static
-from sglang_tuner.values import ServerConfig
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.sglang.mem_fraction import estimate_mem_fraction_static
 
 
 def _config(version, tp=1, chunked=8192, max_bs=256, **raw) -> ServerConfig:

@@ -1,8 +1,9 @@
 """mem_fraction_too_low, mem_fraction_too_high and kv_cache_pressure."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
-from sglang_tuner.values import Finding, NoData, Pass, ServerConfig, Severity
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -1,12 +1,13 @@
 """metrics_disabled, metrics_only_first_rank and stale_metrics."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.observability import (
     METRICS_DISABLED,
     METRICS_ONLY_FIRST_RANK,
     STALE_METRICS,
 )
-from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig
 
 EMPTY = window_from()
 

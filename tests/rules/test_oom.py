@@ -1,8 +1,9 @@
 """prefill_oom and decode_oom (OOM lines from the SGLang log)."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
-from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig
 
 PREFILL_CRASH = window_from(prefill_oom_events="0x5 1 0x4")
 DECODE_CRASH = window_from(decode_oom_events="0x5 2 0x4", num_running_reqs_max_rank="100x5 200x5")

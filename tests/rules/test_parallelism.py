@@ -2,8 +2,9 @@
 
 import pytest
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
-from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
 
 VIEW = window_from(num_running_reqs="10x10")
 H100 = "NVIDIA H100 80GB HBM3"

@@ -1,8 +1,8 @@
 """queue_empty and queue_too_long."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.rules.queue import QUEUE_EMPTY, QUEUE_TOO_LONG
-from sglang_tuner.values import Finding, NoData, Pass
 
 
 def test_queue_empty_fires_when_queue_zero_while_running():

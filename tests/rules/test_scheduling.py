@@ -1,8 +1,9 @@
 """scheduler_too_conservative and retractions_frequent."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
-from sglang_tuner.values import Confidence, Finding, NoData, Pass, ServerConfig, Severity
 
 LOW_USAGE = window_from(token_usage="0.5x20", num_queue_reqs="40x20", num_running_reqs="60x20")
 

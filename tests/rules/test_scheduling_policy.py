@@ -1,8 +1,9 @@
 """lpm_without_prefix_reuse and fcfs_with_prefix_reuse."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
-from sglang_tuner.values import Finding, NoData, Pass, ServerConfig
 
 LPM = ServerConfig(version="0.5.9", schedule_policy="lpm")
 FCFS = ServerConfig(version="0.5.9", schedule_policy="fcfs")

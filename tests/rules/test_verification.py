@@ -1,22 +1,16 @@
 """tuning_regression: a change that made the server worse is undone first; no ping-pong."""
 
 from helpers import evaluate, window_from
-from sglang_tuner.changes import Change
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
 from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.model.advice import Action, Confidence, Finding, Health, Pass
+from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.plan import plan_target
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
 from sglang_tuner.rules.verification import TUNING_REGRESSION
-from sglang_tuner.values import (
-    Action,
-    Confidence,
-    Finding,
-    FlagHistory,
-    Health,
-    Pass,
-    ServerConfig,
-)
-from sglang_tuner.verdicts import MetricVerdict, Verdict, WindowSummary
 
 EMPTY = WindowSummary(0.0, 0.0, {}, {})
 WORSE = MetricVerdict("gen_throughput", "hurt", 0.88, 0.85, 0.91, 4000.0, 3520.0)

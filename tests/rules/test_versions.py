@@ -1,7 +1,7 @@
 """Version parsing and the version-ordered table lookups every facts table uses."""
 
 import pytest
-from sglang_tuner.rules.versions import (
+from sglang_tuner.rules.sglang.versions import (
     NEWEST_KNOWN,
     as_of,
     effective_version,

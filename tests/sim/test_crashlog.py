@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from sglang_sim import Knobs, Load, ServerConfig, ServerModel
 from sglang_sim.logs import LogWriter
-from sglang_tuner.sources.log_lines import scan_lines
+from sglang_tuner.sources.log.lines import scan_lines
 
 CRASH_KINDS = (
     "cuda_graph_capture_oom",

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sglang_tuner.model.scrape import ScrapeLimits
 from sglang_tuner.sources.exposition import LimitExceededError, scan_exposition
 from sglang_tuner.sources.exposition_labels import parse_labels
 from sglang_tuner.sources.sglang import SignalMapper
 from sglang_tuner.sources.sglang_names import _HISTOGRAM_FAMILIES, _SAMPLE_NAMES
-from sglang_tuner.values_scrape import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
 TTFT = "time_to_first_token_seconds"

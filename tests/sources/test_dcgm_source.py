@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
 from sglang_tuner.sources.dcgm import GPU_MODEL, fetch_dcgm, parse_dcgm
 from sglang_tuner.sources.http import HttpClient
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from sglang_tuner.model.scrape import ScrapeLimits
 from sglang_tuner.sources.exposition import LimitExceededError, parse_exposition, scan_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache, parse_labels
 from sglang_tuner.sources.histograms import (
@@ -19,7 +20,6 @@ from sglang_tuner.sources.histograms import (
     quantile,
     quantile_of,
 )
-from sglang_tuner.values_scrape import ScrapeLimits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang"
 

@@ -4,8 +4,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from sglang_tuner.sources.log_crash import CrashKind, frame_phase
-from sglang_tuner.sources.log_lines import LogCounts, LogScanner, scan_lines
+from sglang_tuner.sources.log.crash import CrashKind, frame_phase
+from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 
 CRASHES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs" / "crashes"
 KINDS = [kind.value for kind in CrashKind]

@@ -4,8 +4,8 @@ import os
 from pathlib import Path
 
 import pytest
-from sglang_tuner import signals as s
-from sglang_tuner.sources.logs import LogCounts, LogFollower, scan_lines, to_signals
+from sglang_tuner.model import signals as s
+from sglang_tuner.sources.log.follow import LogCounts, LogFollower, scan_lines, to_signals
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs"
 

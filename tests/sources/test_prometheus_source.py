@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 from sglang_sim import ServerSpec, SimFleet
-from sglang_tuner import signals as s
-from sglang_tuner.config import PrometheusSettings, ShardSettings, load_settings
-from sglang_tuner.config_problems import ConfigError
-from sglang_tuner.sources.prometheus import PrometheusSource
-from sglang_tuner.sources.promql import PromQL, build_queries, signals_from
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.problems import ConfigError
+from sglang_tuner.config.settings import PrometheusSettings, ShardSettings, load_settings
+from sglang_tuner.model import signals as s
+from sglang_tuner.sources.prometheus.promql import PromQL, build_queries, signals_from
+from sglang_tuner.sources.prometheus.source import PrometheusSource
 from sglang_tuner.sources.sglang import SignalMapper
 from sglang_tuner.sources.sglang_names import SGLANG_METRIC_NAMES, describe_signal_sources
 from sglang_tuner.target_state import TargetState
-from sglang_tuner.targets import TargetSpec
 
 from tests.prometheus_process import (
     FakeQueryAPI,

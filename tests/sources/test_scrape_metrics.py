@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
+from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, ScrapeResult
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.sglang import SignalMapper
-from sglang_tuner.values_scrape import SCRAPE_FAILURE_REASONS, ScrapeResult
 
 PAGE = (
     Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "v0.5.17_a.prom"

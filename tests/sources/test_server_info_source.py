@@ -10,12 +10,7 @@ from typing import Any
 
 import pytest
 from sglang_tuner.sources.http import HttpClient
-from sglang_tuner.sources.server_info import (
-    REDACTED,
-    fetch_server_info,
-    parse_server_info,
-    redact,
-)
+from sglang_tuner.sources.server_info import REDACTED, fetch_server_info, parse_server_info, redact
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "server_info"
 TOKEN = "sk-test-token"

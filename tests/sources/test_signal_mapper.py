@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
 from sglang_tuner.sources.sglang_names import SGLANG_METRIC_NAMES, describe_signal_sources
 

@@ -1,18 +1,30 @@
 """The tuning-rule catalogue. Rules are listed here explicitly, never discovered."""
 
-from .base import Rule
-from .crashes import CUDA_GRAPH_CAPTURE_OOM, KV_POOL_EXHAUSTED, STARTUP_NOT_ENOUGH_MEMORY
-from .cuda_graph import CUDA_GRAPH_NOT_COVERING, TORCH_COMPILE_SMALL_BATCH
-from .diagnosis import LOW_THROUGHPUT
-from .latency import BATCH_TOO_LARGE_FOR_LATENCY, LONG_PROMPTS_DOMINATE_TTFT, QUEUE_WAIT_DOMINATES
-from .memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
-from .observability import METRICS_DISABLED, METRICS_ONLY_FIRST_RANK, STALE_METRICS
-from .oom import DECODE_OOM, PREFILL_OOM
-from .parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
-from .queue import QUEUE_EMPTY, QUEUE_TOO_LONG
-from .scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
-from .scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
-from .verification import TUNING_REGRESSION
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.rules.crashes import (
+    CUDA_GRAPH_CAPTURE_OOM,
+    KV_POOL_EXHAUSTED,
+    STARTUP_NOT_ENOUGH_MEMORY,
+)
+from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING, TORCH_COMPILE_SMALL_BATCH
+from sglang_tuner.rules.diagnosis import LOW_THROUGHPUT
+from sglang_tuner.rules.latency import (
+    BATCH_TOO_LARGE_FOR_LATENCY,
+    LONG_PROMPTS_DOMINATE_TTFT,
+    QUEUE_WAIT_DOMINATES,
+)
+from sglang_tuner.rules.memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.rules.observability import (
+    METRICS_DISABLED,
+    METRICS_ONLY_FIRST_RANK,
+    STALE_METRICS,
+)
+from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
+from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
+from sglang_tuner.rules.queue import QUEUE_EMPTY, QUEUE_TOO_LONG
+from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
+from sglang_tuner.rules.scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
+from sglang_tuner.rules.verification import TUNING_REGRESSION
 
 ALL_RULES: tuple[Rule, ...] = (
     QUEUE_EMPTY,

@@ -8,20 +8,11 @@ The judge step (`judge.py`) runs the common preamble from the rule's data before
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..changes import Change
-from ..values import (
-    PROFILES,
-    Action,
-    Confidence,
-    Finding,
-    FlagHistory,
-    NoData,
-    Outcome,
-    Pass,
-    ServerConfig,
-    Severity,
-)
-from ..window import Frequency, WindowView
+from sglang_tuner.changes.record import Change
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.server_config import PROFILES, ServerConfig
+from sglang_tuner.model.window import Frequency, WindowView
 
 
 @dataclass(slots=True)

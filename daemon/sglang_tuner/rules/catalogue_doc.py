@@ -4,9 +4,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..values import PROFILES
-from . import ALL_RULES
-from .base import Rule
+from sglang_tuner.model.server_config import PROFILES
+from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.rules.base import Rule
 
 DOC_PATH = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
 HEADER = """# Tuning rules

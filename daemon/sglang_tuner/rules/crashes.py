@@ -5,20 +5,20 @@ batch size") asks for a smaller batch and never for a smaller pool; "Not enough 
 try to increase --mem-fraction-static" asks for the opposite of every other OOM fix.
 """
 
-from ..signals import (
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
     NUM_RUNNING_REQS_MAX_RANK,
     RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from .base import Rule, RuleInput, flag_action, with_expected, with_note
-from .cuda_graph import graph_flag
-from .defaults import default_graph_max_bs
-from .graph_sizes import captured_batch_sizes
-from .hardware import gpu_memory_gb
-from .oom import lower_max_running
+from sglang_tuner.rules.base import Rule, RuleInput, flag_action, with_expected, with_note
+from sglang_tuner.rules.cuda_graph import graph_flag
+from sglang_tuner.rules.oom import lower_max_running
+from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
+from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
+from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEMORY_ISSUES = "Troubleshooting / Memory Issues / Reduce Memory Pressure"
 MEM_FLAG = "--mem-fraction-static"

@@ -2,16 +2,16 @@
 
 from dataclasses import replace
 
-from ..signals import (
+from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
     CUDA_GRAPH_FALSE_RATIO,
     CUDA_GRAPH_PASS_RATIO,
     GEN_THROUGHPUT,
     NUM_RUNNING_REQS,
     NUM_RUNNING_REQS_MAX_RANK,
 )
-from ..values import Action, Finding, NoData, Outcome, Pass, Severity
-from ..window import frequently
-from .base import (
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
     confidence_for,
@@ -22,13 +22,13 @@ from .base import (
     with_expected,
     with_note,
 )
-from .flags import flag_name
-from .free_memory import surplus_memory
-from .graph_coverage import coverage_gap
-from .graph_sizes import graph_bs_for
-from .hardware import model_params_billion
-from .units import batch_signal, per_rank_batch
-from .versions import version_note
+from sglang_tuner.rules.free_memory import surplus_memory
+from sglang_tuner.rules.graph_coverage import coverage_gap
+from sglang_tuner.rules.sglang.flags import flag_name
+from sglang_tuner.rules.sglang.graph_sizes import graph_bs_for
+from sglang_tuner.rules.sglang.hardware import model_params_billion
+from sglang_tuner.rules.sglang.versions import version_note
+from sglang_tuner.rules.units import batch_signal, per_rank_batch
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"

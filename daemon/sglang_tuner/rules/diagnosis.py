@@ -6,10 +6,10 @@ guide's order. This rule only says that throughput is low against an expectation
 set, and gives no change of its own (it would repeat one of theirs).
 """
 
-from ..signals import GEN_THROUGHPUT, NUM_RUNNING_REQS
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from ..window import frequently
-from .base import Rule, RuleInput
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import GEN_THROUGHPUT, NUM_RUNNING_REQS
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import Rule, RuleInput
 
 SOURCE = "Troubleshooting / Low Throughput"
 

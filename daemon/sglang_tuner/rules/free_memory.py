@@ -1,7 +1,7 @@
 """The GPU memory a server left free: startup `available_gpu_mem`, else DCGM's free memory."""
 
-from ..signals import GPU_FB_FREE_GB, STARTUP_AVAILABLE_GPU_MEM_GB
-from .base import RuleInput
+from sglang_tuner.model.signals import GPU_FB_FREE_GB, STARTUP_AVAILABLE_GPU_MEM_GB
+from sglang_tuner.rules.base import RuleInput
 
 
 def startup_available_gb(inp: RuleInput) -> float | None:

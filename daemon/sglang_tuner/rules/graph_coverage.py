@@ -4,11 +4,11 @@ that held frequently (a batch above the max bs, or decode passes run without a g
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..signals import CUDA_GRAPH_FALSE_RATIO, CUDA_GRAPH_PASS_RATIO
-from ..values import NoData
-from ..window import Row, frequently
-from .base import RuleInput
-from .units import batch_signal
+from sglang_tuner.model.advice import NoData
+from sglang_tuner.model.signals import CUDA_GRAPH_FALSE_RATIO, CUDA_GRAPH_PASS_RATIO
+from sglang_tuner.model.window import Row, frequently
+from sglang_tuner.rules.base import RuleInput
+from sglang_tuner.rules.units import batch_signal
 
 _NO_GRAPH_DATA = (
     "CUDA-graph coverage is unknown: needs cuda_graph_passes_total (SGLang >= 0.5.7), "

@@ -2,7 +2,8 @@
 
 import math
 
-from ..signals import (
+from sglang_tuner.model.advice import Action, NoData, Outcome, Severity
+from sglang_tuner.model.signals import (
     E2E_P50_SECONDS,
     ITL_P50_SECONDS,
     ITL_P99_SECONDS,
@@ -12,9 +13,8 @@ from ..signals import (
     TTFT_P50_SECONDS,
     TTFT_P99_SECONDS,
 )
-from ..values import Action, NoData, Outcome, Severity
-from ..window import Row, frequently
-from .base import (
+from sglang_tuner.model.window import Row, frequently
+from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
     flag_action,
@@ -23,10 +23,15 @@ from .base import (
     with_expected,
     with_note,
 )
-from .flags import has_flag
-from .itl_model import batch_for_itl_target
-from .oom import default_chunked_prefill
-from .units import batch_signal, flag_from_per_rank, max_running_flag, per_rank_batch
+from sglang_tuner.rules.itl_model import batch_for_itl_target
+from sglang_tuner.rules.oom import default_chunked_prefill
+from sglang_tuner.rules.sglang.flags import has_flag
+from sglang_tuner.rules.units import (
+    batch_signal,
+    flag_from_per_rank,
+    max_running_flag,
+    per_rank_batch,
+)
 
 SOURCE = "Troubleshooting / High Latency"
 ONLINE = ("online",)

@@ -3,10 +3,10 @@ target, down by the shortfall under it, else one step down the guide's 0.8 / 0.7
 
 import math
 
-from ..values import Action
-from .base import RuleInput, flag_action
-from .free_memory import startup_available_gb, surplus_memory
-from .hardware import gpu_memory_gb
+from sglang_tuner.model.advice import Action
+from sglang_tuner.rules.base import RuleInput, flag_action
+from sglang_tuner.rules.free_memory import startup_available_gb, surplus_memory
+from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEM_FLAG = "--mem-fraction-static"
 # With the GPU unknown, size the step for the largest GPU we know: the smallest, safest step.

@@ -1,6 +1,7 @@
 """Guide sections "Tune Memory Allocation" and "Avoid Out-of-Memory Errors"."""
 
-from ..signals import (
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
@@ -9,8 +10,7 @@ from ..signals import (
     RETRACTIONS_PER_MINUTE,
     STARTUP_AVAILABLE_GPU_MEM_GB,
 )
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from .base import (
+from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
     choice_action,
@@ -19,9 +19,9 @@ from .base import (
     with_expected,
     with_note,
 )
-from .free_memory import startup_available_gb, surplus_memory
-from .mem_fraction_steps import lower_mem_fraction, raise_mem_fraction
-from .scheduling import DEFAULT_CONSERVATIVENESS
+from sglang_tuner.rules.free_memory import startup_available_gb, surplus_memory
+from sglang_tuner.rules.mem_fraction_steps import lower_mem_fraction, raise_mem_fraction
+from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
 
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
 OOM_SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"

@@ -1,6 +1,7 @@
 """Guide section "Monitoring and Metrics": metrics on, every rank reported, gauges alive."""
 
-from ..signals import (
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
     GENERATION_TOKENS_RATE,
     NUM_DP_RANKS,
     NUM_QUEUE_REQS,
@@ -8,10 +9,9 @@ from ..signals import (
     PROMPT_TOKENS_RATE,
     REQUEST_RATE,
 )
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from ..window import frequently
-from .base import Rule, RuleInput, confidence_for, format_duration
-from .flags import attention_dp_size
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import Rule, RuleInput, confidence_for, format_duration
+from sglang_tuner.rules.sglang.flags import attention_dp_size
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
 DISABLED_REASON = "http_404_metrics_disabled"

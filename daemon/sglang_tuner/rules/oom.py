@@ -3,11 +3,21 @@
 import math
 from collections.abc import Callable
 
-from ..signals import DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK, PREFILL_OOM_EVENTS, RESTARTS
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from .base import Rule, RuleInput, flag_action, with_expected
-from .hardware import gpu_memory_gb
-from .units import flag_from_per_rank, max_running_flag, max_running_per_rank, per_rank_batch
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
+    DECODE_OOM_EVENTS,
+    NUM_RUNNING_REQS_MAX_RANK,
+    PREFILL_OOM_EVENTS,
+    RESTARTS,
+)
+from sglang_tuner.rules.base import Rule, RuleInput, flag_action, with_expected
+from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
+from sglang_tuner.rules.units import (
+    flag_from_per_rank,
+    max_running_flag,
+    max_running_per_rank,
+    per_rank_batch,
+)
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 MEM_FLAG = "--mem-fraction-static"

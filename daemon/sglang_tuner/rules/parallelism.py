@@ -1,9 +1,13 @@
 """Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
 
-from ..values import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
-from .backends import is_hybrid_attention, is_mla_or_nsa, may_advise_backend
-from .base import Rule, RuleInput, choice_action, with_expected
-from .hardware import gpu_facts, gpu_memory_gb, weight_gb
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.rules.base import Rule, RuleInput, choice_action, with_expected
+from sglang_tuner.rules.sglang.backends import (
+    is_hybrid_attention,
+    is_mla_or_nsa,
+    may_advise_backend,
+)
+from sglang_tuner.rules.sglang.hardware import gpu_facts, gpu_memory_gb, weight_gb
 
 PARALLEL_SOURCE = "Hyperparameter Tuning / Optimize Parallelism Strategy"
 BACKEND_SOURCE = "Optimizing for Different Workloads / Online Serving / Use Fast Attention Backend"

@@ -1,9 +1,9 @@
 """Guide section "Adjust the request submission speed to control #queue-req"."""
 
-from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE
-from ..values import Action, Outcome, Severity
-from ..window import frequently
-from .base import Rule, RuleInput, idle, judged
+from sglang_tuner.model.advice import Action, Outcome, Severity
+from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import Rule, RuleInput, idle, judged
 
 SOURCE = "Hyperparameter Tuning / Adjust the request submission speed to control #queue-req"
 

@@ -2,10 +2,15 @@
 
 import math
 
-from ..signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, RETRACTIONS_PER_MINUTE, TOKEN_USAGE
-from ..values import Action, Finding, NoData, Outcome, Pass, Severity
-from ..window import frequently
-from .base import (
+from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    RETRACTIONS_PER_MINUTE,
+    TOKEN_USAGE,
+)
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
     confidence_for,
@@ -16,7 +21,12 @@ from .base import (
     with_expected,
     with_note,
 )
-from .units import flag_from_per_rank, max_running_flag, max_running_per_rank, per_rank_batch
+from sglang_tuner.rules.units import (
+    flag_from_per_rank,
+    max_running_flag,
+    max_running_per_rank,
+    per_rank_batch,
+)
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
 FLAG = "--schedule-conservativeness"

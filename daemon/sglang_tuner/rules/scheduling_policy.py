@@ -1,9 +1,9 @@
 """Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse."""
 
-from ..signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
-from ..values import Action, NoData, Outcome, Pass, Severity
-from ..window import frequently
-from .base import (
+from sglang_tuner.model.advice import Action, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
+from sglang_tuner.model.window import frequently
+from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
     choice_action,
@@ -12,7 +12,7 @@ from .base import (
     with_expected,
     with_note,
 )
-from .defaults import default_schedule_policy
+from sglang_tuner.rules.sglang.defaults import default_schedule_policy
 
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
 FLAG = "--schedule-policy"

@@ -5,11 +5,11 @@ with `--enable-dp-attention` the scheduler divides the flag by the DP size. The 
 rule reasons about is the busiest rank's.
 """
 
-from ..signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
-from ..values import ServerConfig
-from ..window import WindowView
-from .base import RuleInput
-from .flags import attention_dp_size
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
+from sglang_tuner.model.window import WindowView
+from sglang_tuner.rules.base import RuleInput
+from sglang_tuner.rules.sglang.flags import attention_dp_size
 
 
 def batch_signal(inp: RuleInput) -> str:

@@ -2,10 +2,10 @@
 
 from datetime import UTC, datetime
 
-from ..changes import FLAGS, Change, flag_values
-from ..values import Action, Confidence, Finding, Outcome, Pass, Severity
-from ..verdicts import HURT, MetricVerdict
-from .base import Rule, RuleInput
+from sglang_tuner.changes.record import FLAGS, Change, flag_values
+from sglang_tuner.changes.verdict import HURT, MetricVerdict
+from sglang_tuner.model.advice import Action, Confidence, Finding, Outcome, Pass, Severity
+from sglang_tuner.rules.base import Rule, RuleInput
 
 SOURCE = (
     "ours: sglang-tuner checks every applied change (the guide: 'test performance after each "

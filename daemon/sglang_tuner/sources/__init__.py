@@ -1,5 +1,6 @@
-"""Sources: everything that reads an SGLang server (HTTP, log file, DCGM) and parses it.
+"""Everything that reads an SGLang server: the scrape client and its HTTP, the exposition
+parser, the per-version signal map, `/server_info`, DCGM, the log (`log/`), and a fleet through
+a Prometheus-compatible query API (`prometheus/`).
 
-They hand `values.Snapshot`, `values_scrape.ScrapeResult` and `values.ServerConfig` to the loop,
-which passes them on to the target state.
+May import: `model`, `config`. Keeps no state beyond what rates and merges need.
 """

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
 from sglang_tuner.sources.exposition import parse_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.http import HttpClient

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from sglang_tuner.model.scrape import ScrapeLimits
 from sglang_tuner.sources.bucket_runs import Summed, sum_runs
 from sglang_tuner.sources.exposition_labels import parse_labels
-from sglang_tuner.values_scrape import ScrapeLimits
 
 SGLANG_PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 

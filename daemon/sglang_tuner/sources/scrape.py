@@ -4,16 +4,10 @@ import asyncio
 import time
 from collections.abc import Mapping
 
+from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult, Snapshot
 from sglang_tuner.sources.exposition import LimitExceededError
-from sglang_tuner.sources.http import (
-    BodyTooLargeError,
-    ConnectFailedError,
-    HttpClient,
-    HttpError,
-)
+from sglang_tuner.sources.http import BodyTooLargeError, ConnectFailedError, HttpClient, HttpError
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
-from sglang_tuner.values import Snapshot
-from sglang_tuner.values_scrape import ScrapeLimits, ScrapeResult
 
 ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang: to sglang_ (§2)
 DEFAULT_TIMEOUT_SECONDS = 3.0

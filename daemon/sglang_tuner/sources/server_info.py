@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
-from sglang_tuner.values import ServerConfig
 
 REDACTED = "<redacted>"
 SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"

@@ -11,7 +11,8 @@ The names read, per version, are in `sglang_names.py`.
 import re
 from collections.abc import Callable, Iterable
 
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
+from sglang_tuner.model.scrape import ScrapeLimits
 from sglang_tuner.sources.exposition import RawSamples, scan_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.histograms import (
@@ -37,7 +38,6 @@ from sglang_tuner.sources.sglang_names import (
     _SAMPLE_NAMES,
     _ratios,
 )
-from sglang_tuner.values_scrape import ScrapeLimits
 
 _LE_RE = re.compile(rb',le="([^"]*)"')  # starts with a literal: a fast search
 _STRICT_LE_RE = re.compile(rb'(?:^|,)\s*le="([^"]*)"')

@@ -7,7 +7,7 @@ hybrid models), from v0.5.11 the max over full/SWA/Mamba pools; both exclude evi
 tokens. `cache_hit_rate`, `is_cuda_graph` and `utilization` are never read (§6.3: broken).
 """
 
-from sglang_tuner import signals as s
+from sglang_tuner.model import signals as s
 
 # Gauges: canonical signal -> (SGLang family, how DP ranks combine).
 _GAUGES: dict[str, tuple[str, str]] = {

@@ -8,15 +8,16 @@ target state. Failures are returned as values, never raised, and never carry the
 import dataclasses
 import ssl
 
-from ..targets import TargetSpec
-from ..values import ServerConfig, redact_userinfo
-from ..values_scrape import ScrapeLimits, ScrapeResult
-from .dcgm import fetch_dcgm
-from .http import HttpClient
-from .logs import LogFollower
-from .scrape import scrape_metrics
-from .server_info import fetch_server_info
-from .sglang import SignalMapper
+from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult
+from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.sources.dcgm import fetch_dcgm
+from sglang_tuner.sources.http import HttpClient
+from sglang_tuner.sources.log.follow import LogFollower
+from sglang_tuner.sources.scrape import scrape_metrics
+from sglang_tuner.sources.server_info import fetch_server_info
+from sglang_tuner.sources.sglang import SignalMapper
 
 DEFAULT_LIMITS = ScrapeLimits()
 

@@ -1,0 +1,73 @@
+"""/advice as a text report: per target the next change first, then each advice block."""
+
+from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, PlanOut
+
+
+def advice_text(out: AdviceList) -> str:
+    """`/advice` as a fixed-width text report: per target its next change, then its advice
+    blocks; then what has no data."""
+    when = out.evaluated_at or "never (no evaluation has finished yet)"
+    no_data = sum(out.no_data_counts.values()) or len(out.no_data)
+    head = f"{out.count} advice, {no_data} no data, {len(out.errors)} error(s)"
+    lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
+    plans = {p.target: p for p in out.plans}
+    targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
+    for target in targets:
+        own = [a for a in out.data if a.target == target]
+        lines += _target_block(target, plans.get(target), own, out.last_change.get(target))
+    if not targets:
+        lines += ["No advice is pending or firing.", ""]
+    rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
+    if not rows:  # the compact answer: a count per target, the reasons one request away
+        rows = [
+            (name, f"{n} rule(s)", f"why: /advice/{name}")
+            for name, n in sorted(out.no_data_counts.items())
+        ]
+    lines += _table("no data (why nothing could be judged yet):", rows)
+    lines += _table("errors:", [(e.target, e.rule, e.error) for e in out.errors])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _target_block(
+    target: str, plan: PlanOut | None, advice: list[AdviceOut], change: str | None
+) -> list[str]:
+    last = [f"last change: {change}"] if change else []
+    lines = [f"== {target}", *_plan_lines(plan), *last, ""]
+    for a in advice:
+        lines += [
+            f"{a.target}  {a.rule}",
+            f"  {a.severity.upper()} {a.state} since {a.since}, {a.confidence} confidence",
+            f"  summary:  {a.summary}",
+            f"  evidence: {a.evidence}",
+            f"  action:   {a.action.text}",
+            *([f"  expected: {a.action.expected}"] if a.action.expected else []),
+            *([f"  note:     {a.action.note}"] if a.action.note else []),
+            f"  source:   {a.source}",
+            "",
+        ]
+    return lines
+
+
+def _plan_lines(plan: PlanOut | None) -> list[str]:
+    """`next change: ...`, then what follows it and what is held back."""
+    if plan is None or plan.next is None:
+        return ["next change: none"]
+    step = plan.next
+    lines = [f"next change: {step.action.text}   ({step.rule}, {step.severity})"]
+    if step.action.expected:
+        lines.append(f"  expected: {step.action.expected}")
+    lines += [f"  then:     {s.action.text}   ({s.rule})" for s in plan.after]
+    lines += [f"  held:     {h.rule}: {h.reason}" for h in plan.held]
+    return lines
+
+
+def _retry(n: NoDataOut) -> str:
+    return f"{n.reason} (retry in {n.retry_after_seconds:g}s)"
+
+
+def _table(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
+    """A titled three-column block whose first two columns are padded to a common width."""
+    if not rows:
+        return []
+    w1, w2 = (max(len(r[i]) for r in rows) for i in (0, 1))
+    return [title, *(f"  {a:<{w1}}  {b:<{w2}}  {c}" for a, b, c in rows), ""]

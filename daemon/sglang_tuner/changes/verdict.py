@@ -1,0 +1,240 @@
+"""Verdicts: did a change of tuning flags help? The same metrics before and after, compared.
+
+Pure functions. A window is summarized per signal (samples, mean, p50/p90/p99) with the load
+it served; two summaries give one verdict per metric the profile cares about: `helped`,
+`no_change`, `hurt` or `inconclusive`, with the effect (after/before ratio of means) and a 90 %
+interval from a moving-block bootstrap (`verdicts_bootstrap.py`: blocks of consecutive scrapes keep
+their correlation; a fixed seed makes it repeatable).
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sglang_tuner.changes.bootstrap import METHOD, rank, ratio_interval
+from sglang_tuner.model import signals as s
+from sglang_tuner.model.window import WindowView
+
+# metric -> +1 when higher is better, -1 when lower is better
+OFFLINE_METRICS = {
+    s.GEN_THROUGHPUT: 1,
+    s.TOKEN_USAGE: 1,
+    s.RETRACTIONS_PER_MINUTE: -1,
+    s.RESTARTS: -1,  # crashes: what a fix for one is judged by
+}
+ONLINE_METRICS = {
+    s.TTFT_P50_SECONDS: -1,
+    s.TTFT_P99_SECONDS: -1,
+    s.ITL_P50_SECONDS: -1,
+    s.ITL_P99_SECONDS: -1,
+    s.GEN_THROUGHPUT: 1,
+    s.RESTARTS: -1,
+}
+# The verdict on the change as a whole follows these; the others are shown beside them (more
+# retractions at higher throughput is a better offline server, not a worse one).
+PRIMARY = {"offline": (s.GEN_THROUGHPUT,), "online": (s.TTFT_P99_SECONDS, s.ITL_P99_SECONDS)}
+LOAD_SIGNALS = (s.REQUEST_RATE, s.PROMPT_TOKENS_MEAN, s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)
+HELPED, NO_CHANGE, HURT, INCONCLUSIVE = "helped", "no_change", "hurt", "inconclusive"
+VERDICTS = (HELPED, NO_CHANGE, HURT, INCONCLUSIVE)
+
+
+def metrics_for(profile: str) -> Mapping[str, int]:
+    """The metrics a profile is judged on, each with the direction that is better."""
+    return ONLINE_METRICS if profile == "online" else OFFLINE_METRICS
+
+
+def primary_for(profile: str) -> tuple[str, ...]:
+    """The metrics that decide a profile's verdict on a change as a whole."""
+    return PRIMARY["online" if profile == "online" else "offline"]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSummary:
+    """One signal over a window."""
+
+    samples: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSummary:
+    """A window: its span, per-signal summaries, and the raw values verdicts resample."""
+
+    start: float
+    end: float
+    signals: Mapping[str, SignalSummary]
+    values: Mapping[str, tuple[float, ...]]
+
+    @property
+    def seconds(self) -> float:
+        """Time between the first and the last sample."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class MetricVerdict:
+    """One metric before and after a change."""
+
+    metric: str
+    verdict: str
+    effect_ratio: float | None  # after / before (means); None when either is missing or zero
+    low: float | None  # the interval of the ratio
+    high: float | None
+    before: float | None  # means
+    after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The change as a whole, its metrics, and how they were compared."""
+
+    verdict: str
+    reason: str
+    metrics: tuple[MetricVerdict, ...]
+    method: str = METHOD
+
+
+# Measured from the generation-token counter where the server has it: SGLang's gen_throughput
+# gauge is the rate since its last decode log line, and the last such rate at each scrape is a
+# biased sample of the true rate (+14 % at 1,024 running requests in our GPU model).
+MEASURED_FROM = {s.GEN_THROUGHPUT: s.GENERATION_TOKENS_RATE}
+
+
+def summarize(view: WindowView, names: Sequence[str]) -> WindowSummary:
+    """Per-signal summaries of the view for `names` (absent signals are left out)."""
+    summaries, values = {}, {}
+    for name in names:
+        source = MEASURED_FROM.get(name)
+        vals = (view.values(source) if source else []) or view.values(name)
+        if vals:
+            ordered = sorted(vals)
+            summaries[name] = SignalSummary(
+                len(vals), sum(vals) / len(vals), *(rank(ordered, q) for q in (0.5, 0.9, 0.99))
+            )
+            values[name] = tuple(vals)
+    start, end = (view.ts[0], view.ts[-1]) if view.ts else (0.0, 0.0)
+    return WindowSummary(start, end, summaries, values)
+
+
+def compare(
+    before: WindowSummary,
+    after: WindowSummary,
+    profile: str,
+    *,
+    min_samples: int = 6,
+    no_change_ratio: float = 0.03,
+    load_tolerance: float = 0.25,
+    primary: Sequence[str] = (),
+) -> Verdict:
+    """The verdict on a change from the window before it and the warm window after it, decided
+    by `primary` (the asking rule's metrics) or else the profile's."""
+    metrics = tuple(
+        _metric(m, better, before, after, min_samples, no_change_ratio)
+        for m, better in metrics_for(profile).items()
+    )
+    load = load_changed(before, after, load_tolerance)
+    if load:
+        return Verdict(INCONCLUSIVE, load, metrics)
+    judged = [m for m in primary if m in metrics_for(profile)]
+    return _overall(metrics, judged or primary_for(profile))
+
+
+def _overall(metrics: tuple[MetricVerdict, ...], primary: Sequence[str]) -> Verdict:
+    """On the primary metrics: hurt if one got worse; helped if one got better and none worse;
+    no change if all stayed in the band; else inconclusive. The others are named beside."""
+    main = [m for m in metrics if m.metric in primary]
+    if all(m.verdict == INCONCLUSIVE for m in main):
+        return Verdict(INCONCLUSIVE, f"too few samples or too much noise in {_names(main)}"
+                       + _also(metrics, primary), metrics)  # fmt: skip
+    worse = [m for m in main if m.verdict == HURT]
+    better = [m for m in main if m.verdict == HELPED]
+    if worse:
+        return Verdict(HURT, f"worse: {_names(worse)}{_also(metrics, primary)}", metrics)
+    if better and len(better) + sum(m.verdict == NO_CHANGE for m in main) == len(main):
+        return Verdict(HELPED, f"better: {_names(better)}{_also(metrics, primary)}", metrics)
+    if all(m.verdict == NO_CHANGE for m in main):
+        return Verdict(NO_CHANGE, f"{_names(main)} within the no-change band"
+                       + _also(metrics, primary), metrics)  # fmt: skip
+    return Verdict(INCONCLUSIVE, f"the intervals of {_names(main)} are too wide to say"
+                   + _also(metrics, primary), metrics)  # fmt: skip
+
+
+def _names(metrics: Sequence[MetricVerdict]) -> str:
+    return ", ".join(m.metric for m in metrics)
+
+
+def _also(metrics: Sequence[MetricVerdict], primary: Sequence[str]) -> str:
+    """'; also better: token_usage; worse: retractions_per_minute' for the other metrics."""
+    parts = [
+        f"{label}: {_names(found)}"
+        for label, verdict in (("better", HELPED), ("worse", HURT))
+        if (found := [m for m in metrics if m.metric not in primary and m.verdict == verdict])
+    ]
+    return f"; also {'; '.join(parts)}" if parts else ""
+
+
+def load_changed(before: WindowSummary, after: WindowSummary, tolerance: float) -> str:
+    """Why the two windows served different load ('' when comparable).
+
+    A saturated server (requests waiting) is loaded by its clients' concurrency: running plus
+    waiting requests; one that keeps up is loaded by its request rate. Prompt length is compared
+    either way. The served rate of a saturated server follows its speed, so it is no load measure.
+    """
+    # Saturated before or after: a faster server drains the queue of the same clients.
+    saturated = any(_mean(w, s.NUM_QUEUE_REQS) > 0.5 for w in (before, after))
+    demand = [_sum_means(w, (s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)) for w in (before, after)]
+    rate = [_mean(w, s.REQUEST_RATE) for w in (before, after)]
+    checks = [("prompt length", [_mean(w, s.PROMPT_TOKENS_MEAN) for w in (before, after)])]
+    checks.append(("running + waiting requests", demand) if saturated else ("request rate", rate))
+    for what, (old, new) in checks:
+        if old > 0 and new > 0 and abs(new / old - 1) > tolerance:
+            return f"the load changed: {what} {old:.3g} -> {new:.3g} ({new / old - 1:+.0%})"
+    return ""
+
+
+def _mean(w: WindowSummary, name: str) -> float:
+    found = w.signals.get(name)
+    return found.mean if found else 0.0
+
+
+def _sum_means(w: WindowSummary, names: Sequence[str]) -> float:
+    return sum(_mean(w, n) for n in names)
+
+
+def _metric(
+    name: str,
+    better: int,
+    before: WindowSummary,
+    after: WindowSummary,
+    min_samples: int,
+    band: float,
+) -> MetricVerdict:
+    old, new = before.values.get(name, ()), after.values.get(name, ())
+    if len(old) < min_samples or len(new) < min_samples:
+        return MetricVerdict(name, INCONCLUSIVE, None, None, None, _avg(old), _avg(new))
+    ratio, low, high = ratio_interval(old, new)
+    if ratio is None or low is None or high is None:  # a mean of zero: compare differences
+        verdict = NO_CHANGE if _avg(old) == _avg(new) else (HELPED if (
+            (_avg(new) or 0) - (_avg(old) or 0)) * better > 0 else HURT)  # fmt: skip
+        return MetricVerdict(name, verdict, None, None, None, _avg(old), _avg(new))
+    return MetricVerdict(
+        name, _classify(ratio, low, high, better, band), ratio, low, high, _avg(old), _avg(new)
+    )
+
+
+def _classify(ratio: float, low: float, high: float, better: int, band: float) -> str:
+    """no_change when the whole interval is inside the band; helped / hurt when the interval
+    excludes no effect and the effect itself is past the band (significant and large enough to
+    matter); inconclusive otherwise."""
+    if 1 - band <= low and high <= 1 + band:
+        return NO_CHANGE
+    up, down = low > 1 and ratio > 1 + band, high < 1 and ratio < 1 - band
+    if up or down:
+        return HELPED if (1 if up else -1) == better else HURT
+    return INCONCLUSIVE
+
+
+def _avg(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,105 @@
+"""`sglang-tuner check URL…`: watch servers a while (with a progress bar), then print advice."""
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+from sglang_tuner.api.advice_report import AdviceFilter, select_advice
+from sglang_tuner.api.advice_text import advice_text
+from sglang_tuner.cli.logsetup import configure_logging
+from sglang_tuner.config.settings import Settings, load_settings
+from sglang_tuner.evaluation import Evaluation
+from sglang_tuner.loop.tuner import Tuner
+
+# SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
+# of the server's base URL. Anything before them is the base (it may be a proxy's path prefix).
+_ENDPOINT = re.compile(r"/(?:metrics|server_info|get_server_info|health(?:_generate)?|v1)(?:/.*)?$")
+
+
+def server_url(text: str) -> tuple[str, str | None]:
+    """The SGLang base URL `text` means, and a note when it was not one; ValueError if unusable."""
+    url = text if "://" in text else f"http://{text}"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or re.search(r"\s", text):
+        raise ValueError(f"{text!r} is not a server URL; give one like http://gpu-1:30000")
+    path = _ENDPOINT.sub("", parts.path).rstrip("/")
+    base = urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+    return base, (None if base == text.rstrip("/") else f"{text} -> watching the server {base}")
+
+
+def check_settings(args: argparse.Namespace) -> Settings:
+    """Settings for a short watch: the whole watch is the window, advice fires without a hold."""
+    interval = max(0.2, args.interval)
+    targets = [
+        {"url": u, "profile": args.profile, "api_key_env": args.api_key_env} for u in args.urls
+    ]
+    return load_settings(
+        None,
+        {
+            "targets": targets,
+            "scrape_interval_seconds": interval,
+            "scrape_timeout_seconds": min(3.0, interval * 0.8),
+            "evaluation_interval_seconds": interval,
+            "window_seconds": max(args.duration, interval * 3),
+            "min_samples": max(3, min(12, int(args.duration / interval / 2))),
+            "hold_for_seconds": 0.0,
+            "keep_firing_for_seconds": 0.0,
+            "server_info_interval_seconds": max(args.duration, 30.0),
+        },
+    )
+
+
+def _progress(elapsed: float, total: float, ev: Evaluation) -> str:
+    width = 30
+    done = min(width, int(width * elapsed / total)) if total else width
+    up = sum(1 for t in ev.targets.values() if t.up)
+    bar = "#" * done + "." * (width - done)
+    counts = f"{up}/{len(ev.targets)} up, {len(ev.advice)} advice"
+    return f"\r[{bar}] {elapsed:4.0f}/{total:.0f}s  {counts} "
+
+
+async def _watch(settings: Settings, duration: float, show_progress: bool) -> Evaluation:
+    tuner = Tuner(settings)
+    await tuner.start()
+    started = time.monotonic()
+    try:
+        while (elapsed := time.monotonic() - started) < duration:
+            if show_progress:
+                sys.stderr.write(_progress(elapsed, duration, tuner.state.latest()))
+                sys.stderr.flush()
+            await asyncio.sleep(min(0.5, duration - elapsed))
+        tuner.publish(refresh=True)
+    finally:
+        await tuner.stop()
+    if show_progress:
+        sys.stderr.write(_progress(duration, duration, tuner.state.latest()) + "\n")
+    return tuner.state.latest()
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Watch, print the advice; exit 1 when no server could be scraped at all, 2 on a bad URL."""
+    try:
+        urls = [server_url(u) for u in args.urls]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for _, note in urls:
+        if note:
+            print(note, file=sys.stderr)
+    args.urls = [u for u, _ in urls]
+    settings = check_settings(args)
+    configure_logging("warning")
+    print(f"watching {len(args.urls)} server(s) for {args.duration:g}s ...", file=sys.stderr)
+    ev = asyncio.run(_watch(settings, args.duration, sys.stderr.isatty()))
+    report = select_advice(
+        ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
+    )
+    if args.format == "json":
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(advice_text(report), end="")
+    return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1

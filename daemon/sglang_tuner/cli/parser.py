@@ -1,0 +1,113 @@
+"""The command line's arguments: every subcommand and its flags, and the settings the `run`
+flags override. Parsing only; `__main__.py` runs the commands.
+"""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sglang_tuner import __version__
+
+DESCRIPTION = """\
+Watches running SGLang servers and tells you, with evidence and the exact flag change,
+how to tune them (rules from SGLang's hyperparameter tuning guide).
+
+  sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
+  sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
+  sglang-tuner demo                        simulated SGLang servers + the daemon
+  sglang-tuner changes                     did the last flag changes help? (asks the daemon)
+  sglang-tuner assets export DIR           alert rules, dashboards, systemd unit, example config
+"""
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="YAML config file (see deploy/config.example.yaml)")
+    p.add_argument("--database", type=Path, help="SQLite file (default ./sglang-tuner.db)")
+    p.add_argument("--listen-host", help="API address (default 0.0.0.0)")
+    p.add_argument("--listen-port", type=int, help="API port (default 9877)")
+    p.add_argument("--external-url", help="our URL as users reach it, for alert links")
+    p.add_argument(
+        "--shard-index", type=int, help="this replica's shard, 0..count-1 (e.g. a pod ordinal)"
+    )
+    p.add_argument("--shard-count", type=int, help="replicas sharing the targets (default 1)")
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        type=Path,
+        help="TLS and basic auth for the API (exporter-toolkit's web config format)",
+    )
+    _log_flags(p)
+
+
+def _log_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="sglang-tuner", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"sglang-tuner {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _run_flags(sub.add_parser("run", help="run the daemon (scrape, evaluate, serve, alert)"))
+    check = sub.add_parser("check", help="watch servers for a while and print the advice")
+    check.add_argument("urls", nargs="+", metavar="URL", help="SGLang servers: http://host:30000")
+    check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
+    check.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes (2)")
+    check.add_argument(
+        "--profile", default="offline", help="offline|online|long_context|multi_turn"
+    )
+    check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
+    check.add_argument("--format", choices=["text", "json"], default="text")
+    demo = sub.add_parser("demo", help="simulated SGLang servers + the daemon, advice in a minute")
+    demo.add_argument("--duration", type=float, default=120.0, help="seconds to run; 0 = forever")
+    demo.add_argument("--port", type=int, default=9877, help="daemon API port (9877)")
+    sub.add_parser("sim", help="simulated SGLang servers (sglang-tuner sim --help)", add_help=False)
+    rules = sub.add_parser("rules", help="list the tuning rules")
+    rules.add_argument("--format", choices=["text", "markdown"], default="text")
+    cfg = sub.add_parser("check-config", help="validate a config file; list every problem")
+    given = cfg.add_mutually_exclusive_group(required=True)
+    given.add_argument("file", type=Path, nargs="?", help="the YAML config file")
+    given.add_argument(
+        "--config", type=Path, dest="config_flag", help="the same, as `run` takes it"
+    )
+    changes = sub.add_parser("changes", help="a running daemon's recorded changes and verdicts")
+    changes.add_argument("target", nargs="?", help="only this target")
+    changes.add_argument(
+        "--url", default="http://127.0.0.1:9877", help="the daemon's API (http://127.0.0.1:9877)"
+    )
+    changes.add_argument("--format", choices=["text", "json"], default="text")
+    _client_flags(changes)
+    _assets_parser(sub.add_parser("assets", help="list or export the shipped files"))
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def _client_flags(p: argparse.ArgumentParser) -> None:
+    """Credentials and TLS for a daemon whose API has a web config."""
+    p.add_argument("--username", help="basic auth user (with --password-file)")
+    p.add_argument("--password-file", type=Path, help="file holding that user's password")
+    p.add_argument("--ca-file", type=Path, help="CA certificate that signed the daemon's")
+    p.add_argument("--cert-file", type=Path, help="client certificate, if the daemon asks one")
+    p.add_argument("--key-file", type=Path, help="its key")
+
+
+def _assets_parser(p: argparse.ArgumentParser) -> None:
+    actions = p.add_subparsers(dest="assets_command", metavar="ACTION", required=True)
+    actions.add_parser("list", help="list the files (alert rules, dashboards, unit, config)")
+    export = actions.add_parser("export", help="write them under DIR, keeping their layout")
+    export.add_argument("dir", type=Path, metavar="DIR")
+    export.add_argument("--force", action="store_true", help="overwrite files that differ")
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the `run` flags give (unset flags left out, shard merged with the file's)."""
+    keys = ["database", "listen_host", "listen_port", "external_url", "log_level", "log_format"]
+    keys.append("web_config_file")
+    flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    shard = {k: getattr(args, f"shard_{k}", None) for k in ("index", "count")}
+    if any(v is not None for v in shard.values()):  # merged with shard: from the file and env
+        flags["shard"] = {k: v for k, v in shard.items() if v is not None}
+    return flags

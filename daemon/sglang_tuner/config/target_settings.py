@@ -1,0 +1,116 @@
+"""Settings of the servers to watch: one target (its URL, profile, labels, key, log, limits) and
+the file_sd files that list more. Part of `config.py`'s schema."""
+
+import re
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sglang_tuner.config.key_files import read_key_file
+from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.server_config import PROFILES, Profile
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Prometheus's scrape limits: global settings, and per target (None there: the global value).
+LIMIT_FIELDS = ("sample_limit", "label_limit", "label_value_length_limit")
+SAMPLE_LIMIT_HELP = "Fail a scrape whose page holds more samples (0: no limit; SGLang writes ~800)"
+LABEL_LIMIT_HELP = "Fail a scrape where a series read has more labels than this (0: no limit)"
+VALUE_LIMIT_HELP = "Fail a scrape where a series read has a longer label value, bytes (0: no limit)"
+
+
+def checked_url(value: str) -> str:
+    """An http(s) URL with a host and a valid port; the trailing slash dropped."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    try:
+        parts.port  # noqa: B018 (raises for a port outside 0-65535)
+    except ValueError as exc:
+        raise ValueError(f"bad port in {redact_userinfo(value)!r}: {exc}") from None
+    return value.rstrip("/")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetSettings(_Strict):
+    """One SGLang server to watch."""
+
+    url: str = Field(description="Base URL of the SGLang server, e.g. http://127.0.0.1:30000")
+    name: str | None = Field(None, description="Label value `target`; defaults to host:port")
+    profile: Profile = Field("offline", description=f"Workload profile: {', '.join(PROFILES)}")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for alerts")
+    api_key_file: Path | None = Field(None, description="File holding the server's --api-key")
+    api_key_env: str | None = Field(None, description="Environment variable holding --api-key")
+    log_file: Path | None = Field(None, description="SGLang log file to follow (optional)")
+    dcgm_url: str | None = Field(None, description="DCGM exporter base URL for this GPU node")
+    gpu_model: str | None = Field(None, description="GPU model, e.g. 'NVIDIA H100 80GB HBM3'")
+    guide_version: Literal["current", "legacy"] = Field(
+        "current", description="Thresholds of the current guide, or the older one (queue 50-1000)"
+    )
+    sample_limit: int | None = Field(None, ge=0, description=SAMPLE_LIMIT_HELP)
+    label_limit: int | None = Field(None, ge=0, description=LABEL_LIMIT_HELP)
+    label_value_length_limit: int | None = Field(None, ge=0, description=VALUE_LIMIT_HELP)
+
+    @field_validator("url")
+    @classmethod
+    def url_is_the_servers_base_url(cls, value: str) -> str:
+        """An http(s) base URL; the trailing slash is dropped, a `/metrics` path refused."""
+        url = checked_url(value)
+        if urlsplit(url).path.endswith("/metrics"):
+            base = redact_userinfo(url).removesuffix("/metrics")
+            raise ValueError(f"give the server's base URL ({base}), not its /metrics")
+        return url
+
+    @field_validator("dcgm_url")
+    @classmethod
+    def dcgm_url_is_http(cls, value: str | None) -> str | None:
+        """An http(s) URL when given."""
+        return None if value is None else checked_url(value)
+
+    @field_validator("labels")
+    @classmethod
+    def label_names_are_prometheus_names(cls, value: dict[str, str]) -> dict[str, str]:
+        """Label names Alertmanager and Prometheus accept ([a-zA-Z_][a-zA-Z0-9_]*, no __)."""
+        bad = [k for k in value if not _LABEL_NAME.match(k) or k.startswith("__")]
+        if bad:
+            raise ValueError(f"not a valid label name: {', '.join(map(repr, bad))}")
+        return value
+
+    @field_validator("api_key_file")
+    @classmethod
+    def api_key_file_is_one_line(cls, value: Path | None) -> Path | None:
+        """Readable, one line (checked now, so check-config catches what start would fail on)."""
+        if value is not None:
+            read_key_file(value)
+        return value
+
+    @property
+    def target_name(self) -> str:
+        """The `target` label value: `name`, else host:port (never a password in the URL)."""
+        return self.name or re.sub(r"^https?://", "", redact_userinfo(self.url))
+
+
+class FileSDSettings(_Strict):
+    """Prometheus file_sd files (JSON or YAML) listing targets; re-read when they change."""
+
+    files: list[str] = Field(description="Paths or globs of file_sd files")
+    refresh_interval_seconds: float = Field(30.0, gt=0, description="How often to check them")
+    profile: Profile = Field("offline", description="Profile for targets found in these files")
+
+
+class ShardSettings(_Strict):
+    """This replica's share of the targets: those whose name hashes to `index` mod `count`."""
+
+    index: int = Field(0, ge=0, description="This replica's shard, 0 .. count-1")
+    count: int = Field(1, ge=1, description="Replicas sharing the targets")
+
+    @model_validator(mode="after")
+    def index_below_count(self) -> "ShardSettings":
+        """A shard index names one of the `count` shards."""
+        if self.index >= self.count:
+            raise ValueError(f"index {self.index} must be below count {self.count}")
+        return self

@@ -1,0 +1,213 @@
+"""Prometheus collector: self-metrics and tuning-health metrics read from the latest evaluation."""
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.core import (
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from sglang_tuner import __version__
+from sglang_tuner.alerting.texts import DEFAULT_EXTERNAL_URL
+from sglang_tuner.changes.verdict import VERDICTS
+from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus
+from sglang_tuner.exporter.families import add, add_info, new_families
+from sglang_tuner.exporter.labels import advice_labels, change_labels, target_info
+from sglang_tuner.model.advice import AlertState, Health, Severity
+from sglang_tuner.model.scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS, QueryStatus
+from sglang_tuner.model.signals import EXPORTED_AS
+from sglang_tuner.rules.base import Rule
+
+# Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
+# prometheus_client >= 0.23 OpenMetrics escaping path altogether (tooling.md §8).
+METRICS_CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+
+# Health-score penalty per firing advice: one critical problem costs more than a few hints.
+SEVERITY_PENALTY: Mapping[Severity, float] = {
+    Severity.INFO: 5.0,
+    Severity.WARNING: 20.0,
+    Severity.CRITICAL: 40.0,
+}
+
+
+def health_score(target: TargetStatus, results: Iterable[RuleResult]) -> float:
+    """100 minus the penalty of each firing advice, floored at 0; 0 when the target is not up."""
+    if target.up is not True:
+        return 0.0
+    penalty = sum(SEVERITY_PENALTY[r.severity] for r in results if r.state == AlertState.FIRING)
+    return max(0.0, 100.0 - penalty)
+
+
+def render_metrics(registry: CollectorRegistry) -> tuple[bytes, str]:
+    """The registry as 0.0.4 text exposition, with its content type (for the `/metrics` route)."""
+    return generate_latest(registry), METRICS_CONTENT_TYPE
+
+
+class TunerCollector(Collector):
+    """Builds every `sglang_tuner_*` family fresh from the latest evaluation; never scrapes.
+
+    A removed target simply has no series on the next collect. Output, abridged::
+
+        # HELP sglang_tuner_target_up 1 if the last scrape of the SGLang server succeeded; ...
+        # TYPE sglang_tuner_target_up gauge
+        sglang_tuner_target_up{target="gpu-a"} 1.0
+        # TYPE sglang_tuner_scrape_failures_total counter
+        sglang_tuner_scrape_failures_total{reason="timeout",target="gpu-a"} 0.0
+        # TYPE sglang_tuner_advice_active gauge
+        sglang_tuner_advice_active{rule="queue_empty",severity="info",target="gpu-a"} 1.0
+        # TYPE sglang_tuner_rule_health gauge
+        sglang_tuner_rule_health{health="no_data",rule="queue_empty",target="gpu-b"} 1.0
+        # TYPE sglang_tuner_health_score gauge
+        sglang_tuner_health_score{target="gpu-a"} 95.0
+    """
+
+    def __init__(
+        self, latest: Callable[[], Evaluation], rules: Sequence[Rule], external_url: str = ""
+    ) -> None:
+        """`latest` returns the published evaluation; `rules` are the enabled tuning rules;
+        `external_url` is the daemon's API as users reach it (for runbook links)."""
+        self._latest = latest
+        self._rules = tuple(rules)
+        self._external_url = external_url or DEFAULT_EXTERNAL_URL
+
+    def describe(self) -> Iterator[Metric]:
+        """Empty families, so registering checks names without calling `collect()`."""
+        yield from new_families().values()
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, built from the evaluation published at this moment."""
+        evaluation = self._latest()
+        families = new_families()
+        _add_daemon(families, evaluation, self._rules, self._external_url)
+        _add_advice(families, evaluation, self._external_url)
+        for query in evaluation.queries:
+            _add_query(families, query)
+        for target in evaluation.targets.values():
+            _add_target(families, target)
+            _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
+            _add_changes(families, target.name, evaluation)
+        yield from families.values()
+
+
+def _add_daemon(
+    families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule], external_url: str
+) -> None:
+    """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
+    info = {"version": __version__, "external_url": external_url}
+    add_info(families, "sglang_tuner_build", [], info)
+    index, count = ev.shard
+    add_info(families, "sglang_tuner_shard", [], {"shard": str(index), "shard_count": str(count)})
+    add(families, "sglang_tuner_targets", [], len(ev.targets))
+    if ev.ts is not None:
+        add(families, "sglang_tuner_last_evaluation_timestamp_seconds", [], ev.ts)
+    add(families, "sglang_tuner_evaluations", [], ev.evaluations_total)
+    failures = {rule.id: 0 for rule in rules} | dict(ev.rule_evaluation_failures)
+    for rule_id, count in sorted(failures.items()):
+        add(families, "sglang_tuner_rule_evaluation_failures", [rule_id], count)
+    am = ev.alertmanager
+    counters = {
+        "sglang_tuner_alertmanager_sends": am.sends_total,
+        "sglang_tuner_alertmanager_send_failures": am.send_failures_total,
+        "sglang_tuner_alertmanager_alerts_sent": am.alerts_sent_total,
+    }
+    urls = sorted(set().union(*counters.values()))
+    for name, counts in counters.items():
+        for url in urls:
+            add(families, name, [url], counts.get(url, 0))
+    add(families, "sglang_tuner_alertmanager_queue_length", [], am.queue_length)
+    add(families, "sglang_tuner_alertmanager_dropped", [], am.dropped_total)
+    db = ev.database
+    if db.configured:
+        add(families, "sglang_tuner_database_writable", [], 0.0 if db.error else 1.0)
+        add(families, "sglang_tuner_database_save_failures", [], db.save_failures_total)
+
+
+def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:
+    """One Prometheus-source query: last run, size, and counts (every reason at 0)."""
+    name = q.name
+    if q.ts is not None:
+        add(families, "sglang_tuner_prometheus_query_up", [name], float(q.error_reason is None))
+        add(families, "sglang_tuner_prometheus_query_series", [name], q.series)
+    if q.duration_seconds is not None:
+        duration = q.duration_seconds
+        add(families, "sglang_tuner_prometheus_query_duration_seconds", [name], duration)
+    add(families, "sglang_tuner_prometheus_queries", [name], q.runs_total)
+    failures = dict.fromkeys(QUERY_FAILURE_REASONS, 0) | dict(q.failures_total)
+    for reason, count in failures.items():
+        add(families, "sglang_tuner_prometheus_query_failures", [name, reason], count)
+    add(families, "sglang_tuner_prometheus_query_warnings", [name], q.warnings_total)
+
+
+def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
+    """Scrape self-metrics, latest signals and window size of one target."""
+    name = t.name
+    add(families, "sglang_tuner_target_up", [name], 1.0 if t.up else 0.0)
+    if t.scrape_duration_seconds is not None:
+        add(families, "sglang_tuner_scrape_duration_seconds", [name], t.scrape_duration_seconds)
+    add(families, "sglang_tuner_scrapes", [name], t.scrapes_total)
+    failures = dict.fromkeys(SCRAPE_FAILURE_REASONS, 0) | dict(t.failures_by_reason)
+    for reason, count in failures.items():
+        add(families, "sglang_tuner_scrape_failures", [name, reason], count)
+    add(families, "sglang_tuner_scrape_duplicate_samples", [name], t.duplicate_samples_total)
+    add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
+    for signal, value in sorted(t.signals.items()):
+        unit, label, factor = EXPORTED_AS.get(signal, ("", "", 1.0))
+        if unit and not math.isnan(value):  # NaN means "not exposed": no series, no fake value
+            add(families, f"sglang_tuner_signal_{unit}", [name, label], value * factor)
+    add(families, "sglang_tuner_window_samples", [name], t.samples_in_window)
+    add_info(families, "sglang_tuner_target", [name], target_info(t))
+
+
+def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: str) -> None:
+    """Each pending and firing advice with its change, and each target's next change."""
+    for a in ev.advice:
+        add_info(
+            families, "sglang_tuner_advice", [a.target, a.rule], advice_labels(a, external_url)
+        )
+    for target, plan in sorted(ev.plans.items()):
+        if plan.next is not None:
+            act = plan.next.action
+            info = {"rule": plan.next.rule, "action": act.text, **change_labels(act)}
+            add_info(families, "sglang_tuner_next_change", [target], info)
+
+
+def _add_rules(
+    families: Mapping[str, Metric],
+    t: TargetStatus,
+    results: Sequence[RuleResult],
+    rules: Sequence[Rule],
+) -> None:
+    """Advice state for every rule x target, rule health, condition ratios and the health score."""
+    by_rule = {r.rule: r for r in results}
+    severities = {rule.id: rule.severity for rule in rules} | {r.rule: r.severity for r in results}
+    for rule_id, severity in severities.items():
+        state = by_rule[rule_id].state if rule_id in by_rule else AlertState.INACTIVE
+        labels = [t.name, rule_id, str(severity)]
+        add(families, "sglang_tuner_advice_active", labels, float(state == AlertState.FIRING))
+        add(families, "sglang_tuner_advice_pending", labels, float(state == AlertState.PENDING))
+    for r in results:
+        for health in Health:
+            value = float(r.health == health)
+            add(families, "sglang_tuner_rule_health", [t.name, r.rule, health.value], value)
+        if r.condition_ratio is not None:
+            add(families, "sglang_tuner_rule_condition_ratio", [t.name, r.rule], r.condition_ratio)
+    if t.up is not None:  # before the first scrape ends there is nothing to score
+        add(families, "sglang_tuner_health_score", [t.name], health_score(t, results))
+
+
+def _add_changes(families: Mapping[str, Metric], target: str, ev: Evaluation) -> None:
+    """Judged changes by verdict, and the effect of the latest judged change on each metric."""
+    counts = dict.fromkeys(VERDICTS, 0) | dict(ev.verdict_counts.get(target, {}))
+    for verdict, count in sorted(counts.items()):
+        add(families, "sglang_tuner_changes", [target, verdict], count)
+    judged = [c for c in ev.changes.get(target, ()) if c.verdict is not None]
+    if not judged or judged[-1].verdict is None:
+        return
+    change, metrics = judged[-1], judged[-1].verdict.metrics
+    for flag in change.after:
+        for m in metrics:
+            if m.effect_ratio is not None:
+                labels = [target, flag, m.metric]
+                add(families, "sglang_tuner_change_effect_ratio", labels, m.effect_ratio)

@@ -1,0 +1,212 @@
+"""The loop: runs the periodic work and moves data one step right through the flow.
+
+sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
+`Outputs` (alert state, publish, Alertmanager, the store). The loop and `Outputs` own every I/O
+call; only they (and the CLI) read the clock, everything they call takes `now`.
+
+With `prometheus:` configured, a round of queries every evaluation interval reads the whole
+fleet instead (its targets are discovered, not scraped); each round ends with a publish. Which
+targets are watched, and what a reload changes, is `loop_reload.py`'s.
+"""
+
+import asyncio
+import functools
+import logging
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from sglang_tuner.config.discovery import FileSD
+from sglang_tuner.config.settings import Settings
+from sglang_tuner.evaluation import TunerState
+from sglang_tuner.judge import is_due
+from sglang_tuner.loop.fleet import Fleet
+from sglang_tuner.loop.outputs import Outputs
+from sglang_tuner.loop.reload import Reconfiguring
+from sglang_tuner.loop.schedule import Jobs, ScrapeLoops
+from sglang_tuner.loop.server_reads import SERVER_INFO_JOB_SECONDS, read_due
+from sglang_tuner.loop.transitions import TransitionLog
+from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.rules.base import Rule
+from sglang_tuner.sources.target import TargetSource
+from sglang_tuner.store.database import Store
+from sglang_tuner.watch import Watch
+
+logger = logging.getLogger(__name__)
+
+
+class Tuner(Reconfiguring):
+    """Runs the daemon's periodic work inside an asyncio loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        rules: Sequence[Rule] = ALL_RULES,
+        state: TunerState | None = None,
+        store: Store | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.state = state or TunerState()
+        self.clock = clock
+        self.watch = w = Watch(settings, rules)
+        self.rules, self.targets, self.sources = w.rules, w.targets, w.sources
+        self.judged, self.plans, self.asked, self.rule_failures = (
+            w.judged, w.plans, w.asked, w.rule_failures,
+        )  # fmt: skip
+        self.fleet: Fleet | None = None  # with `prometheus:` configured
+        self._round: asyncio.Task[Any] | None = None  # the fleet round in progress
+        self.outputs = Outputs(settings, self.state, store)
+        self._file_sd = FileSD(settings.file_sd)
+        self._jobs: Jobs | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._started = asyncio.Event()  # scrape loops wait for the state to be restored
+        self.transitions = TransitionLog()
+        next_in = lambda name, interval: w.next_scrape_in(name, interval, self.clock())  # noqa: E731
+        self._scrapers = ScrapeLoops(self.scrape, self._started, next_in)
+        self._scheduled = True  # False: a driver with its own clock calls `tick`
+
+    async def start(self, scheduled: bool = True) -> None:
+        """Load targets, restore state and start the periodic jobs and the Alertmanager sender.
+        `scheduled=False`: no jobs; whoever owns the clock calls `tick` (benchmarks, tests)."""
+        self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
+        self._scheduled = scheduled
+        self._apply_targets(self._all_targets())
+        self.outputs.restore(self.targets, self.clock())
+        await self.outputs.start()
+        if scheduled:
+            self._start_jobs()
+        elif self.settings.prometheus is not None:
+            self.fleet = self._new_fleet()
+        self._started.set()
+
+    async def tick(self) -> None:
+        """One round at `clock()`, for a driver with its own clock: /server_info where due,
+        every target scraped (and judged when due), one publication."""
+        await self.refresh_server_info()
+        if self.fleet is not None:
+            await self.fleet_round()
+        await asyncio.gather(*(self.scrape(name) for name in list(self.targets)))
+        self.publish()
+
+    def _start_jobs(self) -> None:
+        self._jobs = jobs = Jobs(self.clock)
+        s = self.settings
+        self._schedule_rounds()
+        jobs.every("server_info", SERVER_INFO_JOB_SECONDS, self.refresh_server_info, 0.5)
+        if s.file_sd:
+            sd_interval = min(f.refresh_interval_seconds for f in s.file_sd)
+            jobs.every("file_sd", sd_interval, self.refresh_targets_job, sd_interval)
+        if self.outputs.store is not None:
+            # Every scrape interval: a kill loses at most one interval of state.
+            every = s.scrape_interval_seconds
+            jobs.every("persist", every, self.persist_job, every)
+        jobs.start()
+
+    async def stop(self) -> None:
+        """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
+        if self._jobs is not None:
+            self._jobs.shutdown()
+        if self._round is not None:  # a round must not outlive the connections it uses
+            self._round.cancel()
+            await asyncio.gather(self._round, return_exceptions=True)
+        await self._scrapers.stop()
+        self.persist()  # first: a stop cut short while alerts drain still keeps the state
+        await self.outputs.stop()
+        await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
+        if self.fleet is not None:
+            await self.fleet.aclose()
+
+    # -- the Prometheus source: rounds of queries for the whole fleet -----------------------
+    async def fleet_round(self) -> None:
+        """One round (after the history, once): every target's result ingested and judged,
+        then a publish."""
+        fleet, now = self.fleet, self.clock()
+        if fleet is None:
+            return
+        self._round = asyncio.current_task()
+        apply = functools.partial(
+            fleet.apply, targets=self.targets, sources=self.sources, remove=self._remove_target,
+            restore=lambda new: self.outputs.restore(new, now, fleet.stores_windows),
+            log=lambda target, result: self.transitions.record(target, result, now),
+        )  # fmt: skip
+        try:
+            # what the rules need at once; the verification's longer window fills as it runs
+            for past in await fleet.history(now, self.watch.rules_window()):
+                apply(past)
+            apply(await fleet.source.round(now))
+        except asyncio.CancelledError:
+            return  # shutting down
+        for i, name in enumerate(list(fleet.names)):
+            if name in self.targets:
+                self.judge(name, now)
+            if i % 500 == 499:
+                await asyncio.sleep(0)  # let other jobs (and cancellation) in
+        if self._scheduled:
+            self.publish()
+
+    # -- sources -> target state -> judge ---------------------------------------------------
+    async def scrape(self, name: str) -> None:
+        """Scrape one target (a job; one slow target never delays another's job)."""
+        target, source = self.targets.get(name), self.sources.get(name)
+        if target is None or not isinstance(source, TargetSource):
+            return
+        s = self.settings
+        try:
+            result = await source.scrape(
+                self.clock(), s.scrape_timeout_seconds, s.max_body_bytes, s.scrape_limits
+            )
+        except asyncio.CancelledError:
+            return  # shutting down: a scrape cut short is not an error worth a traceback
+        self.transitions.record(target, result, result.ts)
+        target.ingest(result, source.poll_log(result.ts))
+        now = self.clock()
+        if is_due(target, self.judged.get(name), now, s.evaluation_interval_seconds):
+            self.judge(name, now)
+
+    def judge(self, name: str, now: float) -> None:
+        """Judge every rule for one target, then plan (a Prometheus round's targets with the
+        round as their interval)."""
+        fleet = self.fleet
+        judging = fleet.judging if fleet is not None and name in fleet.names else None
+        self.watch.judge(name, now, judging)
+
+    async def refresh_server_info(self) -> None:
+        """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
+        s = self.settings
+        await read_due(
+            self.targets, self.sources, self.asked, self.clock(),
+            s.server_info_interval_seconds, s.scrape_timeout_seconds,
+        )  # fmt: skip
+
+    # -- alert state -> publish -> outputs --------------------------------------------------
+    async def publish_job(self) -> None:
+        """`publish` as a coroutine job: it runs in the event loop, never in a worker thread."""
+        self.publish()
+
+    def publish(self, refresh: bool = False) -> None:
+        """Judge targets never judged (`refresh`: all of them), then publish an evaluation."""
+        now = self.clock()
+        self.transitions.flush(now)
+        for name in self.targets:
+            if refresh or name not in self.judged:
+                self.judge(name, now)
+        queries = self.fleet.queries if self.fleet is not None else ()
+        self.outputs.publish(
+            self.targets, self.judged, self.plans, self.rule_failures, now, queries
+        )
+
+    # -- persistence -----------------------------------------------------------------------
+    async def persist_job(self) -> None:
+        """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
+        self.persist()
+
+    def persist(self) -> None:
+        """Write windows, alert state and new advice transitions to SQLite."""
+        fleet = self.fleet
+        refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
+        self.outputs.persist(self.targets, self.clock(), refilled)

@@ -1,0 +1,60 @@
+"""A target's plan as the outputs read it: the next change, the steps after it, what is held
+back and why, and what the advice has asked for. Built by `plan.py`; plain values."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sglang_tuner.model.advice import Action, Severity
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One finding's change, as the plan orders it."""
+
+    rule: str
+    severity: Severity
+    action: Action
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A finding held back: its change is not offered, and `reason` says why."""
+
+    rule: str
+    severity: Severity
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a plan suggests: flag -> (value, rule), and each rule's condition ratio."""
+
+    flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    ratios: Mapping[str, float] = field(default_factory=dict)
+
+    def merged(self, newer: "Asked") -> "Asked":
+        """Everything asked so far, the newer value of a flag winning (an operator may apply
+        advice a while after it was given, while the plan has moved on)."""
+        return Asked({**self.flags, **newer.flags}, {**self.ratios, **newer.ratios})
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The next change for one target, what to look at after it, and what is held back."""
+
+    target: str
+    next: Step | None = None
+    after: tuple[Step, ...] = ()
+    held: tuple[Held, ...] = ()
+
+    @property
+    def advised(self) -> frozenset[str]:
+        """Rules whose advice stands (the next change and those after it)."""
+        return frozenset(s.rule for s in self.steps)
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The next change and the ones after it, in order."""
+        return (self.next, *self.after) if self.next else self.after

@@ -1,0 +1,44 @@
+"""What a server runs with: the tuning knobs read from `/server_info`, and the workload
+profiles a target may declare."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+Profile = Literal["offline", "online", "long_context", "multi_turn"]
+PROFILES: tuple[str, ...] = get_args(Profile)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The tuning knobs a server runs with, read from `/server_info` (secrets already redacted).
+
+    `None` means the server did not say (older version, field absent, or CLI value unset).
+    """
+
+    version: str | None = None
+    model_path: str | None = None
+    schedule_conservativeness: float | None = None
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    max_running_requests: int | None = None  # effective value where the server reports it
+    max_running_requests_per_dp: int | None = None  # effective per DP rank (>= v0.5.9)
+    cuda_graph_max_bs: int | None = None  # resolved across the v0.5.14 rename
+    disable_cuda_graph: bool | None = None
+    tp_size: int | None = None
+    dp_size: int | None = None
+    pp_size: int | None = None
+    enable_dp_attention: bool | None = None
+    enable_metrics_for_all_schedulers: bool | None = None
+    schedule_policy: str | None = None
+    attention_backend: str | None = None  # resolved value (internal_states first)
+    kv_cache_dtype: str | None = None
+    quantization: str | None = None
+    enable_torch_compile: bool | None = None
+    disable_radix_cache: bool | None = None
+    max_total_num_tokens: int | None = None
+    context_length: int | None = None
+    startup_available_gpu_mem_gb: float | None = None
+    gpu_model: str | None = None  # from DCGM or the target's config, when known
+    raw: Mapping[str, Any] = field(default_factory=dict)  # the redacted body, for /targets

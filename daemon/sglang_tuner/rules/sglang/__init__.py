@@ -1,0 +1,7 @@
+"""SGLang's own facts per version, shared by the tuning rules and the planner: versions, flag
+spellings and accepted values, defaults, attention backends, the `--mem-fraction-static`
+formula, CUDA-graph sizes, what names say about the GPU and model. Read from SGLang's source.
+Pure.
+
+May import: `model`.
+"""

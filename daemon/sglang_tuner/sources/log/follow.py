@@ -1,0 +1,137 @@
+"""Follow an SGLang log file like `tail -F` and turn its lines into signals (reference §9).
+
+Parsing is pure and lives in `log_lines` (lines) and `log_crash` (crash kinds); this module only
+handles the file and maps counts to signals.
+"""
+
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+from sglang_tuner.model import signals as s
+from sglang_tuner.sources.log.crash import CrashKind
+from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
+
+__all__ = ["LogCounts", "LogFollower", "last_startup_line", "scan_lines", "to_signals"]
+
+_STARTUP_MARK = b"max_total_num_tokens="
+MAX_READ_BYTES = 8 * 1024 * 1024  # per poll; the rest is read at the next poll
+CRASH_SIGNALS: dict[CrashKind, str] = {
+    CrashKind.CUDA_GRAPH_CAPTURE_OOM: s.CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    CrashKind.PREFILL_OOM: s.PREFILL_OOM_EVENTS,
+    CrashKind.DECODE_OOM: s.DECODE_OOM_EVENTS,
+    CrashKind.KV_POOL_EXHAUSTED: s.KV_POOL_EXHAUSTED_EVENTS,
+    CrashKind.STARTUP_NOT_ENOUGH_MEMORY: s.STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    CrashKind.OTHER_CRASH: s.OTHER_CRASH_EVENTS,
+}
+
+
+def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
+    """Signals for the lines read over `seconds` (None: the first poll, no rate)."""
+    values = {signal: float(getattr(counts, kind.value)) for kind, signal in CRASH_SIGNALS.items()}
+    if seconds is not None and seconds > 0:
+        values[s.RETRACTIONS_PER_MINUTE] = counts.retracted_reqs * 60.0 / seconds
+    if counts.decode_lines:
+        values[s.CUDA_GRAPH_FALSE_RATIO] = counts.decode_without_graph / counts.decode_lines
+    if counts.max_total_num_tokens is not None:
+        values[s.MAX_TOTAL_NUM_TOKENS] = float(counts.max_total_num_tokens)
+    if counts.available_gpu_mem_gb is not None:
+        values[s.STARTUP_AVAILABLE_GPU_MEM_GB] = counts.available_gpu_mem_gb
+    return values
+
+
+def last_startup_line(handle: BinaryIO, chunk_bytes: int = MAX_READ_BYTES) -> str | None:
+    """The last startup summary line (`max_total_num_tokens=…`) from here to the end of `handle`."""
+    found: bytes | None = None
+    carry = b""
+    while chunk := handle.read(chunk_bytes):
+        complete, _, carry = (carry + chunk).rpartition(b"\n")
+        found = _last_marked_line(complete) or found
+    found = _last_marked_line(carry) or found
+    return found.decode("utf-8", errors="replace") if found else None
+
+
+def _last_marked_line(data: bytes) -> bytes | None:
+    """The last line of `data` holding the startup mark."""
+    at = data.rfind(_STARTUP_MARK)
+    if at < 0:
+        return None
+    end = data.find(b"\n", at)
+    return data[data.rfind(b"\n", 0, at) + 1 : end if end >= 0 else len(data)]
+
+
+class LogFollower:
+    """Follows one log file across rotation and truncation, like `tail -F`."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file: BinaryIO | None = None
+        self._inode: int | None = None
+        self._pending = b""  # an incomplete last line
+        self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
+        self._last_poll: float | None = None
+
+    def poll(self, now: float) -> dict[str, float]:
+        """Signals for the lines appended since the last poll; {} while the file does not exist."""
+        lines = self._read_new_lines()
+        if lines is None:
+            return {}
+        self._scanner.feed(lines)
+        # Other ranks' copies of a traceback get one poll to arrive; then the crash is decided.
+        self._scanner.crash.flush_stale()
+        counts = self._scanner.take()
+        seconds = None if self._last_poll is None else now - self._last_poll
+        self._last_poll = now
+        return to_signals(counts, seconds)
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _read_new_lines(self) -> list[str] | None:
+        """New complete lines, handling first open, rotation and truncation."""
+        if self._file is None and not self._open(initial=True):
+            return None
+        assert self._file is not None
+        state = self._file_state(self._file)
+        if state == "truncated":
+            self._file.seek(0)
+            self._pending = b""
+        lines = self._split(self._file.read(MAX_READ_BYTES))
+        if state == "rotated":  # the old file is finished: follow the new one from its start
+            self.close()
+            self._pending = b""
+            if self._open(initial=False):
+                assert self._file is not None
+                lines += self._split(self._file.read(MAX_READ_BYTES))
+        return lines
+
+    def _open(self, *, initial: bool) -> bool:
+        """Open the file; the first time, read the startup summary and start at the end."""
+        try:
+            handle = open(self.path, "rb")  # kept open across polls
+        except OSError:
+            return False
+        self._file, self._inode = handle, os.fstat(handle.fileno()).st_ino
+        if initial:
+            line = last_startup_line(handle)
+            if line is not None:
+                self._scanner.feed([line])
+        return True
+
+    def _file_state(self, handle: BinaryIO) -> str:
+        """`rotated` (the path names another file), `truncated` (shrank below us) or `same`."""
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return "same"  # rotated away and not yet recreated: keep reading the old one
+        if stat.st_ino != self._inode:
+            return "rotated"
+        return "truncated" if stat.st_size < handle.tell() else "same"
+
+    def _split(self, data: bytes) -> list[str]:
+        """Complete lines of pending + data; keeps the trailing partial line for later."""
+        head, sep, self._pending = (self._pending + data).rpartition(b"\n")
+        return head.decode("utf-8", errors="replace").splitlines() if sep else []

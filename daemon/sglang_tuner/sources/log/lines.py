@@ -1,0 +1,181 @@
+"""Read SGLang log lines of every version into counts (reference §9): pure, no file, no clock.
+
+`LogScanner` keeps what must survive between polls (startup facts, the open traceback, the
+current crash); `scan_lines` is the one-shot form. Most lines are `Decode batch` lines, so they
+take the shortest path: one substring test and one regex.
+"""
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+
+from sglang_tuner.sources.log.crash import CrashKind, CrashTracker, Phase
+
+# Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
+# happened. " (0.2-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
+# retraction. " (SGLANG_TEST_RETRACT); then "#retracted_reqs: N" in every version.
+_RETRACT = re.compile(
+    r"(?:KV cache pool is full\. Retract requests\.|[Dd]ecode out of memory happened[.,]"
+    r"|Testing retraction\.) #retracted_reqs: (\d+)"
+)
+# "Decode batch. " (<= 0.5.3), "Decode batch [N], " (0.5.4), "Decode batch, " (0.5.4.post1+)
+_BATCH_ENDS = frozenset({". ", ", ", " ["})
+_GRAPH_LABELS = frozenset({"cuda", "cpu", "npu", "musa"})
+_MAX_TOKENS = re.compile(r"\bmax_total_num_tokens=(\d+)")
+_AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
+_PROCESS_START = re.compile(r"\bserver_args=|Init torch distributed begin")
+_CAPTURE_BEGIN = re.compile(r"Capture [\w -]*?graph begin", re.IGNORECASE)
+_CAPTURE_END = re.compile(r"Capture [\w -]*?graph end", re.IGNORECASE)
+# configure_logger's prefix: "[2025-06-01 10:00:00(.123) DP0 TP0] "; before 0.4 time only.
+_PREFIX = re.compile(
+    r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?((?: [A-Z_]+\d+)*)\] "
+)
+_DP = re.compile(r" DP(\d+)")
+_TP = re.compile(r" TP(\d+)")
+# Lines worth a closer look besides batch lines: a cheap filter before the rare-line regexes.
+_KEYWORDS = re.compile(
+    r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
+    r"|max_total_num_tokens=|server_args=|Init torch distributed|No space left"
+    r"|OUT_OF_MEMORY|ALLOC_FAILED"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogCounts:
+    """What a batch of log lines said: events since the last take, and the startup facts."""
+
+    retracted_reqs: int = 0
+    decode_lines: int = 0  # Decode batch lines that state the graph flag
+    decode_without_graph: int = 0
+    max_total_num_tokens: int | None = None  # from the last startup summary seen
+    available_gpu_mem_gb: float | None = None
+    cuda_graph_capture_oom: int = 0
+    prefill_oom: int = 0
+    decode_oom: int = 0
+    kv_pool_exhausted: int = 0
+    startup_not_enough_memory: int = 0
+    other_crash: int = 0
+
+
+class LogScanner:
+    """Reads lines; `take()` returns what they said since the previous take."""
+
+    def __init__(self) -> None:
+        self.crash = CrashTracker()
+        self.max_total_num_tokens: int | None = None
+        self.available_gpu_mem_gb: float | None = None
+        self._retracted = self._decode_lines = self._without_graph = 0
+        # every TP rank prints a retraction: deduplicated within one log second
+        self._retract_second: tuple[str | None, ...] = ()
+        self._retract_seen: dict[tuple[str, str], dict[str, int]] = {}
+
+    def feed(self, lines: Iterable[str]) -> None:
+        """Read lines in order."""
+        for line in lines:
+            self._line(line)
+
+    def take(self) -> LogCounts:
+        """The counts since the previous take; startup facts are kept, events reset."""
+        events, self.crash.events = self.crash.events, Counter()
+        counts = LogCounts(
+            self._retracted,
+            self._decode_lines,
+            self._without_graph,
+            self.max_total_num_tokens,
+            self.available_gpu_mem_gb,
+            **{kind.value: events[kind] for kind in CrashKind},
+        )
+        self._retracted = self._decode_lines = self._without_graph = 0
+        return counts
+
+    def finish(self) -> None:
+        """The input ended for good (a whole file): close the open traceback and crash."""
+        self.crash.close_record()
+        self.crash.end_burst()
+
+    def _line(self, line: str) -> None:
+        """One line's contribution; the common lines return first."""
+        crash = self.crash
+        if crash.record is not None:
+            if not (_PREFIX.search(line) or "Decode batch" in line or "Prefill batch" in line):
+                crash.record_line(line)
+                return
+            crash.close_record()
+        if (at := line.find("Decode batch")) >= 0 and line[at + 12 : at + 14] in _BATCH_ENDS:
+            self._decode(line)
+        elif (at := line.find("Prefill batch")) >= 0 and line[at + 13 : at + 15] in _BATCH_ENDS:
+            crash.phase, crash.last_batch, crash.last_ts = (
+                Phase.SERVING,
+                CrashKind.PREFILL_OOM,
+                None,
+            )
+        elif _KEYWORDS.search(line):
+            self._rare(line)
+
+    def _decode(self, line: str) -> None:
+        """A Decode batch line: the phase, and the CUDA graph flag (absent <= 0.4.6.post3)."""
+        crash = self.crash  # an unprefixed crash line after serving has no known time
+        crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.DECODE_OOM, None
+        at = line.find(" graph: ")  # "cuda graph: True" (a regex costs twice as much here)
+        if at >= 0 and line[line.rfind(" ", 0, at) + 1 : at] in _GRAPH_LABELS:
+            self._decode_lines += 1
+            self._without_graph += line.startswith("F", at + 8)
+
+    def _rare(self, line: str) -> None:
+        """Retractions, startup and capture markers, crash evidence."""
+        if match := _RETRACT.search(line):
+            self._retract(line, int(match.group(1)))
+        elif match := _MAX_TOKENS.search(line):
+            available = _AVAILABLE.search(line)  # absent before v0.4.7
+            self.max_total_num_tokens = int(match.group(1))
+            self.available_gpu_mem_gb = float(available.group(1)) if available else None
+            self.crash.process_start(Phase.SERVING)
+        elif _PROCESS_START.search(line):
+            self.crash.process_start(Phase.STARTUP)
+        elif _CAPTURE_BEGIN.search(line):
+            self.crash.phase, self.crash.last_batch = Phase.CAPTURE, None
+        elif _CAPTURE_END.search(line):
+            self.crash.phase = Phase.STARTUP
+        else:
+            self.crash.line(line, line_seconds(line))
+
+    def _retract(self, line: str, count: int) -> None:
+        """Every TP rank of a scheduler prints the same retraction: count it once per rank set."""
+        prefix = _PREFIX.search(line)
+        if prefix is None:
+            self._retracted += count
+            return
+        second, ranks = prefix.group(1, 2, 3, 4, 5, 6), prefix.group(7)
+        if second != self._retract_second:
+            self._retract_second, self._retract_seen = second, {}
+        by_tp = self._retract_seen.setdefault((_rank(_DP, ranks), line[prefix.end() :]), {})
+        before, tp = max(by_tp.values(), default=0), _rank(_TP, ranks)
+        by_tp[tp] = by_tp.get(tp, 0) + 1
+        if by_tp[tp] > before:  # the same rank again is a new retraction
+            self._retracted += count
+
+
+def _rank(pattern: re.Pattern[str], ranks: str) -> str:
+    """One rank index of a prefix ("" when that parallelism is off)."""
+    match = pattern.search(ranks)
+    return match.group(1) if match else ""
+
+
+def line_seconds(line: str) -> float | None:
+    """The log time of a prefixed line in seconds (days since year 1 when dated), else None."""
+    prefix = _PREFIX.search(line)
+    if prefix is None:
+        return None
+    year, month, day, hour, minute, second = prefix.group(1, 2, 3, 4, 5, 6)
+    days = date(int(year), int(month), int(day)).toordinal() if year else 0
+    return days * 86400.0 + int(hour) * 3600 + int(minute) * 60 + int(second)
+
+
+def scan_lines(lines: Iterable[str]) -> LogCounts:
+    """Everything `lines` say, read as a whole log."""
+    scanner = LogScanner()
+    scanner.feed(lines)
+    scanner.finish()
+    return scanner.take()
