@@ -43,7 +43,7 @@ test: $(STAMP) system-deps
 # docs/rules.md, the advice alert rules and the dashboards come from the rule catalogue;
 # the test suite fails when a checked-in copy is stale.
 generate: $(STAMP)
-	$(BIN)/python -m sglang_tuner.rules.catalogue_doc
+	$(BIN)/python -m sglang_tuner.cli.rules_doc
 	$(BIN)/python alerts/generate.py
 	$(BIN)/python dashboards/generate.py
 	$(BIN)/python deploy/kubernetes/generate.py

@@ -31,7 +31,7 @@ import httpx
 from sglang_sim import SCENARIOS, Measurement, ServerSpec, SimFleet, measure
 from sglang_sim.model import ServerConfig as SimConfig
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.advice import AlertState, Severity
 

@@ -14,11 +14,12 @@ from sglang_sim import SCENARIOS, ServerModel
 from sglang_sim.exposition import render_metrics
 from sglang_sim.logs import LogWriter
 from sglang_sim.server_info import server_info
-from sglang_tuner.config.discovery import TargetSpec
-from sglang_tuner.config.settings import Settings, load_settings
+from sglang_tuner.config.loading import load_settings
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.judge import Judgement, judge_target
 from sglang_tuner.model.advice import Finding
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import capacity_for
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.sources.log.follow import LogFollower

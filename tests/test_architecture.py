@@ -1,11 +1,14 @@
-"""The design's walls, checked on the code: one direction through the flow, no I/O in the rules.
+"""The design's walls, checked on the code: one direction through the flow, no I/O in the middle.
 
-Each module of `sglang_tuner` sits on a floor; it may import only from floors below its own.
-The floors follow the flow: shared values, then sources and rules, target state, judge,
-alert state, publish, outputs, the loop, and the command line on top.
+The package is a few wings (sub-packages) and the pure middle (top-level modules). Each sits on
+a floor and may import only from floors below its own; each wing's docstring says what it may
+import, and that sentence is checked against its imports. The pure steps may not reach, through
+any chain of imports, a module that does I/O or reads the clock.
 """
 
 import ast
+import re
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -14,99 +17,66 @@ DAEMON = Path(__file__).resolve().parents[1] / "daemon"
 PACKAGE = DAEMON / "sglang_tuner"
 SIM = DAEMON / "sglang_sim"
 
+# Wings and top-level modules, on the floor of the flow they serve (0 = the shared vocabulary).
 FLOORS: dict[str, int] = {
-    "values": 0,
-    "values_scrape": 1,  # what a read of a server ends as: failure reasons, limits, results
+    "__init__": 0,  # the package's face: its version
     "assets": 0,  # standard library only: setup.py loads it from its file
-    "signals": 0,
-    "logsetup": 0,
-    "window": 1,
-    "config_fleet": 0,
-    "config_problems": 0,  # the settings' problems: the YAML read, 'path: message' lines
-    "config_targets": 1,  # the settings of one target and of file_sd
-    "config": 2,
-    "verdicts": 2,
-    "verdicts_bootstrap": 0,  # the ratio of means and its bootstrap interval
-    "changes": 3,
-    "httpauth": 3,
-    # the API's web config: TLS, the file, and the middleware that checks passwords
-    "webtls": 1,
-    "webconfig": 2,
-    "webauth": 3,
-    "targets": 3,
-    "rules": 4,
-    "sources": 4,
-    "target_state": 5,
-    "judge": 6,
-    "transitions": 6,
-    "plan": 7,
-    "alerting": 7,
-    "alert_texts": 6,  # what an alert says: its name, labels and annotations
-    "evaluation": 8,
-    "watch": 8,  # the watched targets' tables: state, source, judgement, plan
-    "publish": 9,
-    # outputs: they read the published evaluation (and the static rule catalogue)
-    "schemas": 10,
-    "schemas_inventory": 11,
-    "schemas_changes": 11,
-    "advice_text": 11,
-    "advice_report": 12,
-    "exporter": 10,
-    "exporter_labels": 9,  # the collector's info labels: a target's, an advice's and its change
-    "metric_families": 9,
-    "alertmanager": 10,
-    "store": 10,
-    "store_rows": 9,  # the store's rows written and read back
-    "store_schema": 9,  # the store's file: its tables, opened checked, moved aside if corrupt
-    "runbook": 12,
-    "apidocs": 12,
-    "api_context": 13,
-    "api_advice": 14,
-    "api_changes": 14,
-    "api": 15,
-    "outputs": 16,
-    "fleet": 16,  # the loop's Prometheus mode: source rounds -> target state
-    "server_reads": 16,  # the loop's /server_info reads -> target state
-    "schedule": 0,  # when the loop's work runs: knows nothing of the work
-    "loop_reload": 17,  # the loop's targets and settings applied: file_sd, reload, retime
-    "loop": 18,
-    "server": 19,
-    "check": 20,
-    "demo": 20,
-    "cli_parser": 20,  # the command line's arguments
-    "__main__": 21,
-    "__init__": 0,
+    "model": 0,  # signals, windows, scrape results, server config, flags, advice, plans
+    "config": 1,  # settings, targets, credentials
+    "changes": 1,  # the change record and its verdict
+    "rules": 2,  # the tuning rules and SGLang's per-version facts (rules/sglang/)
+    "sources": 2,  # everything that reads an SGLang server
+    "alerting": 2,  # alert lifecycle, what an alert says, the Alertmanager client
+    "web": 2,  # the daemon's TLS / auth front
+    "target_state": 3,
+    "evaluation": 3,  # the published evaluation every output reads
+    "store": 4,
+    "judge": 4,
+    "exporter": 4,
+    "plan": 5,
+    "publish": 5,
+    "api": 5,
+    "watch": 6,
+    "loop": 7,
+    "cli": 8,
+    "__main__": 9,
 }
-# The outputs see only what was published: never the sources, target state or judge.
-OUTPUTS = (
-    "schemas", "schemas_inventory", "advice_report", "advice_text", "exporter", "store",
-    "api_context", "api_advice", "api_changes", "api", "schemas_changes", "runbook", "store_rows",
-    "store_schema", "exporter_labels",
-)  # fmt: skip
-UPSTREAM_OF_OUTPUTS = (
-    "sources", "target_state", "judge", "loop", "loop_reload", "publish", "outputs",
-)  # fmt: skip
-# Judging is pure: these may not do I/O or read the clock.
+# The outputs see only what was published: never the sources, target state, judge or plan.
+OUTPUTS = ("api", "exporter", "store", "web")
+UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "plan", "watch", "publish", "loop")
+# The pure middle: these, and every module they reach, do no I/O and read no clock.
 PURE = (
-    "rules", "window", "values", "values_scrape", "signals", "judge", "plan", "target_state",
-    "publish", "alerting", "alert_texts", "verdicts", "verdicts_bootstrap", "changes", "watch",
+    "model", "changes", "rules", "target_state", "judge", "plan", "watch", "publish",
+    "evaluation", "alerting.lifecycle", "alerting.texts", "alerting.alertmanager_status",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
-CLI = ("__main__", "demo", "check")
+IO_CALLS = ("open(", "time.time(", "datetime.now(", "perf_counter(", ".read_text(", ".read_bytes(")
+CLI = ("cli",)
 
 
 def _modules(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
 
 
-def _floor_name(path: Path) -> str:
-    """`rules/queue.py` -> `rules`; `loop.py` -> `loop` (a package is one floor)."""
-    rel = path.relative_to(PACKAGE)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+def _dotted(path: Path) -> str:
+    """`daemon/sglang_tuner/rules/queue.py` -> `rules.queue`; a package's `__init__` -> it."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_dotted(p): p for p in _modules(PACKAGE)}
+
+
+def _unit(dotted: str) -> str:
+    """The wing or top-level module a module belongs to: `rules.sglang.flags` -> `rules`."""
+    return dotted.split(".")[0]
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
-    """(absolute module name, line) of every import in the file."""
+    """(module of ours, line) for every import of the package in the file; a name imported from
+    a module counts as that module, a module imported from a package as that module."""
     tree = ast.parse(path.read_text())
     package = ".".join(path.relative_to(DAEMON).with_suffix("").parts[:-1])
     found = []
@@ -116,62 +86,119 @@ def _imports(path: Path) -> list[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
             module = ".".join(p for p in (base, node.module or "") if p)
-            names = [f"{module}.{a.name}" for a in node.names] if not node.module else [module]
-            found += [(name, node.lineno) for name in names]
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                inner = candidate.removeprefix("sglang_tuner.")
+                found.append((candidate if inner in MODULES else module, node.lineno))
     return found
 
 
-def _internal_floor(module: str) -> str | None:
-    """The floor an absolute `sglang_tuner...` import lands on (None: not ours)."""
-    parts = module.split(".")
-    if parts[0] != "sglang_tuner":
+def _ours(module: str) -> str | None:
+    """`sglang_tuner.rules.queue` -> `rules.queue`; `sglang_tuner` -> `__init__`; else None."""
+    if module == "sglang_tuner":
+        return "__init__"
+    if not module.startswith("sglang_tuner."):
         return None
-    if len(parts) == 1 or not any(
-        (PACKAGE / name).exists() for name in (parts[1], f"{parts[1]}.py")
-    ):
-        return "__init__"  # a name from the package's face (`from . import __version__`)
-    return parts[1]
+    return module.removeprefix("sglang_tuner.")
 
 
 def _violations(path: Path) -> list[str]:
-    here = _floor_name(path)
+    here = _unit(_dotted(path))
     out = []
     for module, line in _imports(path):
-        there = _internal_floor(module)
-        if there is None or there == here:
+        there = _ours(module)
+        if there is None or _unit(there) == here:
             continue
-        if FLOORS[there] >= FLOORS[here]:
-            out.append(f"{path.relative_to(DAEMON)}:{line} {here} imports {module} ({there})")
+        if FLOORS[_unit(there)] >= FLOORS[here]:
+            out.append(f"{path.relative_to(DAEMON)}:{line} {here} imports {module}")
     return out
 
 
-def test_every_module_has_a_floor():
-    unknown = {_floor_name(p) for p in _modules(PACKAGE)} - FLOORS.keys()
-    assert not unknown, f"give these modules a floor in FLOORS: {sorted(unknown)}"
+def _io_of(path: Path) -> list[str]:
+    """What in one module does I/O or reads the clock: I/O modules imported, calls made."""
+    imported = {m for m, _ in _imports(path)}
+    found = sorted(m for m in imported if m.split(".")[0] in IO_MODULES or m in IO_MODULES)
+    source = path.read_text()
+    return found + [call for call in IO_CALLS if call in source]
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_imports_go_down_the_flow_never_back_up(path):
-    assert _violations(path) == []
+def _impurities(start: str) -> list[str]:
+    """Every module reached from `start` by imports that does I/O, with the chain that reaches
+    it (`judge -> config.discovery: os`)."""
+    chains, queue, out = {start: [start]}, deque([start]), []
+    while queue:
+        here = queue.popleft()
+        io = _io_of(MODULES[here])
+        if io:
+            out.append(f"{' -> '.join(chains[here])}: {', '.join(io)}")
+        for module, _ in _imports(MODULES[here]):
+            there = _ours(module)
+            if there is not None and there in MODULES and there not in chains:
+                chains[there] = [*chains[here], there]
+                queue.append(there)
+    return out
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_outputs_read_only_the_published_evaluation(path):
-    if _floor_name(path) not in OUTPUTS:
+def _is_pure(dotted: str) -> bool:
+    return any(dotted == p or dotted.startswith(f"{p}.") for p in PURE)
+
+
+def _wing_docstring_allows(wing: str) -> set[str] | None:
+    """The wings and modules a wing's docstring says it may import (None: "everything")."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / wing / "__init__.py").read_text())) or ""
+    match = re.search(r"May import(.*?)(?:\.\s|\.$)", doc, re.S)
+    assert match, f"{wing}/__init__.py: say what the wing may import ('May import: ...')"
+    if "everything" in match.group(1):
+        return None
+    return set(re.findall(r"`([a-z_]+)`", match.group(1)))
+
+
+WINGS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+
+
+def test_every_wing_and_top_level_module_has_a_floor():
+    units = {_unit(d) for d in MODULES}
+    assert not units - FLOORS.keys(), (
+        f"give these a floor in FLOORS: {sorted(units - FLOORS.keys())}"
+    )
+
+
+def test_the_top_level_holds_the_middle_and_few_modules():
+    flat = [p.name for p in PACKAGE.glob("*.py")]
+    assert len(flat) <= 12, flat
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_each_wing_says_what_it_is_for_and_imports_only_what_it_says(wing):
+    allowed = _wing_docstring_allows(wing)
+    if allowed is None:
         return
-    reached = {_internal_floor(m) for m, _ in _imports(path)}
+    reached = {
+        _unit(there)
+        for dotted, path in MODULES.items()
+        if _unit(dotted) == wing
+        for module, _ in _imports(path)
+        if (there := _ours(module)) is not None
+    }
+    assert reached - {wing, "__init__"} <= allowed, f"{wing} imports {sorted(reached - allowed)}"
+
+
+@pytest.mark.parametrize("dotted", sorted(MODULES))
+def test_imports_go_down_the_flow_never_back_up(dotted):
+    assert _violations(MODULES[dotted]) == []
+
+
+@pytest.mark.parametrize("dotted", sorted(MODULES))
+def test_outputs_read_only_the_published_evaluation(dotted):
+    if _unit(dotted) not in OUTPUTS:
+        return
+    reached = {_unit(t) for m, _ in _imports(MODULES[dotted]) if (t := _ours(m)) is not None}
     assert not reached & set(UPSTREAM_OF_OUTPUTS)
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_judging_does_no_io_and_reads_no_clock(path):
-    if _floor_name(path) not in PURE:
-        return
-    source = path.read_text()
-    imported = {m for m, _ in _imports(path)}
-    assert not {m for m in imported if m.split(".")[0] in IO_MODULES or m in IO_MODULES}
-    for call in ("open(", "time.time(", "datetime.now(", "perf_counter("):
-        assert call not in source, f"{path.name} calls {call}"
+@pytest.mark.parametrize("dotted", sorted(d for d in MODULES if _is_pure(d)))
+def test_the_middle_reaches_no_io_and_no_clock_through_any_import(dotted):
+    assert _impurities(dotted) == []
 
 
 @pytest.mark.parametrize("path", _modules(SIM), ids=lambda p: str(p.relative_to(SIM)))
@@ -179,18 +206,51 @@ def test_simulator_imports_nothing_of_the_daemon(path):
     assert not [m for m, _ in _imports(path) if m.split(".")[0] == "sglang_tuner"]
 
 
-@pytest.mark.parametrize("path", _modules(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_only_the_command_line_imports_the_simulator(path):
-    uses_sim = any(m.split(".")[0] == "sglang_sim" for m, _ in _imports(path))
-    assert not uses_sim or _floor_name(path) in CLI
+@pytest.mark.parametrize("dotted", sorted(MODULES))
+def test_only_the_command_line_imports_the_simulator(dotted):
+    uses_sim = any(m.split(".")[0] == "sglang_sim" for m, _ in _imports(MODULES[dotted]))
+    assert not uses_sim or _unit(dotted) in CLI
 
 
-def test_the_walls_catch_an_import_going_back_up(tmp_path):
-    rogue = PACKAGE / "rules" / "_rogue_for_test.py"
-    rogue.write_text("from ..loop import Tuner\n")
+def _planted(tmp_rel: str, text: str) -> Path:
+    path = PACKAGE / tmp_rel
+    path.write_text(text)
+    MODULES[_dotted(path)] = path
+    return path
+
+
+def _unplant(path: Path) -> None:
+    MODULES.pop(_dotted(path), None)
+    path.unlink()
+
+
+def test_the_walls_catch_an_import_going_back_up():
+    rogue = _planted("rules/_rogue_for_test.py", "from sglang_tuner.loop.tuner import Tuner\n")
     try:
         assert _violations(rogue) == [
-            "sglang_tuner/rules/_rogue_for_test.py:1 rules imports sglang_tuner.loop.tuner (loop)"
+            "sglang_tuner/rules/_rogue_for_test.py:1 rules imports sglang_tuner.loop.tuner"
         ]
     finally:
-        rogue.unlink()
+        _unplant(rogue)
+
+
+def test_the_purity_check_follows_a_chain_of_imports():
+    # a pure module importing a harmless-looking one that imports an I/O module: two hops
+    helper = _planted("model/_rogue_helper.py", "import sqlite3\n")
+    rogue = _planted("model/_rogue_for_test.py", "from sglang_tuner.model import _rogue_helper\n")
+    try:
+        assert _impurities("model._rogue_for_test") == [
+            "model._rogue_for_test -> model._rogue_helper: sqlite3"
+        ]
+    finally:
+        _unplant(rogue)
+        _unplant(helper)
+
+
+def test_a_wing_importing_what_its_docstring_does_not_allow_is_caught():
+    rogue = _planted("changes/_rogue_for_test.py", "from sglang_tuner.config import settings\n")
+    try:
+        reached = {_unit(t) for m, _ in _imports(rogue) if (t := _ours(m)) is not None}
+        assert reached - (_wing_docstring_allows("changes") or set()) == {"config"}
+    finally:
+        _unplant(rogue)

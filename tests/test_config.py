@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
-from sglang_tuner.config.settings import load_settings
 
 
 def _write(tmp_path: Path, text: str) -> Path:

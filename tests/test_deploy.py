@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.rules import RULES_BY_ID
 
 ROOT = Path(__file__).resolve().parent.parent

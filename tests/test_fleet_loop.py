@@ -5,11 +5,11 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.config.settings import PrometheusSettings, Settings, ShardSettings
 from sglang_tuner.loop.fleet import Fleet, fleet_changed
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.prometheus.promql import PromQL, build_queries
 from sglang_tuner.sources.prometheus.source import FleetRound
 from sglang_tuner.target_state import TargetState

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATORS = {
-    "docs/rules.md": [sys.executable, "-m", "sglang_tuner.rules.catalogue_doc", "--check"],
+    "docs/rules.md": [sys.executable, "-m", "sglang_tuner.cli.rules_doc", "--check"],
     "alerts/": [sys.executable, "alerts/generate.py", "--check"],
     "dashboards/": [sys.executable, "dashboards/generate.py", "--check"],
 }
@@ -25,5 +25,5 @@ def test_generated_files_are_current(owned):
 def test_makefile_generate_runs_every_generator():
     makefile = (ROOT / "Makefile").read_text()
     recipe = makefile.split("\ngenerate:", 1)[1].split("\n\n", 1)[0]
-    assert "catalogue_doc" in recipe and "alerts/generate.py" in recipe
+    assert "rules_doc" in recipe and "alerts/generate.py" in recipe
     assert "dashboards/generate.py" in recipe

@@ -1,10 +1,10 @@
 """Judging rules over targets: health apart from state, one bad rule never stops the rest."""
 
-from sglang_tuner.config.discovery import TargetSpec
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.judge import is_due, judge_target
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health, NoData, Pass, Severity
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.target_state import TargetState

@@ -19,7 +19,8 @@ from cloudcoil.models.prometheus_operator import v1 as monitoring
 from pydantic import BaseModel
 from sglang_tuner import __version__
 from sglang_tuner.config.discovery import parse_file_sd
-from sglang_tuner.config.settings import Settings, load_settings
+from sglang_tuner.config.loading import load_settings
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.config.target_settings import FileSDSettings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -3,13 +3,13 @@
 import logging
 import time
 
-from sglang_tuner.config.discovery import TargetSpec
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.judge import Judgement, TargetJudgement
 from sglang_tuner.loop.outputs import Outputs
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health, Pass, Severity
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState

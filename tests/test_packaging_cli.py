@@ -14,7 +14,7 @@ from sglang_tuner.api.app import create_app
 from sglang_tuner.api.docs import STATIC_FILES, static_dir
 from sglang_tuner.assets import collect
 from sglang_tuner.cli.check import server_url
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.rules import ALL_RULES
 

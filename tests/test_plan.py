@@ -7,14 +7,14 @@ import pytest
 from helpers import parse_series
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sglang_tuner.config.discovery import TargetSpec
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.judge import Judgement, TargetJudgement, judge_target
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health
 from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory, FlagOutcome
 from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import PROFILES, ServerConfig
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.plan import direction, plan_target
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.target_state import TargetState

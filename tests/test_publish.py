@@ -2,11 +2,11 @@
 
 from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
 from sglang_tuner.alerting.lifecycle import AlertTracker
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.judge import Judgement, TargetJudgement
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health, NoData, Pass, Severity
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.publish import active_advice, build_evaluation, rule_results, target_status
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.target_state import TargetState

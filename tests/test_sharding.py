@@ -8,9 +8,11 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from sglang_tuner.config.discovery import TargetSpec, in_shard, shard_of, shard_targets
+from sglang_tuner.config.discovery import in_shard, shard_of, shard_targets
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
-from sglang_tuner.config.settings import ShardSettings, load_settings
+from sglang_tuner.config.settings import ShardSettings
+from sglang_tuner.model.target_spec import TargetSpec
 
 from tests.prometheus_process import PrometheusProcess, needs_prometheus
 

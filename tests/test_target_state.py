@@ -1,6 +1,5 @@
 """Target state: scrapes, log lines, /server_info and DCGM reads into one server's window."""
 
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import (
@@ -12,6 +11,7 @@ from sglang_tuner.model.signals import (
     RESTARTS,
     RETRACTIONS_PER_MINUTE,
 )
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.target_state import TargetState
 
 SPEC = TargetSpec("gpu-a", "http://gpu-a:30000", gpu_model="NVIDIA H100 80GB HBM3")

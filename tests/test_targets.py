@@ -3,9 +3,10 @@
 import json
 import os
 
-from sglang_tuner.config.discovery import FileSD, TargetSpec, merge_targets, static_targets
-from sglang_tuner.config.settings import load_settings
+from sglang_tuner.config.discovery import FileSD, merge_targets, static_targets
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.target_settings import FileSDSettings
+from sglang_tuner.model.target_spec import TargetSpec
 
 
 def test_static_targets_reads_api_key_from_file_and_env(tmp_path, monkeypatch):

@@ -3,9 +3,9 @@
 import logging
 
 import pytest
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.loop.transitions import TransitionLog
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.target_state import TargetState
 
 

@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Mapping
 
 from sglang_tuner.changes.record import FLAGS, Change, ChangeLog
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.model.flags import CRASH_BLAME, RECONFIGURING_FIELDS, FlagHistory, FlagOutcome
 from sglang_tuner.model.scrape import UNREACHABLE_REASONS, ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
@@ -19,6 +18,7 @@ from sglang_tuner.model.signals import (
     GPU_FB_FREE_GB,
     RESTARTS,
 )
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import Window
 
 # A configuration that served this long without a crash has safe flag values (one window).

@@ -2,24 +2,20 @@
 and plan, and what the advice has asked of it since its last change.
 
 The loop adds and removes targets and calls in with `now`; nothing here does I/O or reads the
-clock (a removed target's source is handed back for the loop to close).
+clock. The targets' sources (connections, log files) are the loop's, never held here.
 """
 
 from collections import Counter
 from collections.abc import Sequence
 
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.judge import TargetJudgement, judge_target, rule_settings
 from sglang_tuner.model.next_change import Asked, Plan
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import capacity_for
 from sglang_tuner.plan import asked_of, plan_target
 from sglang_tuner.rules.base import Rule
-from sglang_tuner.sources.prometheus.targets import FleetTargetSource
-from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.target_state import TargetState
-
-Source = TargetSource | FleetTargetSource
 
 
 class Watch:
@@ -30,7 +26,6 @@ class Watch:
         self.settings = settings
         self.rules = tuple(rules)
         self.targets: dict[str, TargetState] = {}
-        self.sources: dict[str, Source] = {}
         self.judged: dict[str, TargetJudgement] = {}
         self.plans: dict[str, Plan] = {}
         self.asked: dict[str, Asked] = {}  # per target: what its latest plan suggests
@@ -61,16 +56,14 @@ class Watch:
             verifies={rule.id: rule.verifies for rule in self.rules if rule.verifies},
         )  # fmt: skip
 
-    def add(self, state: TargetState, source: Source) -> None:
+    def add(self, state: TargetState) -> None:
         """Watch a target."""
         self.targets[state.name] = state
-        self.sources[state.name] = source
 
-    def forget(self, name: str) -> Source | None:
-        """Stop watching `name`; its source (to be closed), if it had one."""
+    def forget(self, name: str) -> None:
+        """Stop watching `name`."""
         for table in (self.targets, self.judged, self.plans, self.asked):
             table.pop(name, None)
-        return self.sources.pop(name, None)
 
     def judge(self, name: str, now: float, settings: Settings | None = None) -> None:
         """Judge every rule for one target, then plan: both kept for the next publish.

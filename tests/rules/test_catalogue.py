@@ -4,8 +4,8 @@ import re
 
 import pytest
 from helpers import evaluate, window_from
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
-from sglang_tuner.config.settings import load_settings
 from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.server_config import PROFILES, ServerConfig
 from sglang_tuner.model.signals import ALL_SIGNALS
@@ -145,7 +145,7 @@ def test_catalogue_silent_on_a_healthy_server(rule, profile):
     assert not isinstance(out, Finding), out
 
 
-def test_catalogue_doc_lists_every_rule_with_its_source():
+def test_rules_doc_lists_every_rule_with_its_source():
     text = render_markdown(ALL_RULES)
     for rule in ALL_RULES:
         assert f"## `{rule.id}`" in text
@@ -165,7 +165,7 @@ def test_catalogue_rules_not_in_the_guide_are_marked_ours(rule):
     assert rule.ours == rule.source.startswith("ours:")
 
 
-def test_catalogue_doc_marks_our_rules_and_sources_each_threshold():
+def test_rules_doc_marks_our_rules_and_sources_each_threshold():
     text = render_markdown(ALL_RULES)
     assert "## `stale_metrics` (ours)" in text
     assert "| [`stale_metrics`](#stale_metrics) | warning | ours |" in text

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 from sglang_sim import ServerSpec, SimFleet
-from sglang_tuner.config.discovery import TargetSpec
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
-from sglang_tuner.config.settings import PrometheusSettings, ShardSettings, load_settings
+from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.prometheus.promql import PromQL, build_queries, signals_from
 from sglang_tuner.sources.prometheus.source import PrometheusSource
 from sglang_tuner.sources.sglang import SignalMapper

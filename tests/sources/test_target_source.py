@@ -5,8 +5,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.model.signals import GPU_FB_FREE_GB, NUM_RUNNING_REQS
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.target_state import TargetState
 

@@ -15,7 +15,8 @@ from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 from sglang_tuner.api.advice_text import advice_text
 from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.cli.run import ApiThread, build
-from sglang_tuner.config.settings import Settings, load_settings
+from sglang_tuner.config.loading import load_settings
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation
 
 SCENARIOS = (

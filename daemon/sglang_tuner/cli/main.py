@@ -14,8 +14,9 @@ from urllib.parse import quote
 from sglang_tuner import __version__
 from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.cli.parser import build_parser, flag_overrides
+from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
-from sglang_tuner.config.settings import Settings, load_settings
+from sglang_tuner.config.settings import Settings
 from sglang_tuner.web.config import WebConfigError, load_web_config
 
 

@@ -5,7 +5,6 @@ import glob
 import hashlib
 import logging
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +13,9 @@ import yaml
 from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.config.settings import Settings, ShardSettings
 from sglang_tuner.config.target_settings import LIMIT_FIELDS, FileSDSettings, TargetSettings
+from sglang_tuner.model.target_spec import TargetSpec
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class TargetSpec:
-    """One SGLang server to watch, resolved from config or file_sd."""
-
-    name: str
-    url: str
-    profile: str = "offline"
-    labels: dict[str, str] = field(default_factory=dict)
-    token: str | None = field(default=None, repr=False)  # the server's --api-key; never logged
-    log_file: Path | None = None
-    dcgm_url: str | None = None
-    gpu_model: str | None = None
-    legacy_guide: bool = False
-    limits: dict[str, int] = field(default_factory=dict)  # own `ScrapeLimits` over the global
 
 
 def _read_token(target: TargetSettings) -> str | None:

@@ -1,12 +1,9 @@
 """Settings' problems, every one at once with its YAML path (`targets[1].url: ...`): the file read,
 pydantic's errors as 'path: message' lines, and rule overrides checked against the rule catalogue.
-Part of `config.py`'s loading; imports nothing else of the package."""
+Pure: `loading.py` reads the file."""
 
 from collections.abc import Collection, Mapping
-from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 
@@ -29,21 +26,6 @@ def _path(loc: tuple[int | str, ...]) -> str:
 def validation_problems(err: ValidationError) -> list[str]:
     """Every error pydantic found, as 'path: message'."""
     return [f"{_path(e['loc'])}: {e['msg']}" for e in err.errors()]
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    """The YAML file's mapping of settings; ConfigError when it cannot be read or is none."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from exc
-    if data is None:
-        raise ConfigError(str(path), ["(top level): the file is empty (start from targets:)"])
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), ["(top level): must be a mapping of settings"])
-    return data
 
 
 # Tuning-rule id -> the names of its thresholds (the rule catalogue, passed in by the CLI).

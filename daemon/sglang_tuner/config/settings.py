@@ -5,20 +5,15 @@ A target's settings are in `config_targets.py`, the services' in `config_fleet.p
 and the problems found are in `config_problems.py`.
 """
 
-from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from sglang_tuner.config.problems import (
-    Catalogue,
     ConfigError,
-    read_yaml,
-    rule_override_problems,
-    validation_problems,
 )
 from sglang_tuner.config.services import BasicAuthSettings, PrometheusSettings, TLSSettings
 from sglang_tuner.config.target_settings import (
@@ -193,31 +188,6 @@ class _YamlSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(_YAML_DATA.get() or {})
-
-
-def load_settings(
-    path: Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    catalogue: Catalogue | None = None,
-) -> Settings:
-    """Settings from the YAML file, the environment and flag overrides; with a catalogue, rule
-    ids and threshold names are checked too. Every problem at once, in one ConfigError."""
-    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-    data = read_yaml(path) if path else {}
-    token = _YAML_DATA.set(data)
-    settings, problems = None, []
-    try:
-        settings = Settings(**flags)
-    except ValidationError as exc:
-        problems = validation_problems(exc)
-    finally:
-        _YAML_DATA.reset(token)
-    if catalogue is not None:
-        rules = settings.rules if settings is not None else data.get("rules")
-        problems += rule_override_problems(rules, catalogue)
-    if settings is None or problems:
-        raise ConfigError(str(path or "settings"), problems)
-    return settings
 
 
 def external_url(settings: Settings) -> str:

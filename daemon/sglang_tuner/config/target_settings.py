@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.server_config import PROFILES, Profile
 
@@ -78,14 +77,6 @@ class TargetSettings(_Strict):
         bad = [k for k in value if not _LABEL_NAME.match(k) or k.startswith("__")]
         if bad:
             raise ValueError(f"not a valid label name: {', '.join(map(repr, bad))}")
-        return value
-
-    @field_validator("api_key_file")
-    @classmethod
-    def api_key_file_is_one_line(cls, value: Path | None) -> Path | None:
-        """Readable, one line (checked now, so check-config catches what start would fail on)."""
-        if value is not None:
-            read_key_file(value)
         return value
 
     @property

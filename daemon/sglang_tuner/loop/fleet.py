@@ -6,9 +6,9 @@ each `FleetRound` to `apply`; this module does no scheduling and reads no clock.
 
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.model.scrape import QueryStatus, ScrapeResult
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.prometheus.source import FleetRound, PrometheusSource
 from sglang_tuner.sources.prometheus.targets import FleetTargetSource
 from sglang_tuner.sources.target import TargetSource

@@ -1,11 +1,9 @@
-"""Render docs/rules.md from the rule objects: `python -m sglang_tuner.rules.catalogue_doc`."""
+"""docs/rules.md rendered from the rule objects (`cli/rules_doc.py` writes the file)."""
 
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from sglang_tuner.model.server_config import PROFILES
-from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rules.base import Rule
 
 DOC_PATH = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
@@ -110,24 +108,3 @@ def render_markdown(rules: Iterable[Rule]) -> str:
     ]
     body = "\n\n".join(_section(rule) for rule in rules)
     return f"{HEADER}\n" + "\n".join(index) + f"\n\n{body}\n"
-
-
-def render() -> dict[Path, str]:
-    """Every file this generator owns, with its content."""
-    return {DOC_PATH: render_markdown(ALL_RULES)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Write docs/rules.md, or with --check exit 1 when it is out of date."""
-    args = sys.argv[1:] if argv is None else argv
-    for path, text in render().items():
-        if "--check" not in args:
-            path.write_text(text)
-        elif not path.exists() or path.read_text() != text:
-            sys.stderr.write(f"{path.name} is out of date: run make generate\n")
-            return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,6 +6,7 @@ try to increase --mem-fraction-static" asks for the opposite of every other OOM 
 """
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
@@ -21,7 +22,6 @@ from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEMORY_ISSUES = "Troubleshooting / Memory Issues / Reduce Memory Pressure"
-MEM_FLAG = "--mem-fraction-static"
 _NO_LOG = (
     "crashes are read from the SGLang log only: set the target's log_file "
     "(CUDA-graph capture, KV pool and startup memory errors)"

@@ -1,8 +1,10 @@
 """Guide sections "Tune CUDA Graph Coverage" and "Additional Optimizations / Torch Compile"."""
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     CUDA_GRAPH_FALSE_RATIO,
     CUDA_GRAPH_PASS_RATIO,
@@ -10,7 +12,7 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS,
     NUM_RUNNING_REQS_MAX_RANK,
 )
-from sglang_tuner.model.window import frequently
+from sglang_tuner.model.window import Row, frequently
 from sglang_tuner.rules.base import (
     Rule,
     RuleInput,
@@ -22,8 +24,7 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.free_memory import surplus_memory
-from sglang_tuner.rules.graph_coverage import coverage_gap
+from sglang_tuner.rules.memory import surplus_memory
 from sglang_tuner.rules.sglang.flags import flag_name
 from sglang_tuner.rules.sglang.graph_sizes import graph_bs_for
 from sglang_tuner.rules.sglang.hardware import model_params_billion
@@ -32,7 +33,6 @@ from sglang_tuner.rules.units import batch_signal, per_rank_batch
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
-MEM_FLAG = "--mem-fraction-static"
 # What a decode step pays without a CUDA graph: kernel-launch gaps, ~1.5 ms for a 7B model at
 # batch 1 (vllm-project/vllm#1440; more layers or tp > 1 pay more). The simulator uses the same.
 EAGER_STEP_SECONDS = 0.0015
@@ -222,3 +222,53 @@ TORCH_COMPILE_SMALL_BATCH = Rule(
     },
     check=_check_compile,
 )
+
+
+_NO_GRAPH_DATA = (
+    "CUDA-graph coverage is unknown: needs cuda_graph_passes_total (SGLang >= 0.5.7), "
+    "the log's Decode batch lines (set log_file), or cuda_graph_max_bs in /server_info"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The first CUDA-graph coverage check that held frequently."""
+
+    what: str
+    ratio: float
+    samples: int
+
+
+def _checks(inp: RuleInput) -> list[tuple[str, str, Callable[[Row], bool]]]:
+    """(description, signal, per-sample predicate) of each coverage check with its data."""
+    low = inp.thresholds["graph_pass_ratio_min"]
+    checks: list[tuple[str, str, Callable[[Row], bool]]] = [
+        ("decode passes ran without a CUDA graph", CUDA_GRAPH_PASS_RATIO,
+         lambda r: r[CUDA_GRAPH_PASS_RATIO] < low),
+        ("Decode batch log lines said 'cuda graph: False'", CUDA_GRAPH_FALSE_RATIO,
+         lambda r: r[CUDA_GRAPH_FALSE_RATIO] > 1 - low),
+    ]  # fmt: skip
+    max_bs = inp.config.cuda_graph_max_bs if inp.config else None
+    if max_bs:
+        batch = batch_signal(inp)
+        what = f"running batch per rank above the CUDA-graph max bs {max_bs}"
+        checks.insert(0, (what, batch, lambda r: r[batch] > max_bs))
+    return checks
+
+
+def _busy_gate(signal: str) -> Callable[[Row], bool] | None:
+    """Batch-size checks count busy samples only; the pass ratios exist only when decoding."""
+    if signal in (CUDA_GRAPH_PASS_RATIO, CUDA_GRAPH_FALSE_RATIO):
+        return None
+    return lambda r: r[signal] > 0
+
+
+def coverage_gap(inp: RuleInput) -> Coverage | None | NoData:
+    """The first check that held frequently, None if none did, NoData if none had data."""
+    seen = False
+    for what, signal, predicate in _checks(inp):
+        freq = frequently(inp.view, predicate, (signal,), inp.frequently_ratio, _busy_gate(signal))
+        seen = seen or freq.considered > 0
+        if freq.held:
+            return Coverage(what, freq.ratio, freq.considered)
+    return None if seen else NoData(_NO_GRAPH_DATA, inp.view.window_seconds)

@@ -4,6 +4,7 @@ import math
 from collections.abc import Callable
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     DECODE_OOM_EVENTS,
     NUM_RUNNING_REQS_MAX_RANK,
@@ -20,7 +21,6 @@ from sglang_tuner.rules.units import (
 )
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
-MEM_FLAG = "--mem-fraction-static"
 _NO_OOM_LINES = (
     "OOM errors are read from the SGLang log only: set the target's log_file "
     "(CUDA out-of-memory tracebacks in prefill or decode)"

@@ -3,6 +3,7 @@
 import math
 
 from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import SCHEDULE_CONSERVATIVENESS as FLAG
 from sglang_tuner.model.signals import (
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
@@ -29,7 +30,6 @@ from sglang_tuner.rules.units import (
 )
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
-FLAG = "--schedule-conservativeness"
 DEFAULT_CONSERVATIVENESS = 1.0  # SGLang's default (server_args.py)
 # SGLang's new-token ratio starts at min(0.7 x conservativeness, 1) and decays to 0.14 x that
 # (SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR; every version we support).
@@ -97,7 +97,11 @@ def _raise_conservativeness(inp: RuleInput) -> Action:
     """Straight to the guide's 1.3: a value in between only delays the same outcome."""
     current = _current(inp)
     action = flag_action(
-        FLAG, current, inp.thresholds["conservativeness_ceiling"], inp, DEFAULT_CONSERVATIVENESS
+        FLAG,
+        current,
+        inp.thresholds["conservativeness_ceiling"],
+        inp,
+        DEFAULT_CONSERVATIVENESS,
     )
     expected = (
         "new requests reserve more room: fewer requests re-prefilled, higher throughput and "

@@ -1,6 +1,7 @@
 """Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse."""
 
 from sglang_tuner.model.advice import Action, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import SCHEDULE_POLICY as FLAG
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import (
@@ -15,7 +16,6 @@ from sglang_tuner.rules.base import (
 from sglang_tuner.rules.sglang.defaults import default_schedule_policy
 
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
-FLAG = "--schedule-policy"
 SIGNALS = (PREFIX_CACHE_HIT_RATIO, NUM_QUEUE_REQS)
 
 

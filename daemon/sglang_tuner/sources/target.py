@@ -8,10 +8,10 @@ target state. Failures are returned as values, never raised, and never carry the
 import dataclasses
 import ssl
 
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.dcgm import fetch_dcgm
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.log.follow import LogFollower

@@ -16,9 +16,9 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sglang_tuner.config.discovery import TargetSpec
 from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model.scrape import QueryStatus, ScrapeResult
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.prometheus.api import Answer, PrometheusClient
 from sglang_tuner.sources.prometheus.promql import UP, FleetQuery, PromQL, build_queries, part_name

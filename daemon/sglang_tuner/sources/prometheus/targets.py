@@ -5,12 +5,13 @@ import logging
 import os
 from collections.abc import Mapping
 
-from sglang_tuner.config.discovery import TargetSpec, in_shard
+from sglang_tuner.config.discovery import in_shard
 from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import RESTARTS
+from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.prometheus.promql import COUNTER_RESETS, signals_from
 from sglang_tuner.sources.server_info import fetch_server_info

@@ -1,0 +1,74 @@
+"""Settings loaded: the YAML file read, the environment and flags applied, every problem listed
+at once (pydantic's, the rule overrides', the key files'). The only module of the wing that
+reads files for the settings; the schema it fills (`settings.py`) reads none."""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from sglang_tuner.config.key_files import read_key_file
+from sglang_tuner.config.problems import (
+    Catalogue,
+    ConfigError,
+    rule_override_problems,
+    validation_problems,
+)
+from sglang_tuner.config.settings import _YAML_DATA, Settings
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The YAML file's mapping of settings; ConfigError when it cannot be read or is none."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from exc
+    if data is None:
+        raise ConfigError(str(path), ["(top level): the file is empty (start from targets:)"])
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), ["(top level): must be a mapping of settings"])
+    return data
+
+
+def key_file_problems(settings: Settings) -> list[str]:
+    """Each target's `api_key_file` readable and one line (checked at load, so check-config
+    catches what start would fail on)."""
+    problems = []
+    for i, target in enumerate(settings.targets):
+        if target.api_key_file is not None:
+            try:
+                read_key_file(target.api_key_file)
+            except ValueError as exc:
+                problems.append(f"targets[{i}].api_key_file: {exc}")
+    return problems
+
+
+def load_settings(
+    path: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    catalogue: Catalogue | None = None,
+) -> Settings:
+    """Settings from the YAML file, the environment and flag overrides; with a catalogue, rule
+    ids and threshold names are checked too. Every problem at once, in one ConfigError."""
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    data = read_yaml(path) if path else {}
+    token = _YAML_DATA.set(data)
+    settings, problems = None, []
+    try:
+        settings = Settings(**flags)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+    finally:
+        _YAML_DATA.reset(token)
+    if settings is not None:
+        problems += key_file_problems(settings)
+    if catalogue is not None:
+        rules = settings.rules if settings is not None else data.get("rules")
+        problems += rule_override_problems(rules, catalogue)
+    if settings is None or problems:
+        raise ConfigError(str(path or "settings"), problems)
+    return settings

@@ -1,0 +1,21 @@
+"""One SGLang server to watch, as every step knows it: its name, URL, profile, labels and its
+own scrape limits, resolved from the config or a file_sd file."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """One SGLang server to watch, resolved from config or file_sd."""
+
+    name: str
+    url: str
+    profile: str = "offline"
+    labels: dict[str, str] = field(default_factory=dict)
+    token: str | None = field(default=None, repr=False)  # the server's --api-key; never logged
+    log_file: Path | None = None
+    dcgm_url: str | None = None
+    gpu_model: str | None = None
+    legacy_guide: bool = False
+    limits: dict[str, int] = field(default_factory=dict)  # own `ScrapeLimits` over the global
