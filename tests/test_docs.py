@@ -1,8 +1,10 @@
 """The docs describe the code: every setting is documented, README starts with the two commands."""
 
+import re
 import textwrap
 from pathlib import Path
 
+import pytest
 from sglang_tuner.config.settings import AlertmanagerSettings, Settings
 from sglang_tuner.config.target_settings import FileSDSettings, TargetSettings
 
@@ -40,3 +42,24 @@ def test_contributing_rule_recipe_works_as_written():
     assert isinstance(
         evaluate(rule, window_from(token_usage="0.9x10", num_queue_reqs="0x10")), Pass
     )
+
+
+_WINGS = "model|config|sources|changes|rules|alerting|api|exporter|store|web|loop|cli"
+_MIDDLE = "target_state|judge|plan|watch|publish|evaluation|assets"
+_MODULE_PATH = re.compile(
+    rf"(?<![\w/.])(?:daemon/sglang_tuner/)?((?:{_WINGS})/[\w/]*?\w+\.py|(?:{_MIDDLE})\.py)\b"
+)
+_TEST_PATH = re.compile(r"(?<![\w/])(tests/[\w/]+\.py)\b")
+
+
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))], ids=lambda p: p.name
+)
+def test_docs_name_no_module_that_does_not_exist(doc):
+    if doc.name == "simulator.md":  # names SGLang's own source files (managers/scheduler.py, ...)
+        return
+    text = doc.read_text()
+    package = ROOT / "daemon" / "sglang_tuner"
+    missing = [m for m in _MODULE_PATH.findall(text) if not (package / m).exists()]
+    missing += [t for t in _TEST_PATH.findall(text) if not (ROOT / t).exists()]
+    assert not missing, f"{doc.name} names files that do not exist: {sorted(set(missing))}"

@@ -240,7 +240,7 @@ def _alert_rules() -> list[dict[str, Any]]:
 
 
 # Data only once a restart with new flags has been judged (minutes after it): checked against
-# a real change in tests/test_changes_e2e.py instead.
+# a real change in tests/changes/test_changes_e2e.py instead.
 AFTER_A_JUDGED_CHANGE = ("sglang_tuner_change_effect_ratio", "increase(sglang_tuner_changes_total")
 
 

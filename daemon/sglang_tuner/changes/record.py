@@ -3,7 +3,7 @@
 A change is a difference in a tuning flag between two `/server_info` reads around a restart
 (or a restart with the same flags: recorded, not judged). The window before the restart is
 summarized at once; the window after it is gathered once the server is warm (the first
-`warmup_seconds` skipped) over the same length, then compared (`verdicts.compare`). Pure.
+`warmup_seconds` skipped) over the same length, then compared (`verdict.compare`). Pure.
 """
 
 from collections import Counter

@@ -3,7 +3,7 @@
 Pure functions. A window is summarized per signal (samples, mean, p50/p90/p99) with the load
 it served; two summaries give one verdict per metric the profile cares about: `helped`,
 `no_change`, `hurt` or `inconclusive`, with the effect (after/before ratio of means) and a 90 %
-interval from a moving-block bootstrap (`verdicts_bootstrap.py`: blocks of consecutive scrapes keep
+interval from a moving-block bootstrap (`changes/bootstrap.py`: blocks of consecutive scrapes keep
 their correlation; a fixed seed makes it repeatable).
 """
 

@@ -1,5 +1,5 @@
 """Settings of the services we call (auth, TLS), of a fleet read through a Prometheus-compatible
-query API, and of this replica's shard. Part of `config.py`'s schema; imports nothing else."""
+query API, and of this replica's shard. Part of `settings.py`'s schema."""
 
 import re
 import string

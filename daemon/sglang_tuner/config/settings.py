@@ -1,8 +1,8 @@
 """Settings: one YAML file, then SGLANG_TUNER_* environment variables, then command-line flags.
 
-Every problem is reported at once with its YAML path (`targets[1].url: ...`); the CLI exits 2.
-A target's settings are in `config_targets.py`, the services' in `config_fleet.py`; the file read
-and the problems found are in `config_problems.py`.
+The schema, reading no file: `loading.py` reads the YAML and lists every problem at once with
+its YAML path (`targets[1].url: ...`; the CLI exits 2), `problems.py` words them. A target's
+settings are in `target_settings.py`, the services' in `services.py`.
 """
 
 from contextvars import ContextVar
@@ -27,7 +27,7 @@ from sglang_tuner.config.target_settings import (
 )
 from sglang_tuner.model.scrape import ScrapeLimits
 
-# Re-exported: the services' settings (`config_fleet.py`), and ConfigError for `server.py`.
+# Re-exported: the services' settings (`config/services.py`), and ConfigError for `cli/run.py`.
 __all__ = ["BasicAuthSettings", "ConfigError", "PrometheusSettings", "ShardSettings", "TLSSettings"]
 _LIMITS = ScrapeLimits()
 

@@ -1,5 +1,5 @@
 """Settings of the servers to watch: one target (its URL, profile, labels, key, log, limits) and
-the file_sd files that list more. Part of `config.py`'s schema."""
+the file_sd files that list more. Part of `settings.py`'s schema; also this replica's shard."""
 
 import re
 from pathlib import Path

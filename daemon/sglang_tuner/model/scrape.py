@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """One scrape of one target as canonical signals (`signals.py`); absent = not exposed."""
+    """One scrape of one target as canonical signals (`model/signals.py`); absent = not exposed."""
 
     target: str
     ts: float
@@ -86,7 +86,7 @@ class QueryStatus:
     ts: float | None = None  # when it last ran
     duration_seconds: float | None = None
     series: int = 0  # series in the latest answer
-    error_reason: str | None = None  # one of values_scrape.QUERY_FAILURE_REASONS, latest run
+    error_reason: str | None = None  # one of QUERY_FAILURE_REASONS, latest run
     error: str | None = None
     warnings: tuple[str, ...] = ()  # latest answer's warnings (e.g. a partial response)
     runs_total: int = 0

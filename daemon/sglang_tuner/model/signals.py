@@ -39,7 +39,7 @@ PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finish
 STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
 RESTARTS: Final = "restarts"  # restarts detected since the previous snapshot (counter resets)
 
-# Crashes read from the log (sources/log_crash.py): events since the previous snapshot, each
+# Crashes read from the log (sources/log/crash.py): events since the previous snapshot, each
 # crash counted once however many TP ranks print it; 0.0 when the log showed none.
 # CUDA (torch) OOM in a prefill/extend forward pass: traceback through forward_extend & co.
 PREFILL_OOM_EVENTS: Final = "prefill_oom_events"

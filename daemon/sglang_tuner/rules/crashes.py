@@ -1,4 +1,4 @@
-"""Crashes the log tells apart, each with its own fix (sources/log_crash.py reads them).
+"""Crashes the log tells apart, each with its own fix (sources/log/crash.py reads them).
 
 A CUDA-graph capture OOM asks for fewer graphs; SGLang's own pool running out ("Try to lower your
 batch size") asks for a smaller batch and never for a smaller pool; "Not enough memory. Please

@@ -4,7 +4,7 @@ Aggregation over ranks (reference §4): a series set is one scheduler, keyed by 
 DP rank we take the max over `tp_rank` (retraction counters are written on every TP rank with
 identical counts, and `--enable-metrics-for-all-schedulers` repeats gauges per TP rank), summing
 over any other label (`pid`, `is_streaming`, `cache_source`, custom labels). Then DP ranks are
-summed, averaged or maxed as `signals.py` says. Counters become rates with reset detection.
+summed, averaged or maxed as `model/signals.py` says. Counters become rates with reset detection.
 The names read, per version, are in `sglang_names.py`.
 """
 

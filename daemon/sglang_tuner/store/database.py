@@ -1,7 +1,7 @@
 """SQLite persistence: windows (a restart does not start blind), alert state, advice history.
 
 Takes and returns plain values; the loop decides what to save and what to restore. The file and
-its tables are in `store_schema.py`; the rows written and read back in `store_rows.py`.
+its tables are in `store/schema.py`; the rows written and read back in `store/rows.py`.
 """
 
 import json

@@ -1,6 +1,6 @@
 """Follow an SGLang log file like `tail -F` and turn its lines into signals (reference §9).
 
-Parsing is pure and lives in `log_lines` (lines) and `log_crash` (crash kinds); this module only
+Parsing is pure and lives in `lines.py` (lines) and `crash.py` (crash kinds); this module only
 handles the file and maps counts to signals.
 """
 

@@ -22,7 +22,7 @@ class Answer:
     result: list[dict[str, Any]]
     duration_seconds: float
     warnings: tuple[str, ...] = ()
-    error_reason: str | None = None  # one of values_scrape.QUERY_FAILURE_REASONS
+    error_reason: str | None = None  # one of model.scrape.QUERY_FAILURE_REASONS
     error: str | None = None
 
 

@@ -4,10 +4,11 @@ whole fleet at once (never one query per server).
 The expressions are derived from `sglang.py`'s own tables (gauges, counter rates, latency
 histograms with their per-version names, the retraction fallbacks), so a signal added to the
 map reaches the Prometheus source too. They aggregate the way `SignalMapper` does: summed over
-non-rank labels, max over TP/PP/EP ranks, then DP ranks combined as `signals.py` says; counters
-become `rate()` and latency quantiles `histogram_quantile()` over bucket rates. Both spellings,
-`sglang:` and `sglang_`, are read; a range function takes each spelling apart (with the colon
-one winning) because Prometheus refuses two series that differ only in their name.
+non-rank labels, max over TP/PP/EP ranks, then DP ranks combined as `model/signals.py` says;
+counters become `rate()` and latency quantiles `histogram_quantile()` over bucket rates.
+Both spellings, `sglang:` and `sglang_`, are read; a range function takes each spelling
+apart (with the colon one winning) because Prometheus refuses two series
+that differ only in their name.
 """
 
 import math

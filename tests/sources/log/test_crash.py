@@ -7,7 +7,7 @@ import pytest
 from sglang_tuner.sources.log.crash import CrashKind, frame_phase
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 
-CRASHES = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs" / "crashes"
+CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs" / "crashes"
 KINDS = [kind.value for kind in CrashKind]
 
 EXPECTED = {  # fixture: the non-zero crash counts (see the README beside the fixtures)

@@ -32,7 +32,7 @@ from sglang_tuner.rules.base import Rule
 
 NOW = 1_795_000_000.0
 AM = "http://am:9093"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 
 def _rule(rule_id: str, severity: Severity) -> Rule:

@@ -32,7 +32,7 @@ from tests.prometheus_process import (
     vector,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sglang"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang"
 QUERIES = build_queries(PromQL(["instance", "job"], "", 60.0))
 NAMES = {q.expr: q.name for q in QUERIES}
 NOW = 1_795_000_000.0
@@ -97,7 +97,7 @@ def test_prometheus_settings_from_the_environment(monkeypatch):
 
 
 def test_configuration_doc_mentions_every_prometheus_and_shard_setting():
-    text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
     for model in (PrometheusSettings, ShardSettings):
         missing = [name for name in model.model_fields if f"`{name}`" not in text]
         assert not missing, (model.__name__, missing)
@@ -490,7 +490,7 @@ async def test_real_prometheus_backfill_returns_the_recent_past(scraped):
 
 
 def test_operations_doc_lists_exactly_the_queries_sent():
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
     block = doc.split("## Large fleets", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
     sent = build_queries(PromQL(["instance", "job"], "", 60.0))
     assert block.strip() == "\n".join(f"# {q.name}\n{q.expr}" for q in sent)

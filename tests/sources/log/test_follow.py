@@ -7,7 +7,7 @@ import pytest
 from sglang_tuner.model import signals as s
 from sglang_tuner.sources.log.follow import LogCounts, LogFollower, scan_lines, to_signals
 
-LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "logs"
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
 
 EXPECTED = {  # version: (retracted, decode lines, no-graph, tokens, GB), then crash counts
     "0.4.6": LogCounts(3, 0, 0, 401000, None),

@@ -159,7 +159,7 @@ def test_web_config_yaml_error_gives_the_place_not_the_line(tmp_path):
 
 
 def test_web_config_example_in_the_operations_guide_is_valid(tmp_path):
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     section = guide.split("## Securing the API", 1)[1]
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     ca = CA(tmp_path)
