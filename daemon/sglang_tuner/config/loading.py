@@ -34,14 +34,18 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def key_file_problems(settings: Settings) -> list[str]:
+def key_file_problems(targets: object) -> list[str]:
     """Each target's `api_key_file` readable and one line (checked at load, so check-config
-    catches what start would fail on)."""
+    catches what start would fail on); read from the raw `targets:` list, so these problems
+    are listed beside every other one, not after them."""
+    if not isinstance(targets, list):
+        return []
     problems = []
-    for i, target in enumerate(settings.targets):
-        if target.api_key_file is not None:
+    for i, target in enumerate(targets):
+        key_file = target.get("api_key_file") if isinstance(target, Mapping) else None
+        if isinstance(key_file, str | Path):
             try:
-                read_key_file(target.api_key_file)
+                read_key_file(Path(key_file))
             except ValueError as exc:
                 problems.append(f"targets[{i}].api_key_file: {exc}")
     return problems
@@ -64,8 +68,7 @@ def load_settings(
         problems = validation_problems(exc)
     finally:
         _YAML_DATA.reset(token)
-    if settings is not None:
-        problems += key_file_problems(settings)
+    problems += key_file_problems({**data, **flags}.get("targets"))
     if catalogue is not None:
         rules = settings.rules if settings is not None else data.get("rules")
         problems += rule_override_problems(rules, catalogue)

@@ -2,7 +2,8 @@
 
 import re
 
-_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
+# Up to the last "@" before the path: a password may hold a raw "@" (urllib splits there too).
+_USERINFO = re.compile(r"(\w+://)[^/\s]*@")
 
 
 def redact_userinfo(text: str) -> str:

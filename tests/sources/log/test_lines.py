@@ -1,0 +1,141 @@
+"""Reading SGLang log lines into counts: log times, polls split anywhere, what a take keeps."""
+
+import dataclasses
+from datetime import date
+from pathlib import Path
+
+import pytest
+from sglang_tuner.sources.log.lines import LogCounts, LogScanner, line_seconds, scan_lines
+
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
+RETRACT = (
+    "KV cache pool is full. Retract requests. #retracted_reqs: {n}, #new_token_ratio: 0.3 -> 0.6"
+)
+STARTUP = "max_total_num_tokens={n}, chunked_prefill_size=8192, available_gpu_mem={gb} GB"
+DECODE = (
+    "Decode batch, #running-req: 9, #token: 90, token usage: 0.10, cuda graph: {graph}, "
+    "gen throughput (token/s): 1.00, #queue-req: 0"
+)
+
+
+# The counts that are events since the previous take (the startup facts are kept instead).
+EVENTS = [f.name for f in dataclasses.fields(LogCounts) if f.type is int]
+
+
+def _said(counts: LogCounts) -> tuple[int, int, int, int | None, float | None]:
+    """Retractions, decode lines, those without a graph, and the startup facts."""
+    return (
+        counts.retracted_reqs,
+        counts.decode_lines,
+        counts.decode_without_graph,
+        counts.max_total_num_tokens,
+        counts.available_gpu_mem_gb,
+    )
+
+
+def _lines(name: str) -> list[str]:
+    return (LOGS / name).read_text().splitlines()
+
+
+def test_line_seconds_reads_the_dated_prefix_with_ranks_and_fractions():
+    day = date(2026, 2, 24).toordinal() * 86400.0
+    assert line_seconds("[2026-02-24 10:00:31 TP0] x") == day + 36031.0
+    assert line_seconds("[2026-02-24 10:00:31.123 DP1 TP3] x") == day + 36031.0
+    assert line_seconds("[2026-02-24 10:00:31,999] x") == day + 36031.0
+
+
+def test_line_seconds_before_dated_logs_is_the_time_of_day():
+    assert line_seconds("[09:00:01 TP0] Decode out of memory happened.") == 32401.0
+
+
+def test_line_seconds_an_unprefixed_line_has_no_time():
+    assert line_seconds("torch.OutOfMemoryError: CUDA out of memory.") is None
+    assert line_seconds('  File "/x/scheduler.py", line 9, in event_loop') is None
+
+
+def test_line_seconds_orders_lines_across_midnight():
+    before = line_seconds("[2026-02-24 23:59:59 TP0] x")
+    after = line_seconds("[2026-02-25 00:00:00 TP0] x")
+    assert before is not None and after is not None and after - before == 1.0
+
+
+@pytest.mark.parametrize(
+    "name", ["v0.4.6.log", "v0.4.10.log", "v0.5.4.log", "v0.5.9.log", "v0.5.17.log"]
+)
+def test_log_scanner_polls_split_anywhere_count_what_one_read_counts(name):
+    lines = _lines(name)
+    whole = scan_lines(lines)
+    assert {"retracted_reqs", "decode_lines", "kv_pool_exhausted", "other_crash"} <= set(EVENTS)
+    assert any(getattr(whole, e) for e in EVENTS)
+    for k in range(len(lines) + 1):
+        scanner = LogScanner()
+        scanner.feed(lines[:k])
+        first = scanner.take()
+        scanner.feed(lines[k:])
+        scanner.finish()
+        second = scanner.take()
+        summed = {e: getattr(first, e) + getattr(second, e) for e in EVENTS}
+        assert summed == {e: getattr(whole, e) for e in EVENTS}, k
+        assert second.max_total_num_tokens == whole.max_total_num_tokens
+
+
+def test_log_scanner_take_resets_events_and_keeps_startup_facts():
+    scanner = LogScanner()
+    scanner.feed(
+        [
+            f"[2026-01-01 00:00:00 TP0] {STARTUP.format(n=412000, gb='7.25')}",
+            f"[2026-01-01 00:00:01 TP0] {RETRACT.format(n=3)}",
+            f"[2026-01-01 00:00:02 TP0] {DECODE.format(graph='False')}",
+        ]
+    )
+    first, second = scanner.take(), scanner.take()
+    assert [_said(first), _said(second)] == [(3, 1, 1, 412000, 7.25), (0, 0, 0, 412000, 7.25)]
+
+
+def test_log_scanner_a_later_startup_replaces_the_facts_of_the_earlier_one():
+    scanner = LogScanner()
+    scanner.feed([f"[2026-01-01 00:00:00 TP0] {STARTUP.format(n=412000, gb='7.25')}"])
+    scanner.feed(["[2026-01-01 01:00:00 TP0] max_total_num_tokens=300000, context_len=8192"])
+    counts = scanner.take()
+    # a summary without the free memory (before v0.4.7) leaves no stale figure behind
+    assert (counts.max_total_num_tokens, counts.available_gpu_mem_gb) == (300000, None)
+
+
+def test_scan_lines_counts_unprefixed_retractions_every_time():
+    assert scan_lines([RETRACT.format(n=2)] * 3).retracted_reqs == 6
+
+
+def test_scan_lines_counts_the_same_rank_again_in_a_later_second():
+    lines = [
+        f"[2026-01-01 00:00:{sec:02d} TP{tp}] {RETRACT.format(n=1)}"
+        for sec, tp in ((0, 0), (0, 1), (1, 0), (1, 1))
+    ]
+    assert scan_lines(lines).retracted_reqs == 2
+
+
+def test_scan_lines_different_retractions_in_one_second_each_count():
+    lines = [
+        f"[2026-01-01 00:00:00 TP0] {RETRACT.format(n=1)}",
+        f"[2026-01-01 00:00:00 TP1] {RETRACT.format(n=1)}",  # TP1's copy of the first
+        f"[2026-01-01 00:00:00 TP0] {RETRACT.format(n=4)}",  # another retraction
+    ]
+    assert scan_lines(lines).retracted_reqs == 5
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Decode batch size is capped at 256",  # "batch size", not a batch line
+        "Decode batch. #running-req: 9, #token: 90, token usage: 0.10, "
+        "gen throughput (token/s): 1.00, #queue-req: 0",  # <= 0.4.6: no graph flag
+        "Decode batch, #running-req: 9, #token: 90, token usage: 0.10, tpu graph: False, ",
+    ],
+)
+def test_scan_lines_counts_only_decode_lines_that_state_a_known_graph_flag(line):
+    counts = scan_lines([f"[2026-01-01 00:00:00 TP0] {line}"])
+    assert (counts.decode_lines, counts.decode_without_graph) == (0, 0)
+
+
+def test_scan_lines_reads_the_graph_flag_of_each_decode_line():
+    lines = [DECODE.format(graph=g) for g in ("True", "False", "False", "True")]
+    assert (scan_lines(lines).decode_lines, scan_lines(lines).decode_without_graph) == (4, 2)
