@@ -43,7 +43,13 @@ class _MisbehavingHandler(BaseHTTPRequestHandler):
             return self._send(200, (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes())
         if kind == "garbage":
             return self._send(200, b"\x00\xff<html>not metrics</html>\x01" * 100)
-        return self._send(404, b"Not Found")
+        if kind == "missing":  # SGLang without --enable-metrics: /health answers, /metrics 404
+            if self.path.rstrip("/").endswith("/health"):
+                return self._send(200, b"")
+            return self._send(404, b'{"detail":"Not Found"}')
+        if kind == "node":  # another exporter's page
+            return self._send(200, (FIXTURES / "other" / "node_exporter.prom").read_bytes())
+        return self._send(404, b"Not Found")  # a wrong path: nothing answers
 
     def _send(self, status: int, body: bytes) -> None:
         self.send_response(status)
@@ -68,7 +74,8 @@ class _MisbehavingHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def misbehaving_server() -> Iterator[str]:
-    """A server: /good serves a real page; /slow, /huge, /garbage and /missing misbehave."""
+    """A server: /good serves a real page; /slow, /huge, /garbage, /missing (SGLang without
+    --enable-metrics), /node (node_exporter's page) and any other path (404) misbehave."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _MisbehavingHandler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

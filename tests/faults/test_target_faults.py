@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sglang_sim import ServerSpec, SimFleet
 
 from tests.conftest import DaemonProcess
@@ -146,3 +147,87 @@ def test_a_new_sglang_version_on_the_same_port(tmp_path: Path) -> None:
             assert changes["count"] >= 1  # the switch is on record as a restart
     finally:
         daemon.stop()
+
+
+def _failures(daemon: DaemonProcess) -> dict[tuple[str, str], float]:
+    """sglang_tuner_scrape_failures_total by (target, reason), from the daemon's /metrics."""
+    return {
+        (sample.labels["target"], sample.labels["reason"]): sample.value
+        for family in text_string_to_metric_families(daemon.get("/metrics").text)
+        if family.name == "sglang_tuner_scrape_failures"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
+def test_a_target_that_is_no_sglang_server_gets_its_own_diagnosis_and_no_advice(
+    tmp_path: Path, misbehaving_server: str
+) -> None:
+    specs = [ServerSpec("metrics_disabled"), ServerSpec("healthy")]
+    with SimFleet(specs, speed=10.0) as fleet:
+        metrics_off, healthy = fleet.urls
+        daemon = DaemonProcess(tmp_path, FAST)
+        targets = [
+            {"name": "metrics-off", "url": metrics_off},  # SGLang without --enable-metrics
+            {"name": "wrong-path", "url": healthy + "/v1"},  # SGLang, but a typo'd path
+            {"name": "nowhere", "url": misbehaving_server + "/nowhere"},  # 404 on every path
+            {"name": "node", "url": misbehaving_server + "/node"},  # node_exporter
+            {"name": "itself", "url": daemon.url},  # the daemon's own /metrics
+        ]
+        daemon.write_config({**daemon.config, "targets": targets})
+        daemon.start()
+        try:
+            expected = {
+                "metrics-off": "http_404_metrics_disabled",
+                "wrong-path": "http_404",
+                "nowhere": "http_404",
+                "node": "not_sglang",
+                "itself": "own_exporter",
+            }
+            rows = daemon.wait_for(
+                lambda d: (
+                    {n: r for n in expected if (r := _row(d, n)).get("error_reason")}
+                    if all(_row(d, n).get("error_reason") for n in expected)
+                    else None
+                ),
+                timeout=20,
+            )
+            assert {n: r["error_reason"] for n, r in rows.items()} == expected
+            assert not any(r["up"] for r in rows.values())
+            errors = {n: r["error"] for n, r in rows.items()}
+            assert errors["metrics-off"] == (
+                f"GET {metrics_off}/metrics returned 404 while /health answers: "
+                "SGLang serves /metrics only with --enable-metrics"
+            )
+            for name, url in (("wrong-path", healthy + "/v1"), ("nowhere", targets[2]["url"])):
+                assert errors[name] == (
+                    f"GET {url}/metrics returned 404 and no SGLang endpoint answers there "
+                    "(/health 404, /server_info 404, /get_server_info 404): a wrong URL? The "
+                    "target URL is the SGLang server's scheme://host:port"
+                )
+            assert errors["node"] == (
+                f"GET {misbehaving_server}/node/metrics: no SGLang metric families on this page "
+                "(found node_*, go_*, promhttp_*, process_*): not an SGLang server?"
+            )
+            assert errors["itself"] == (
+                f"GET {daemon.url}/metrics: this page is sglang-tuner's own /metrics, not an "
+                "SGLang server: point the target at the SGLang server's port"
+            )
+            failures = _failures(daemon)
+            for name, reason in expected.items():
+                assert failures[(name, reason)] >= 1
+                others = {r: v for (n, r), v in failures.items() if n == name and r != reason}
+                assert set(others.values()) == {0.0}  # every other reason exists, at 0
+
+            # SGLang without metrics is told to enable them; the others get no advice at all
+            fired = daemon.wait_for(lambda d: {a["rule"] for a in _advice(d, "metrics-off")})
+            assert fired == {"metrics_disabled"}
+            time.sleep(2 * FAST["evaluation_interval_seconds"])  # judged a few times more
+            for name in ("wrong-path", "nowhere", "node", "itself"):
+                assert _advice(daemon, name) == [], name
+                verdict = daemon.get("/advice/" + name + "/metrics_disabled").json()
+                assert verdict["health"] == "no_data", verdict
+                reason = f"the target URL leads to no SGLang server ({expected[name]})"
+                assert verdict["no_data"]["reason"] == reason
+        finally:
+            daemon.stop()

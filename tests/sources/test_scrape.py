@@ -10,17 +10,32 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
+from sglang_tuner.evaluation import TunerState
+from sglang_tuner.exporter.collector import TunerCollector, render_metrics
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, ScrapeResult
+from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.sglang import SignalMapper
 
-PAGE = (
-    Path(__file__).resolve().parent.parent / "fixtures" / "sglang" / "v0.5.17_a.prom"
-).read_bytes()
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PAGE = (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes()
+NODE_PAGE = (FIXTURES / "other" / "node_exporter.prom").read_bytes()
 SLOW_SECONDS = 3.0
 SEEN_HEADERS: list[dict[str, str]] = []
+TOKEN = "sk-test-token"
+
+
+def _own_page() -> bytes:
+    """sglang-tuner's own /metrics, as its exporter renders it."""
+    registry = CollectorRegistry()
+    registry.register(TunerCollector(TunerState().latest, ALL_RULES))
+    return render_metrics(registry)[0]
+
+
+OWN_PAGE = _own_page()
 
 
 class FakeSGLang(BaseHTTPRequestHandler):
@@ -51,7 +66,38 @@ class FakeSGLang(BaseHTTPRequestHandler):
         self._send(200, gzip.compress(PAGE), Content_Encoding="gzip")
 
     def _notfound(self) -> None:
+        """A FastAPI server where nothing is SGLang's (or SGLang under a wrong path)."""
         self._send(404, b'{"detail":"Not Found"}')
+
+    def _disabled(self) -> None:
+        """SGLang without --enable-metrics: /health answers, /metrics does not."""
+        if self.path.endswith("/health"):
+            return self._send(200, b"")
+        return self._send(404, b'{"detail":"Not Found"}')
+
+    def _starting(self) -> None:
+        """SGLang without --enable-metrics, /health not yet 200, /server_info behind a key."""
+        if self.path.endswith("/health"):
+            return self._send(503, b"")
+        if self.path.endswith("/server_info"):
+            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return self._send(401, b'{"error":"Unauthorized"}')
+            return self._send(200, b'{"version": "0.5.23"}')
+        return self._send(404, b'{"detail":"Not Found"}')
+
+    def _proxy(self) -> None:
+        """A reverse proxy's own 404 page for whatever it does not route."""
+        self._send(404, b"<html><body><h1>404 Not Found</h1>nginx</body></html>")
+
+    def _node(self) -> None:
+        self._send(200, NODE_PAGE, Content_Type="text/plain; version=0.0.4")
+
+    def _own(self) -> None:
+        self._send(200, OWN_PAGE, Content_Type="text/plain; version=0.0.4")
+
+    def _empty(self) -> None:
+        """A just-started SGLang: no sample before its first log point."""
+        self._send(200, b"")
 
     def _error(self) -> None:
         self._send(500, b"Internal Server Error")
@@ -135,10 +181,15 @@ async def test_scrape_metrics_gzip_body_is_decoded(server: str) -> None:
 @pytest.mark.parametrize(
     ("path", "reason"),
     [
-        ("/notfound", "http_404_metrics_disabled"),
+        ("/notfound", "http_404"),
+        ("/proxy", "http_404"),
+        ("/disabled", "http_404_metrics_disabled"),
         ("/error", "http_5xx"),
         ("/garbage", "parse"),
-        ("/foreign", "no_sglang_metrics"),
+        ("/foreign", "not_sglang"),
+        ("/node", "not_sglang"),
+        ("/own", "own_exporter"),
+        ("/empty", "no_sglang_metrics"),
         ("/huge", "body_too_large"),
         ("/declared", "body_too_large"),
     ],
@@ -153,8 +204,53 @@ async def test_scrape_metrics_failure_reason_for_bad_target(
 
 
 async def test_scrape_metrics_404_says_enable_metrics(server: str) -> None:
-    result = await scrape(server + "/notfound")
-    assert result.error is not None and "--enable-metrics" in result.error
+    result = await scrape(server + "/disabled")
+    assert result.error == (
+        f"GET {server}/disabled/metrics returned 404 while /health answers: "
+        "SGLang serves /metrics only with --enable-metrics"
+    )
+
+
+async def test_scrape_metrics_404_with_the_api_key_asks_server_info(server: str) -> None:
+    async with HttpClient() as client:
+        keyed = await scrape_metrics(
+            client, "t", server + "/starting", SignalMapper(), 1.0, token=TOKEN
+        )
+        keyless = await scrape_metrics(client, "t", server + "/starting", SignalMapper(), 1.0)
+    assert keyed.error_reason == "http_404_metrics_disabled"
+    assert keyed.error is not None and "while /server_info answers" in keyed.error
+    assert TOKEN not in keyed.error
+    assert keyless.error_reason == "http_404"  # /server_info 401 proves nothing
+
+
+@pytest.mark.parametrize("path", ["/notfound", "/proxy"])
+async def test_scrape_metrics_404_where_nothing_answers_is_a_wrong_url(
+    server: str, path: str
+) -> None:
+    result = await scrape(server + path)
+    assert result.error == (
+        f"GET {server}{path}/metrics returned 404 and no SGLang endpoint answers there "
+        "(/health 404, /server_info 404, /get_server_info 404): a wrong URL? The target URL is "
+        "the SGLang server's scheme://host:port"
+    )
+    assert "--enable-metrics" not in result.error
+
+
+async def test_scrape_metrics_another_exporters_page_names_its_families(server: str) -> None:
+    result = await scrape(server + "/node")
+    assert result.error == (
+        f"GET {server}/node/metrics: no SGLang metric families on this page "
+        "(found node_*, go_*, promhttp_*, process_*): not an SGLang server?"
+    )
+
+
+async def test_scrape_metrics_own_exporter_page_says_point_at_sglang(server: str) -> None:
+    assert b"\nsglang_tuner_build_info{" in OWN_PAGE
+    result = await scrape(server + "/own")
+    assert result.error == (
+        f"GET {server}/own/metrics: this page is sglang-tuner's own /metrics, not an SGLang "
+        "server: point the target at the SGLang server's port"
+    )
 
 
 async def test_scrape_metrics_huge_body_aborts_at_small_cap(server: str) -> None:

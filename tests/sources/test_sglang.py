@@ -111,6 +111,36 @@ def test_signal_mapper_raises_on_page_without_sglang_samples() -> None:
         SignalMapper().update("up 1\n", 1.0)
 
 
+@pytest.mark.parametrize(
+    ("page", "reason", "message"),
+    [
+        ("", "no_sglang_metrics", "no samples on this page"),
+        ("# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\n",
+         "no_sglang_metrics", "no samples on this page"),
+        ("up 1\n", "not_sglang", "no SGLang metric families on this page (found up)"),
+        ('vllm:num_requests_running{model_name="m"} 3\nvllm:num_requests_waiting 0\n'
+         "python_gc_objects_collected_total 1\n",
+         "not_sglang", "(found vllm:*, python_*): not an SGLang server?"),
+        ("a_1 1\nb_1 1\nc_1 1\nd_1 1\ne_1 1\nf_1 1\n",
+         "not_sglang", "(found a_*, b_*, c_*, d_* and 2 more)"),
+        ('sglang_tuner_target_up{target="gpu-a"} 1.0\nsglang_tuner_build_info 1\n'
+         "python_info 1\n",
+         "own_exporter", "this page is sglang-tuner's own /metrics, not an SGLang server"),
+    ],
+)  # fmt: skip
+def test_signal_mapper_says_whose_page_it_is_when_none_is_sglangs(
+    page: str, reason: str, message: str
+) -> None:
+    with pytest.raises(NoSglangMetricsError) as raised:
+        SignalMapper().update(page, 1.0)
+    assert raised.value.reason == reason and message in str(raised.value)
+
+
+def test_signal_mapper_accepts_an_sglang_page_with_nothing_it_reads_yet() -> None:
+    page = 'sglang:some_future_family{model_name="m"} 1\nsglang_tuner_target_up 1\nup 1\n'
+    assert SignalMapper().update(page, 1.0) == {}
+
+
 def test_signal_mapper_emits_only_canonical_signals() -> None:
     assert set(two_scrapes("v0.5.23_dp2_full")) <= set(s.ALL_SIGNALS)
 

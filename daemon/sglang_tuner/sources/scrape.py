@@ -13,6 +13,13 @@ ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang:
 DEFAULT_TIMEOUT_SECONDS = 3.0
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 _HEADERS = {"Accept": ACCEPT, "Accept-Encoding": "gzip"}
+NOT_FOUND = "http_404"
+METRICS_DISABLED = "http_404_metrics_disabled"
+# Endpoints every SGLang serves, metrics on or off (`/health` needs no API key). One of them
+# answering 200 beside a 404 `/metrics` says the URL is SGLang's and it runs without
+# --enable-metrics; none answering says the URL is wrong. Asked only after a 404, in this order.
+SGLANG_PATHS: tuple[str, ...] = ("/health", "/server_info", "/get_server_info")
+_PROBE_MAX_BYTES = 64 * 1024  # only the status is read; a longer body still gives it
 
 
 class ScrapeError(Exception):
@@ -34,8 +41,12 @@ async def scrape_metrics(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     headers: Mapping[str, str] | None = None,
     limits: ScrapeLimits | None = None,
+    token: str | None = None,
 ) -> ScrapeResult:
-    """GET `<url>/metrics` and map it; target-side problems become a failed result, never raise."""
+    """GET `<url>/metrics` and map it; target-side problems become a failed result, never raise.
+
+    A 404 is told apart by asking `SGLANG_PATHS` (`token`: the server's API key for them).
+    """
     metrics_url = url.rstrip("/") + "/metrics"
     started = time.perf_counter()
     try:
@@ -43,6 +54,9 @@ async def scrape_metrics(
             body = await fetch_body(client, metrics_url, max_body_bytes, headers)
         values = map_body(mapper, body, now, metrics_url, limits)
     except ScrapeError as exc:
+        if exc.reason == NOT_FOUND:
+            left = timeout_seconds - (time.perf_counter() - started)
+            exc = await diagnose_404(client, url, left, _probe_headers(headers, token))
         return _failed(name, now, started, exc.reason, str(exc))
     except TimeoutError:
         message = f"GET {metrics_url} took longer than {timeout_seconds:g} s"
@@ -86,14 +100,61 @@ async def fetch_body(
 
 
 def _check_status(code: int, phrase: str, url: str) -> None:
-    """Map non-200 answers to reasons; 404 means SGLang runs without --enable-metrics."""
+    """Map non-200 answers to reasons (a 404 is `http_404` until `diagnose_404` tells more)."""
     if code == 200:
         return
     if code == 404:
-        hint = "SGLang serves /metrics only with --enable-metrics"
-        raise ScrapeError("http_404_metrics_disabled", f"GET {url} returned 404: {hint}")
+        raise ScrapeError(NOT_FOUND, f"GET {url} returned 404")
     reason = "http_5xx" if code >= 500 else "http_4xx"  # redirects are not followed: 4xx too
     raise ScrapeError(reason, f"GET {url} returned {code} {phrase}")
+
+
+def _probe_headers(headers: Mapping[str, str] | None, token: str | None) -> dict[str, str]:
+    """The scrape's headers, with the server's API key when it has one."""
+    probe = dict(headers or {})
+    if token:
+        probe["Authorization"] = f"Bearer {token}"
+    return probe
+
+
+async def diagnose_404(
+    client: HttpClient, url: str, timeout_seconds: float, headers: Mapping[str, str]
+) -> ScrapeError:
+    """Why `<url>/metrics` answered 404: SGLang without --enable-metrics when one of
+    `SGLANG_PATHS` answers 200 there (`http_404_metrics_disabled`), else a URL that leads to no
+    SGLang server (`http_404`: a wrong path or port, or a proxy)."""
+    base = url.rstrip("/")
+    metrics_url = base + "/metrics"
+    answers: list[str] = []
+    path = SGLANG_PATHS[0]
+    try:
+        async with asyncio.timeout(max(timeout_seconds, 0.0)):
+            for path in SGLANG_PATHS:
+                code = await _status(client, base + path, headers if path != "/health" else None)
+                if code == 200:
+                    hint = "SGLang serves /metrics only with --enable-metrics"
+                    message = f"GET {metrics_url} returned 404 while {path} answers: {hint}"
+                    return ScrapeError(METRICS_DISABLED, message)
+                answers.append(f"{path} {code}")
+    except TimeoutError:
+        answers.append(f"{path} timed out")
+    except HttpError as exc:
+        answers.append(f"{path} failed: {_describe(exc)}")
+    message = (
+        f"GET {metrics_url} returned 404 and no SGLang endpoint answers there ("
+        f"{', '.join(answers)}): a wrong URL? The target URL is the SGLang server's "
+        "scheme://host:port"
+    )
+    return ScrapeError(NOT_FOUND, message)
+
+
+async def _status(client: HttpClient, url: str, headers: Mapping[str, str] | None) -> int:
+    """The status of a GET (the body is not read past `_PROBE_MAX_BYTES`); raises HttpError."""
+    try:
+        response = await client.get(url, headers, max_body_bytes=_PROBE_MAX_BYTES)
+    except BodyTooLargeError as exc:
+        return exc.status
+    return response.status
 
 
 def _describe(exc: BaseException) -> str:
@@ -105,13 +166,14 @@ def _describe(exc: BaseException) -> str:
 def map_body(
     mapper: SignalMapper, body: bytes, now: float, url: str, limits: ScrapeLimits | None = None
 ) -> dict[str, float]:
-    """Map a body (never decoded); garbage -> `parse`, no SGLang samples -> `no_sglang_metrics`,
-    past a limit -> its `*_limit_exceeded` reason."""
+    """Map a body (never decoded); garbage -> `parse`, no SGLang samples -> what the page was
+    instead (`no_sglang_metrics`, `not_sglang`, `own_exporter`), past a limit -> its
+    `*_limit_exceeded` reason."""
     try:
         return mapper.update(body, now, limits)
     except LimitExceededError as exc:
         raise ScrapeError(exc.reason, f"GET {url} returned {exc}") from None
     except NoSglangMetricsError as exc:
-        raise ScrapeError("no_sglang_metrics", f"GET {url} returned {exc}") from exc
+        raise ScrapeError(exc.reason, f"GET {url}: {exc}") from exc
     except ValueError as exc:
         raise ScrapeError("parse", f"GET {url} returned a body that is not metrics: {exc}") from exc

@@ -51,14 +51,26 @@ _COMBINE: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-_NO_SGLANG = (
-    "no sglang: or sglang_ samples (a just-started SGLang emits none before its first log point;"
-    " otherwise this is not SGLang's /metrics)"
+_NO_SGLANG = "no samples on this page (a just-started SGLang emits none before its first log point)"
+_OWN_EXPORTER = (
+    "this page is sglang-tuner's own /metrics, not an SGLang server: point the target at the "
+    "SGLang server's port"
 )
+_OWN_PREFIX = b"sglang_tuner_"
+# The name of each sample line (comments and blank lines never match), for a page that gave the
+# mapper nothing: read only then, so an SGLang page costs nothing more.
+_SAMPLE_NAME_RE = re.compile(rb"^[ \t]*([a-zA-Z_:][a-zA-Z0-9_:]*)", re.MULTILINE)
+_FAMILIES_SHOWN = 4
 
 
 class NoSglangMetricsError(ValueError):
-    """The page parsed but carried no `sglang:`/`sglang_` sample."""
+    """The page parsed but carried no SGLang sample; `reason` says what it was instead:
+    `no_sglang_metrics` (no sample at all), `not_sglang` (another exporter's samples) or
+    `own_exporter` (sglang-tuner's own /metrics)."""
+
+    def __init__(self, message: str, reason: str = "no_sglang_metrics") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SignalMapper:
@@ -84,8 +96,8 @@ class SignalMapper:
         raw = body.encode() if isinstance(body, str) else body
         page = scan_exposition(raw, _SAMPLE_NAMES, limits=limits, histograms=_HISTOGRAM_FAMILIES)
         self.duplicates = page.duplicates
-        if not page.has_prefixed_lines:
-            raise NoSglangMetricsError(_NO_SGLANG)
+        if not page.samples and not page.buckets and (error := _not_sglang(raw)) is not None:
+            raise error  # nothing read: whose page is it? (an SGLang page never gets here)
         samples = page.samples
         values = self._gauges(samples)
         totals = self._totals(samples)
@@ -219,6 +231,43 @@ class SignalMapper:
         if not per_dp:
             return {}
         return {s.RETRACTIONS_PER_MINUTE: sum(per_dp.values()) * 60.0 / dt}
+
+
+def _not_sglang(body: bytes) -> NoSglangMetricsError | None:
+    """Why a page that gave the mapper nothing is not SGLang's (None: it is, with nothing read
+    yet). Only such pages are read again, so this costs a normal scrape nothing."""
+    groups: dict[bytes, int] = {}  # a family group (`node_*`, `vllm:*`) -> its samples
+    sglang = own = False
+    for name in _SAMPLE_NAME_RE.findall(body):
+        if name.startswith(_OWN_PREFIX):
+            own = True
+        elif name.startswith((b"sglang:", b"sglang_")):
+            sglang = True
+            break
+        else:
+            group = _family_group(name)
+            groups[group] = groups.get(group, 0) + 1
+    if sglang:
+        return None
+    if own:
+        return NoSglangMetricsError(_OWN_EXPORTER, "own_exporter")
+    if not groups:
+        return NoSglangMetricsError(_NO_SGLANG)
+    ranked = sorted(groups, key=lambda g: (-groups[g], g))
+    found = ", ".join(g.decode() for g in ranked[:_FAMILIES_SHOWN])
+    if len(ranked) > _FAMILIES_SHOWN:
+        found += f" and {len(ranked) - _FAMILIES_SHOWN} more"
+    message = f"no SGLang metric families on this page (found {found}): not an SGLang server?"
+    return NoSglangMetricsError(message, "not_sglang")
+
+
+def _family_group(name: bytes) -> bytes:
+    """`node_cpu_seconds_total` -> `node_*`, `vllm:num_requests` -> `vllm:*`, `up` -> `up`."""
+    for sep in (b":", b"_"):
+        head, found, _ = name.partition(sep)
+        if found and head:
+            return head[:40] + sep + b"*"
+    return name[:40]
 
 
 def _bucket_bounds(raws: list[bytes]) -> list[bytes]:
