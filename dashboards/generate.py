@@ -169,7 +169,8 @@ def _daemon_panels() -> list[AnyPanel]:
         graph(
             "Scrape failures by reason",
             "Failed scrapes per second by server and reason: timeout, conn_refused, "
-            "http_404_metrics_disabled (SGLang runs without --enable-metrics), ...",
+            "http_404_metrics_disabled (SGLang runs without --enable-metrics), http_404, "
+            "not_sglang, own_exporter (the target URL leads to no SGLang server), ...",
             [(f"sum by (target, reason) ({failures})", "{{target}} {{reason}}")],
             "ops",
         ),

@@ -59,8 +59,10 @@ def run_scenario(
     settings: Settings | None = None,
     seed: int = 1,
     gpu_model: str | None = None,
+    metrics: bool = True,
 ) -> ScenarioRun:
-    """Scrape the scenario every interval for `seconds` of simulated time, then judge."""
+    """Scrape the scenario every interval for `seconds` of simulated time, then judge.
+    `metrics=False`: the server runs without --enable-metrics; its log is the only source."""
     settings = settings or load_settings(None)
     step = settings.scrape_interval_seconds
     spec = TargetSpec("sim", "http://sim:30000", profile=profile, gpu_model=gpu_model)
@@ -77,18 +79,18 @@ def run_scenario(
             model.advance_to(t)
             if target.needs_server_info and model.status() == "up":
                 target.apply_server_info(parse_server_info(server_info(model, 30000, None)), None)
-            target.ingest(_scrape(model, mapper, t), follower.poll(t))
+            target.ingest(_scrape(model, mapper, t, metrics), follower.poll(t))
         writer.file.close()
         follower.close()
     judgement = judge_target(target, ALL_RULES, settings, t)
     return ScenarioRun(scenario, version, list(judgement.judgements))
 
 
-def _scrape(model: ServerModel, mapper: SignalMapper, t: float) -> ScrapeResult:
+def _scrape(model: ServerModel, mapper: SignalMapper, t: float, metrics: bool) -> ScrapeResult:
     """What a scrape of the simulated server at `t` returns."""
     if model.status() != "up":
         return ScrapeResult("sim", t, 0.001, error_reason="conn_refused", error="refused")
-    if not model.metrics_enabled:
+    if not (metrics and model.metrics_enabled):
         reason = "http_404_metrics_disabled"
         return ScrapeResult("sim", t, 0.001, error_reason=reason, error="404")
     values = mapper.update(render_metrics(model), t)

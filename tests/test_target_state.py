@@ -174,3 +174,22 @@ def test_a_flag_change_is_judged_once_the_warm_after_window_is_in():
     judged = state.changes.changes[-1]
     assert judged.verdict is not None and judged.verdict.verdict == "helped"
     assert judged.after_window is not None and judged.after_window.start >= 390.0
+
+
+def test_target_state_metrics_off_is_judged_from_the_log_and_says_where_signals_came_from():
+    from sglang_tuner.model import signals as sig
+    from sglang_tuner.model.scrape import ScrapeResult
+    from sglang_tuner.model.target_spec import TargetSpec
+    from sglang_tuner.target_state import TargetState
+
+    state = TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 10)
+    off = ScrapeResult("gpu-a", 5.0, 0.01, error_reason="http_404_metrics_disabled", error="404")
+    state.ingest(off, {sig.NUM_QUEUE_REQS: 3.0, sig.TOKEN_USAGE: 0.4, sig.PREFILL_OOM_EVENTS: 0.0})
+    assert state.last is not None and state.last.is_up  # the log stands in for /metrics
+    assert state.last.error_reason == "http_404_metrics_disabled"  # still said, for the rule
+    assert state.latest_values[sig.NUM_QUEUE_REQS] == 3.0
+    assert state.signal_sources[sig.TOKEN_USAGE] == "log"
+    # a 404 with no log load is a server with metrics off and nothing else to read
+    bare = TargetState(TargetSpec("gpu-b", "http://gpu-b:30000"), 10)
+    bare.ingest(off, {})
+    assert bare.last is not None and not bare.last.is_up

@@ -21,8 +21,9 @@ class TargetStatus:
 
     name: str
     url: str
-    profile: str
+    profile: str  # the configured one, else the one inferred from the traffic
     labels: Mapping[str, str] = field(default_factory=dict)
+    profile_inferred: str | None = None  # why, when the profile was inferred, not configured
     up: bool | None = None  # None until the first scrape ends
     last_scrape_ts: float | None = None
     last_success_ts: float | None = None
@@ -37,6 +38,7 @@ class TargetStatus:
     failures_by_reason: Mapping[str, int] = field(default_factory=dict)
     duplicate_samples_total: int = 0  # samples its pages repeated (the first was read)
     signals: Mapping[str, float] = field(default_factory=dict)  # latest snapshot's values
+    signal_sources: Mapping[str, str] = field(default_factory=dict)  # signal -> metrics/log/dcgm
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's

@@ -3,17 +3,25 @@ the others; nothing here does I/O or reads the clock."""
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.model.advice import Finding, Health, NoData, Outcome, Severity
+from sglang_tuner.model.server_config import PROFILES
 from sglang_tuner.model.window import WindowView
 from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
+from sglang_tuner.rules.workload import infer_profile
 from sglang_tuner.target_state import TargetState
 
 logger = logging.getLogger(__name__)
 _DEFAULT_RULE_SETTINGS = RuleSettings()
+# An unset profile until the traffic says: the guide's default (its examples are batch jobs).
+DEFAULT_PROFILE = "offline"
+INFERRED_NOTE = (
+    "the workload profile was inferred from the traffic ({why}): a hint until `profile:` is set "
+    "for this target"
+)
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
@@ -42,6 +50,8 @@ class TargetJudgement:
     up: bool | None  # the latest scrape's outcome when judged
     samples: int  # samples in the default window
     judgements: tuple[Judgement, ...]
+    profile: str = DEFAULT_PROFILE  # the profile the rules were judged for
+    profile_inferred: str | None = None  # why, when it was inferred from the traffic
 
 
 def rule_settings(settings: Settings, rule_id: str) -> RuleSettings:
@@ -68,38 +78,66 @@ def judge_target(
 ) -> TargetJudgement:
     """Judge every applicable rule for one target."""
     inputs: dict[float, RuleInput] = {}  # one per window span, shared by the rules in turn
-    profile, legacy = target.spec.profile, target.spec.legacy_guide
+    default_span = settings.window_seconds
+    profile, why = _profile(target, target.window.view(now, default_span))
+    legacy = target.spec.legacy_guide
     out = []
     for rule in applicable_rules(rules, settings, profile):
         overrides = rule_settings(settings, rule.id)
         span = overrides.window_seconds or settings.window_seconds
         inp = inputs.get(span)
         if inp is None:
-            inp = inputs[span] = _rule_input(target, target.window.view(now, span), settings, now)
+            view = target.window.view(now, span)
+            inp = inputs[span] = _rule_input(target, view, settings, now, profile)
         inp.thresholds = _thresholds(rule, profile, overrides, legacy)
         inp.frequently_ratio = overrides.frequently_ratio or settings.frequently_ratio
-        out.append(_judge(rule, target, inp, overrides))
-    default_span = settings.window_seconds
+        judgement = _judge(rule, target, inp, overrides)
+        if why is not None and rule.profiles != PROFILES:
+            _as_hint(judgement, why)
+        out.append(judgement)
     default = inputs.get(default_span)
     samples = (default.view if default else target.window.view(now, default_span)).count
     up = None if target.last is None else target.last.is_up
-    return TargetJudgement(now, up, samples, tuple(out))
+    return TargetJudgement(now, up, samples, tuple(out), profile, why)
 
 
-def _rule_input(target: TargetState, view: WindowView, settings: Settings, now: float) -> RuleInput:
+def _profile(target: TargetState, view: WindowView) -> tuple[str, str | None]:
+    """The target's profile, and why when it was inferred (None: the operator set it)."""
+    if target.spec.profile is not None:
+        return target.spec.profile, None
+    inferred = infer_profile(view)
+    if inferred is None:
+        return DEFAULT_PROFILE, "too little traffic yet to tell: the guide's default, offline"
+    return inferred
+
+
+def _as_hint(judgement: Judgement, why: str) -> None:
+    """Advice only one profile wants, on a guessed profile: a hint that says so."""
+    finding = judgement.finding
+    if finding is None:
+        return
+    note = INFERRED_NOTE.format(why=why)
+    action = finding.action
+    finding.action = replace(action, note=f"{action.note}; {note}" if action.note else note)
+    judgement.severity = Severity.INFO
+
+
+def _rule_input(
+    target: TargetState, view: WindowView, settings: Settings, now: float, profile: str
+) -> RuleInput:
     """What the rules see of `target` over `view`; each rule's thresholds are set in turn."""
     last = target.last
     return RuleInput(
         view=view,
         config=target.config,
-        profile=target.spec.profile,
+        profile=profile,
         thresholds=MappingProxyType({}),
         frequently_ratio=settings.frequently_ratio,
         min_samples=settings.min_samples,
         interval_seconds=settings.scrape_interval_seconds,
         now=now,
         config_error=target.config_error,
-        error_reason=None if last is None or last.is_up else last.error_reason,
+        error_reason=None if last is None else last.error_reason,  # up from the log: kept
         history=target.history,
         changes=tuple(target.changes.changes),
     )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
 from sglang_tuner.alerting.lifecycle import AlertTracker, Key
 from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus
-from sglang_tuner.judge import Judgement, TargetJudgement
+from sglang_tuner.judge import DEFAULT_PROFILE, Judgement, TargetJudgement
 from sglang_tuner.model.advice import Advice, AlertState, Finding
 from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import QueryStatus
@@ -55,14 +55,22 @@ def advice_for(j: Judgement, finding: Finding, target: TargetState, now: float) 
     )
 
 
+def _profile_of(configured: str | None, judgement: TargetJudgement | None) -> str:
+    """The profile the target is judged for: the configured one, else the latest inference."""
+    if configured is not None:
+        return configured
+    return judgement.profile if judgement is not None else DEFAULT_PROFILE
+
+
 def target_status(target: TargetState, judgement: TargetJudgement | None) -> TargetStatus:
     """What the outputs show about one target."""
     spec, last, config = target.spec, target.last, target.config
-    signals = dict(last.snapshot.values) if last is not None and last.snapshot else {}
+    signals = dict(target.latest_values) if last is not None and last.is_up else {}
     return TargetStatus(
         name=spec.name,
         url=redact_userinfo(spec.url),
-        profile=spec.profile,
+        profile=_profile_of(spec.profile, judgement),
+        profile_inferred=None if judgement is None else judgement.profile_inferred,
         labels=dict(spec.labels),
         up=None if last is None else last.is_up,
         last_scrape_ts=None if last is None else last.ts,
@@ -78,6 +86,7 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
         failures_by_reason=dict(target.failures),
         duplicate_samples_total=target.duplicate_samples_total,
         signals=signals,
+        signal_sources=dict(target.signal_sources),
     )
 
 

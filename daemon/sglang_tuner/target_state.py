@@ -16,10 +16,22 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import (
     CRASH_EVENT_SIGNALS,
     GPU_FB_FREE_GB,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
     RESTARTS,
+    TOKEN_USAGE,
 )
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import Window
+
+# The load a log gives (its batch lines): with it, a server whose /metrics is off is judged from
+# its log alone, a first-class target.
+LOG_LOAD_SIGNALS = (NUM_RUNNING_REQS, NUM_QUEUE_REQS, TOKEN_USAGE)
+METRICS_OFF_REASON = "http_404_metrics_disabled"
+# Where a signal of the window came from, for /targets: metrics win, the log fills the gaps
+# (crashes, retractions where no counter exists, the CUDA-graph flag of each decode line), and
+# stands in for the metrics where they are off; DCGM gives the free GPU memory.
+METRICS, LOG, DCGM = "metrics", "log", "dcgm"
 
 # A configuration that served this long without a crash has safe flag values (one window).
 SAFE_AFTER_SECONDS = 300.0
@@ -40,7 +52,8 @@ class TargetState:
     ) -> None:
         self.spec = spec
         self.window = Window(window_capacity)
-        self.changes = ChangeLog(spec.name, spec.profile, window_seconds, warmup_seconds, verifies)
+        profile = spec.profile or "offline"  # verdicts of an inferred profile: offline's metrics
+        self.changes = ChangeLog(spec.name, profile, window_seconds, warmup_seconds, verifies)
         self.min_samples = min_samples
         self.restart_pending = False  # a restart was seen since the last /server_info read
         self.config: ServerConfig | None = None
@@ -57,6 +70,9 @@ class TargetState:
         self.unreachable_since: float | None = None  # first of the refused scrapes in a row
         self.history = FlagHistory()  # the last safe and last failing value of each flag
         self.up_since: float | None = None  # first good scrape since the last restart
+        self.log_serves = False  # /metrics is off and the log gives the load instead
+        self.latest_values: Mapping[str, float] = {}  # the latest sample, every source merged
+        self.signal_sources: dict[str, str] = {}  # signal -> where its latest value came from
 
     def resize_window(self, capacity: int) -> None:
         """Keep the newest samples in a window of `capacity` (the scrape interval changed)."""
@@ -79,8 +95,9 @@ class TargetState:
             self.unreachable_since = None
         elif self.unreachable_since is None:
             self.unreachable_since = result.ts
-        self.last = result
         log_values = log_values or {}
+        result = self._served_by_log(result, log_values)
+        self.last = result
         crashed = any(log_values.get(signal, 0) > 0 for signal in CRASH_EVENT_SIGNALS)
         if crashed:
             self._remember_crash(log_values, result.ts)
@@ -95,6 +112,7 @@ class TargetState:
         values = {**log_values, **result.snapshot.values}  # metrics win; the log fills gaps
         if self.gpu_fb_free_gb is not None:
             values[GPU_FB_FREE_GB] = self.gpu_fb_free_gb
+        self._note_sources(result.snapshot.values, log_values)
         restarted = values.get(RESTARTS, 0) > 0
         if restarted:
             self.needs_server_info = True
@@ -103,7 +121,28 @@ class TargetState:
             self.up_since = result.ts
         self._remember_safe(result.ts)
         self.window.append(Snapshot(self.name, result.ts, values))
+        self.latest_values = values
         self.changes.verify(self.window, result.ts, self.min_samples)
+
+    def _served_by_log(self, result: ScrapeResult, log_values: Mapping[str, float]) -> ScrapeResult:
+        """A scrape refused because metrics are off, while the log gives the load: the log's
+        sample stands in for the page (the failure reason is kept, for `metrics_disabled`)."""
+        if result.snapshot is not None or result.error_reason != METRICS_OFF_REASON:
+            return result
+        self.log_serves = self.log_serves or any(s in log_values for s in LOG_LOAD_SIGNALS)
+        if not self.log_serves:
+            return result
+        return dataclasses.replace(result, snapshot=Snapshot(self.name, result.ts, {}))
+
+    def _note_sources(self, metrics: Mapping[str, float], log: Mapping[str, float]) -> None:
+        """Where each signal of this sample came from."""
+        sources = self.signal_sources
+        for signal in log.keys() - metrics.keys():
+            sources[signal] = LOG
+        for signal in metrics:
+            sources[signal] = METRICS
+        if self.gpu_fb_free_gb is not None:
+            sources[GPU_FB_FREE_GB] = DCGM
 
     def _remember_crash(self, values: Mapping[str, float], ts: float) -> None:
         """The flag values the server just crashed with are failing values from now on."""

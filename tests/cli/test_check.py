@@ -25,3 +25,75 @@ def test_check_json_format_and_exit_1_when_nothing_answers(capsys):
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     assert report["count"] == 0 and report["no_data"]
+
+
+def _sim_log(path, scenario: str, version: str = "0.5.23", seconds: float = 360.0):
+    """The log a simulated server writes over `seconds` (its metrics are not read)."""
+    from sglang_sim import SCENARIOS, ServerModel
+    from sglang_sim.logs import LogWriter
+
+    config = SCENARIOS[scenario].for_version(version)
+    writer = LogWriter(str(path), version, 1_790_000_000.0, dp=config.knobs.dp_size)
+    model = ServerModel(config, seed=1, log=writer)
+    t = 0.0
+    while t < seconds:
+        t += 5.0
+        model.advance_to(t)
+    writer.file.close()
+    return path
+
+
+def test_check_log_replays_a_log_file_at_once(tmp_path, capsys):
+    log = _sim_log(tmp_path / "sglang.log", "queue_flood")
+    assert main(["check", "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "next change: client: slow request submission" in out
+    assert "queue_too_long" in out
+
+
+def test_check_log_reads_standard_input_as_json(tmp_path):
+    import subprocess
+    import sys
+
+    log = _sim_log(tmp_path / "sglang.log", "prefill_oom", version="0.5.9")
+    done = subprocess.run(
+        [sys.executable, "-m", "sglang_tuner", "check", "--log", "-", "--format", "json"],
+        stdin=log.open("rb"), capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [a["rule"] for a in report["data"]][0] == "prefill_oom"
+    assert report["data"][0]["action"]["flag"] == "--chunked-prefill-size"
+
+
+def test_check_log_flags_the_launch_line_gives_the_current_values(tmp_path, capsys):
+    log = tmp_path / "sglang.log"
+    lines = [
+        "[2026-01-01 00:00:00] server_args=ServerArgs(model_path='m', tp_size=1, "
+        "schedule_conservativeness=2.0, mem_fraction_static=0.88, api_key='s3cret')",
+        "[2026-01-01 00:00:10] max_total_num_tokens=500000, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=4096, context_len=8192, "
+        "available_gpu_mem=7.00 GB",
+    ]
+    for i in range(120):  # ten minutes of a queue while the pool stays half empty
+        lines.append(
+            f"[2026-01-01 00:{1 + i // 12:02d}:{(i % 12) * 5:02d}] Decode batch, "
+            "#running-req: 100, #token: 250000, token usage: 0.50, cuda graph: True, "
+            "gen throughput (token/s): 3000.00, #queue-req: 300"
+        )
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["check", "--log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "--schedule-conservativeness 2 -> " in out  # the value from the launch line
+    assert "s3cret" not in out
+
+
+def test_check_log_errors_are_clear(tmp_path, capsys):
+    assert main(["check", "--log", str(tmp_path / "missing.log")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    text = tmp_path / "notes.txt"
+    text.write_text("nothing from SGLang here\n")
+    assert main(["check", "--log", str(text)]) == 1
+    assert "holds no SGLang log lines" in capsys.readouterr().err
+    assert main(["check", "http://127.0.0.1:1", "--log", str(text)]) == 2
+    assert main(["check"]) == 2

@@ -5,6 +5,7 @@ from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.flags import FlagHistory, FlagOutcome
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.crashes import (
+    ALLOCATOR_BUG,
     CUDA_GRAPH_CAPTURE_OOM,
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
@@ -82,3 +83,25 @@ def test_startup_not_enough_memory_at_the_ceiling_says_the_model_does_not_fit():
     out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
     assert isinstance(out, Finding) and out.action.flag is None
     assert "--tp-size" in out.action.text and "--quantization fp8" in out.action.text
+
+
+def test_startup_not_enough_memory_takes_the_fraction_sglang_asks_for():
+    window = window_from(startup_not_enough_memory_events="1", mem_fraction_required="0.942")
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, window, config=ServerConfig(mem_fraction_static=0.9))
+    assert isinstance(out, Finding)
+    assert out.action.text == "--mem-fraction-static 0.9 -> 0.95"
+    assert "another process" in out.action.note
+
+
+def test_startup_not_enough_memory_past_the_ceiling_when_sglang_asks_for_more():
+    window = window_from(startup_not_enough_memory_events="1", mem_fraction_required="0.9611")
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, window, config=ServerConfig(mem_fraction_static=0.9))
+    assert isinstance(out, Finding)
+    assert out.action.flag is None and "does not fit" in out.action.text
+
+
+def test_allocator_bug_changes_no_flag():
+    out = evaluate(ALLOCATOR_BUG, window_from(allocator_bug_events="0 1 0"))
+    assert isinstance(out, Finding)
+    assert out.action.flag is None and out.action.text.startswith("not a tuning problem")
+    assert isinstance(evaluate(ALLOCATOR_BUG, window_from(allocator_bug_events="0x3")), Pass)

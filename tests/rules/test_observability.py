@@ -1,5 +1,6 @@
 """metrics_disabled, metrics_only_first_rank and stale_metrics."""
 
+import pytest
 from helpers import evaluate, window_from
 from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass
 from sglang_tuner.model.server_config import ServerConfig
@@ -26,6 +27,13 @@ def test_metrics_disabled_fires_on_404_without_any_sample():
 def test_metrics_disabled_no_data_on_other_scrape_failures():
     out = evaluate(METRICS_DISABLED, EMPTY, error_reason="timeout")
     assert isinstance(out, NoData) and "timeout" in out.reason
+
+
+@pytest.mark.parametrize("reason", ["http_404", "not_sglang", "own_exporter"])
+def test_metrics_disabled_no_data_when_the_target_is_no_sglang_server(reason):
+    out = evaluate(METRICS_DISABLED, EMPTY, error_reason=reason)
+    assert isinstance(out, NoData)
+    assert out.reason == f"the target URL leads to no SGLang server ({reason})"
 
 
 def test_metrics_disabled_silent_when_scrapes_succeed():
@@ -135,3 +143,12 @@ def test_stale_metrics_no_data():
     assert isinstance(
         evaluate(STALE_METRICS, window_from(num_running_reqs="0x2", num_queue_reqs="9x2")), NoData
     )
+
+
+def test_metrics_disabled_is_a_hint_when_the_log_gives_the_load():
+    from sglang_tuner.model.advice import Severity
+
+    view = window_from(num_queue_reqs="3x10", num_running_reqs="40x10", token_usage="0.5x10")
+    out = evaluate(METRICS_DISABLED, view, error_reason="http_404_metrics_disabled")
+    assert isinstance(out, Finding) and out.severity is Severity.INFO
+    assert "only the latency rules" in out.evidence

@@ -6,7 +6,7 @@ from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
 
-VIEW = window_from(num_running_reqs="10x10")
+VIEW = window_from(num_running_reqs="10x10", num_queue_reqs="40x10")  # saturated: a queue
 H100 = "NVIDIA H100 80GB HBM3"
 
 
@@ -18,6 +18,23 @@ def test_prefer_data_parallel_fires_when_model_fits_one_gpu():
     assert out.action.flags() == {"--tp-size": "1", "--dp-size": "2"}
     assert "SGLang Model Gateway" in out.action.note
     assert "(~16 GB) take 20% of one 80 GB GPU" in out.evidence
+
+
+def test_prefer_data_parallel_silent_when_the_load_would_not_fill_the_replicas():
+    config = ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct", tp_size=4, gpu_model=H100)
+    idle = window_from(num_running_reqs="3x10", num_queue_reqs="0x10", token_usage="0.1x10")
+    out = evaluate(PREFER_DATA_PARALLEL, idle, config=config)
+    assert isinstance(out, Pass) and "fill 4 replicas in only 0%" in out.detail
+    full = window_from(num_running_reqs="30x10", num_queue_reqs="0x10", token_usage="0.95x10")
+    assert isinstance(evaluate(PREFER_DATA_PARALLEL, full, config=config), Finding)
+    busy = window_from(num_running_reqs="240x10", num_queue_reqs="0x10", token_usage="0.4x10")
+    assert isinstance(evaluate(PREFER_DATA_PARALLEL, busy, config=config), Finding)
+
+
+def test_prefer_data_parallel_no_data_without_load():
+    config = ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct", tp_size=4, gpu_model=H100)
+    out = evaluate(PREFER_DATA_PARALLEL, window_from(num_running_reqs="3x10"), config=config)
+    assert isinstance(out, NoData) and "no load yet" in out.reason
 
 
 def test_prefer_data_parallel_uses_reported_weight_memory():
@@ -66,11 +83,24 @@ def _backend(gpu: str, backend: str | None, model: str = "meta-llama/Llama-3.1-8
     return evaluate(ATTENTION_BACKEND_FOR_GPU, VIEW, config=config)
 
 
-def test_attention_backend_for_gpu_hopper_wants_fa3():
-    out = _backend(H100, "flashinfer")
+def test_attention_backend_for_gpu_hopper_wants_fa3_over_a_slow_backend():
+    out = _backend(H100, "triton")
     assert isinstance(out, Finding)
-    assert out.action.text == "--attention-backend flashinfer -> fa3"
+    assert out.action.text == "--attention-backend triton -> fa3"
     assert "on NVIDIA H100 80GB HBM3 (hopper): the guide's choice is fa3" in out.evidence
+
+
+def test_attention_backend_for_gpu_leaves_flashinfer_alone_on_hopper():
+    # measured as fast or faster than fa3 on Hopper (sgl-project/sglang#6066, #5630)
+    assert isinstance(_backend(H100, "flashinfer"), Pass)
+    assert isinstance(_backend("NVIDIA H20", "flashinfer"), Pass)
+
+
+def test_attention_backend_for_gpu_h20_suggests_flashinfer():
+    out = _backend("NVIDIA H20", "triton")
+    assert (
+        isinstance(out, Finding) and out.action.text == "--attention-backend triton -> flashinfer"
+    )
 
 
 def test_attention_backend_for_gpu_blackwell_mha():

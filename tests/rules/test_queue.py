@@ -77,3 +77,16 @@ def test_queue_too_long_ignores_missing_samples():
     view = window_from(num_queue_reqs="_x10 2500x10")
     out = evaluate(QUEUE_TOO_LONG, view)
     assert isinstance(out, Finding) and out.samples == 10
+
+
+def test_queue_empty_silent_while_decode_runs_without_cuda_graphs():
+    view = window_from(
+        num_queue_reqs="0x10", num_running_reqs="600x10", cuda_graph_false_ratio="0.9x10"
+    )
+    out = evaluate(QUEUE_EMPTY, view)
+    assert isinstance(out, Pass) and "not a slow client" in out.detail
+
+
+def test_queue_empty_silent_while_the_kv_pool_is_full():
+    view = window_from(num_queue_reqs="0x10", num_running_reqs="2x10", token_usage="1.0x10")
+    assert isinstance(evaluate(QUEUE_EMPTY, view), Pass)

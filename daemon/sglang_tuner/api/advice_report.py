@@ -81,9 +81,15 @@ def select_advice(
         for name, cs in sorted(ev.changes.items())
         if target in (None, name) and cs
     }
+    inferred = {
+        name: f"{t.profile} (inferred: {t.profile_inferred})"
+        for name, t in sorted(ev.targets.items())
+        if target in (None, name) and t.profile_inferred
+    }
     return AdviceList(
         plans=plans,
         last_change=last,
+        inferred_profiles=inferred,
         data=data,
         count=len(data),
         no_data=no_data,

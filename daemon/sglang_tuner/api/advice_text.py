@@ -14,7 +14,10 @@ def advice_text(out: AdviceList) -> str:
     targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
     for target in targets:
         own = [a for a in out.data if a.target == target]
-        lines += _target_block(target, plans.get(target), own, out.last_change.get(target))
+        lines += _target_block(
+            target, plans.get(target), own, out.last_change.get(target),
+            out.inferred_profiles.get(target),
+        )  # fmt: skip
     if not targets:
         lines += ["No advice is pending or firing.", ""]
     rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
@@ -29,10 +32,15 @@ def advice_text(out: AdviceList) -> str:
 
 
 def _target_block(
-    target: str, plan: PlanOut | None, advice: list[AdviceOut], change: str | None
+    target: str,
+    plan: PlanOut | None,
+    advice: list[AdviceOut],
+    change: str | None,
+    profile: str | None = None,
 ) -> list[str]:
     last = [f"last change: {change}"] if change else []
-    lines = [f"== {target}", *_plan_lines(plan), *last, ""]
+    inferred = [f"profile: {profile}"] if profile else []
+    lines = [f"== {target}", *inferred, *_plan_lines(plan), *last, ""]
     for a in advice:
         lines += [
             f"{a.target}  {a.rule}",

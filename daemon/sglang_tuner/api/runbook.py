@@ -9,7 +9,8 @@ from sglang_tuner.rules.catalogue_doc import rule_section
 HEALTH: Mapping[str, str] = {
     "SGLangTunerTargetDown": "sglang-tuner cannot scrape this SGLang server. GET /targets shows "
     "the reason (timeout, conn_refused, http_404_metrics_disabled: start SGLang with "
-    "--enable-metrics, ...). Check the server is up and reachable from the daemon's host.",
+    "--enable-metrics; http_404, not_sglang, own_exporter: the target URL leads to no SGLang "
+    "server, fix it; ...). Check the server is up and reachable from the daemon's host.",
     "SGLangTunerScrapeFailing": "Some scrapes of this server fail. sglang_tuner_scrape_failures"
     "_total by reason says which; timeouts mean an overloaded server or network, raise "
     "scrape_timeout_seconds only if the server is healthy.",

@@ -1,4 +1,5 @@
-"""`sglang-tuner check URL…`: watch servers a while (with a progress bar), then print advice."""
+"""`sglang-tuner check URL…`: watch servers a while (with a progress bar), then print advice;
+`sglang-tuner check --log FILE`: replay a log's history through the rules and print it at once."""
 
 import argparse
 import asyncio
@@ -6,6 +7,9 @@ import json
 import re
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
 from urllib.parse import urlsplit, urlunsplit
 
 from sglang_tuner.api.advice_report import AdviceFilter, select_advice
@@ -14,7 +18,11 @@ from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation
+from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
+from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
+from sglang_tuner.model.target_spec import TargetSpec
+from sglang_tuner.sources.log.history import LogSample, log_samples
 
 # SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
 # of the server's base URL. Anything before them is the base (it may be a proxy's path prefix).
@@ -34,7 +42,7 @@ def server_url(text: str) -> tuple[str, str | None]:
 
 def check_settings(args: argparse.Namespace) -> Settings:
     """Settings for a short watch: the whole watch is the window, advice fires without a hold."""
-    interval = max(0.2, args.interval)
+    interval = max(0.2, args.interval or 2.0)
     targets = [
         {"url": u, "profile": args.profile, "api_key_env": args.api_key_env} for u in args.urls
     ]
@@ -82,7 +90,16 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Watch, print the advice; exit 1 when no server could be scraped at all, 2 on a bad URL."""
+    """Watch (or replay a log), print the advice; exit 1 when no server could be scraped at
+    all or the log held no SGLang lines, 2 on a bad URL or an unreadable log."""
+    if args.log is not None:
+        if args.urls:
+            print("error: give server URLs or --log, not both", file=sys.stderr)
+            return 2
+        return run_check_log(args)
+    if not args.urls:
+        print("error: give one or more server URLs, or --log FILE", file=sys.stderr)
+        return 2
     try:
         urls = [server_url(u) for u in args.urls]
     except ValueError as exc:
@@ -96,11 +113,76 @@ def run_check(args: argparse.Namespace) -> int:
     configure_logging("warning")
     print(f"watching {len(args.urls)} server(s) for {args.duration:g}s ...", file=sys.stderr)
     ev = asyncio.run(_watch(settings, args.duration, sys.stderr.isatty()))
+    _print(ev, settings, args.format)
+    return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1
+
+
+def _print(ev: Evaluation, settings: Settings, fmt: str) -> None:
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
     )
-    if args.format == "json":
+    if fmt == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
         print(advice_text(report), end="")
-    return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1
+
+
+def log_settings(args: argparse.Namespace) -> Settings:
+    """Settings for a replay: the window ends at the log's end, advice fires without a hold."""
+    interval = max(0.5, args.interval or 5.0)
+    return load_settings(
+        None,
+        {
+            "scrape_interval_seconds": interval,
+            "evaluation_interval_seconds": max(interval, 30.0),
+            "window_seconds": max(args.window, interval * 3),
+            "min_samples": 3,
+            "hold_for_seconds": 0.0,
+            "keep_firing_for_seconds": 0.0,
+        },
+    )
+
+
+def _lines(handle: IO[bytes]) -> Iterator[str]:
+    """Lines of a byte stream as text, undecodable bytes replaced (a log is mostly ASCII)."""
+    for raw in handle:
+        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+
+def run_check_log(args: argparse.Namespace) -> int:
+    """Replay one log (a file, or - for standard input) and print the advice at its end."""
+    settings = log_settings(args)
+    name = "stdin" if args.log == "-" else Path(args.log).name
+    spec = TargetSpec(name=name, url=f"log:{args.log}", profile=args.profile)
+    show = sys.stderr.isatty()
+
+    def progress(lines: int, seconds: float) -> None:
+        if show:
+            sys.stderr.write(f"\r{lines:,} lines, {seconds / 60:,.0f} min of log time ")
+            sys.stderr.flush()
+
+    try:
+        handle = sys.stdin.buffer if args.log == "-" else open(args.log, "rb")  # noqa: SIM115
+    except OSError as exc:
+        print(f"error: cannot read {args.log}: {exc.strerror}", file=sys.stderr)
+        return 2
+    said: list[bool] = []  # whether any sample said anything of SGLang's
+
+    def heard(samples: Iterator[LogSample]) -> Iterator[LogSample]:
+        for sample in samples:
+            if sample.config is not None or any(
+                v for k, v in sample.values.items() if k not in CRASH_EVENT_SIGNALS or v
+            ):
+                said.append(True)
+            yield sample
+
+    with handle:
+        samples = log_samples(_lines(handle), settings.scrape_interval_seconds)
+        ev = replay(settings, spec, heard(samples), progress)
+    if show:
+        sys.stderr.write("\n")
+    if not said:
+        print(f"error: {args.log} holds no SGLang log lines", file=sys.stderr)
+        return 1
+    _print(ev, settings, args.format)
+    return 0

@@ -1,5 +1,5 @@
 """The command line's arguments: every subcommand and its flags, and the settings the `run`
-flags override. Parsing only; `__main__.py` runs the commands.
+flags override. Parsing only; `main.py` runs the commands.
 """
 
 import argparse
@@ -14,6 +14,7 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
 
   sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
   sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
+  sglang-tuner check --log server.log      advice from a log's history, at once (- : stdin)
   sglang-tuner demo                        simulated SGLang servers + the daemon
   sglang-tuner changes                     did the last flag changes help? (asks the daemon)
   sglang-tuner assets export DIR           alert rules, dashboards, systemd unit, example config
@@ -52,12 +53,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sglang-tuner {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_flags(sub.add_parser("run", help="run the daemon (scrape, evaluate, serve, alert)"))
-    check = sub.add_parser("check", help="watch servers for a while and print the advice")
-    check.add_argument("urls", nargs="+", metavar="URL", help="SGLang servers: http://host:30000")
-    check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
-    check.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes (2)")
+    check = sub.add_parser(
+        "check",
+        help="watch servers for a while, or replay a log, and print the advice",
+        description="Watch SGLang servers for --duration seconds, or replay an SGLang log's "
+        "history (--log FILE, or - for standard input) at once, and print the advice.",
+    )
+    check.add_argument("urls", nargs="*", metavar="URL", help="SGLang servers: http://host:30000")
     check.add_argument(
-        "--profile", default="offline", help="offline|online|long_context|multi_turn"
+        "--log",
+        metavar="FILE",
+        help="an SGLang server's log (or - for standard input): its history replayed through "
+        "the rules at the log's own timestamps; no server needed",
+    )
+    check.add_argument(
+        "--window",
+        type=float,
+        default=300.0,
+        help="with --log: seconds of log time each rule judges, ending at the log's end (300)",
+    )
+    check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
+    check.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help="seconds between scrapes (2); with --log, seconds of log time per sample (5)",
+    )
+    check.add_argument(
+        "--profile",
+        default=None,
+        help="offline|online|long_context|multi_turn (default: inferred from the traffic)",
     )
     check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
     check.add_argument("--format", choices=["text", "json"], default="text")

@@ -36,6 +36,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
             labels=dict(t.labels),
             token=_read_token(t),
             log_file=t.log_file,
+            log_command=tuple(t.log_command or ()),
             dcgm_url=t.dcgm_url,
             gpu_model=t.gpu_model,
             legacy_guide=t.guide_version == "legacy",

@@ -63,7 +63,9 @@ class PrometheusSettings(_Strict):
     )
     api_key_file: Path | None = Field(None, description="File holding the servers' --api-key")
     api_key_env: str | None = Field(None, description="Environment variable holding --api-key")
-    profile: Profile = Field("offline", description="Workload profile of the fleet's targets")
+    profile: Profile | None = Field(
+        None, description="Workload profile of the fleet's targets (unset: inferred per target)"
+    )
     rate_window_seconds: float = Field(
         60.0, gt=0, description="Range of rate() and histogram_quantile(): >= 4 scrape intervals"
     )

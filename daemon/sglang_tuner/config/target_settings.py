@@ -40,11 +40,22 @@ class TargetSettings(_Strict):
 
     url: str = Field(description="Base URL of the SGLang server, e.g. http://127.0.0.1:30000")
     name: str | None = Field(None, description="Label value `target`; defaults to host:port")
-    profile: Profile = Field("offline", description=f"Workload profile: {', '.join(PROFILES)}")
+    profile: Profile | None = Field(
+        None,
+        description=f"Workload profile: {', '.join(PROFILES)}; unset: inferred from the traffic "
+        "(a standing queue: offline; requests served as they arrive: online)",
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for alerts")
     api_key_file: Path | None = Field(None, description="File holding the server's --api-key")
     api_key_env: str | None = Field(None, description="Environment variable holding --api-key")
-    log_file: Path | None = Field(None, description="SGLang log file to follow (optional)")
+    log_file: Path | None = Field(
+        None, description='SGLang log file to follow (optional); "-" reads the standard input'
+    )
+    log_command: list[str] | None = Field(
+        None,
+        description="A command whose output is the SGLang log, followed and restarted with "
+        "back-off, e.g. [journalctl, -u, sglang, -f, -o, cat] (optional; not with log_file)",
+    )
     dcgm_url: str | None = Field(None, description="DCGM exporter base URL for this GPU node")
     gpu_model: str | None = Field(None, description="GPU model, e.g. 'NVIDIA H100 80GB HBM3'")
     guide_version: Literal["current", "legacy"] = Field(
@@ -79,6 +90,15 @@ class TargetSettings(_Strict):
             raise ValueError(f"not a valid label name: {', '.join(map(repr, bad))}")
         return value
 
+    @model_validator(mode="after")
+    def one_log_source(self) -> "TargetSettings":
+        """A log comes from a file or a command, not both; a command names a program."""
+        if self.log_file is not None and self.log_command is not None:
+            raise ValueError("give log_file or log_command, not both")
+        if self.log_command is not None and not (self.log_command and self.log_command[0]):
+            raise ValueError("log_command: name the program to run, e.g. [journalctl, ...]")
+        return self
+
     @property
     def target_name(self) -> str:
         """The `target` label value: `name`, else host:port (never a password in the URL)."""
@@ -90,7 +110,9 @@ class FileSDSettings(_Strict):
 
     files: list[str] = Field(description="Paths or globs of file_sd files")
     refresh_interval_seconds: float = Field(30.0, gt=0, description="How often to check them")
-    profile: Profile = Field("offline", description="Profile for targets found in these files")
+    profile: Profile | None = Field(
+        None, description="Profile for targets found in these files (unset: inferred)"
+    )
 
 
 class ShardSettings(_Strict):

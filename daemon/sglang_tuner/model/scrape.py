@@ -21,12 +21,19 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "timeout",
     "conn_refused",
     "connect_error",
+    # 404 on /metrics while the server's /health or /server_info answers: SGLang without
+    # --enable-metrics; a 404 where no SGLang endpoint answers is a wrong URL (`http_404`)
     "http_404_metrics_disabled",
+    "http_404",
     "http_4xx",
     "http_5xx",
     "body_too_large",
     "parse",
-    "no_sglang_metrics",
+    "no_sglang_metrics",  # a page without any sample (a just-started SGLang)
+    # a page of samples, none SGLang's: another exporter (`not_sglang`), or sglang-tuner's own
+    # /metrics (`own_exporter`)
+    "not_sglang",
+    "own_exporter",
     # the page broke one of the target's scrape limits (`ScrapeLimits`)
     "sample_limit_exceeded",
     "label_limit_exceeded",
@@ -39,6 +46,9 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
 # Failures that say no server listens there (refused, unresolvable, unreachable): the target is
 # gone rather than slow or broken.
 UNREACHABLE_REASONS: frozenset[str] = frozenset(("conn_refused", "connect_error"))
+# Failures that say the target URL does not lead to an SGLang server's /metrics at all (a wrong
+# path, another exporter, sglang-tuner itself): nothing read there is SGLang's, so no advice.
+NOT_SGLANG_REASONS: frozenset[str] = frozenset(("http_404", "not_sglang", "own_exporter"))
 # Closed set of reasons a Prometheus query failed (sglang_tuner_prometheus_query_failures_total).
 QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "timeout",

@@ -37,6 +37,8 @@ PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finish
 
 # Startup facts and events.
 STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
+# The fraction a failed start asked for ("Raise --mem-fraction-static above Y", 2026 builds).
+MEM_FRACTION_REQUIRED: Final = "mem_fraction_required"
 RESTARTS: Final = "restarts"  # restarts detected since the previous snapshot (counter resets)
 
 # Crashes read from the log (sources/log/crash.py): events since the previous snapshot, each
@@ -55,6 +57,9 @@ KV_POOL_EXHAUSTED_EVENTS: Final = "kv_pool_exhausted_events"
 # Startup found no room for the KV pool: "Not enough memory. Please try to increase
 # --mem-fraction-static" (the fix raises it).
 STARTUP_NOT_ENOUGH_MEMORY_EVENTS: Final = "startup_not_enough_memory_events"
+# SGLang's allocator lost track of its memory, not a capacity problem: "... memory leak
+# detected!", or a pool OOM whose own numbers show the free tokens covered the request.
+ALLOCATOR_BUG_EVENTS: Final = "allocator_bug_events"
 # Any other fatal crash: NCCL errors and timeouts, the scheduler watchdog, non-memory capture
 # failures, other "... hit an exception" tracebacks; only for a crash with none of the above.
 OTHER_CRASH_EVENTS: Final = "other_crash_events"
@@ -65,6 +70,7 @@ CRASH_EVENT_SIGNALS: Final[tuple[str, ...]] = (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    ALLOCATOR_BUG_EVENTS,
     OTHER_CRASH_EVENTS,
 )
 CUDA_GRAPH_FALSE_RATIO: Final = (
@@ -99,6 +105,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     QUEUE_TIME_P99_SECONDS,
     PROMPT_TOKENS_MEAN,
     STARTUP_AVAILABLE_GPU_MEM_GB,
+    MEM_FRACTION_REQUIRED,
     RESTARTS,
     *CRASH_EVENT_SIGNALS,
     CUDA_GRAPH_FALSE_RATIO,
@@ -133,6 +140,7 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     QUEUE_TIME_P50_SECONDS: ("seconds", "queue_time_p50", 1.0),
     QUEUE_TIME_P99_SECONDS: ("seconds", "queue_time_p99", 1.0),
     STARTUP_AVAILABLE_GPU_MEM_GB: ("bytes", "startup_available_gpu_mem", _GIB),
+    MEM_FRACTION_REQUIRED: ("ratio", "mem_fraction_required", 1.0),
     GPU_FB_FREE_GB: ("bytes", "gpu_free", _GIB),
     NUM_DP_RANKS: ("count", "dp_ranks_reporting", 1.0),
     RESTARTS: ("count", "restarts", 1.0),
@@ -141,6 +149,7 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     CUDA_GRAPH_CAPTURE_OOM_EVENTS: ("count", "cuda_graph_capture_oom", 1.0),
     KV_POOL_EXHAUSTED_EVENTS: ("count", "kv_pool_exhausted", 1.0),
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS: ("count", "startup_not_enough_memory", 1.0),
+    ALLOCATOR_BUG_EVENTS: ("count", "allocator_bug", 1.0),
     OTHER_CRASH_EVENTS: ("count", "other_crash", 1.0),
 }
 SIGNAL_UNITS: Final[tuple[str, ...]] = tuple(dict.fromkeys(u for u, _, _ in EXPORTED_AS.values()))

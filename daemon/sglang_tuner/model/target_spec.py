@@ -11,10 +11,11 @@ class TargetSpec:
 
     name: str
     url: str
-    profile: str = "offline"
+    profile: str | None = None  # None: inferred from the traffic
     labels: dict[str, str] = field(default_factory=dict)
     token: str | None = field(default=None, repr=False)  # the server's --api-key; never logged
-    log_file: Path | None = None
+    log_file: Path | None = None  # "-": the daemon's standard input
+    log_command: tuple[str, ...] = ()  # a command whose output is the log
     dcgm_url: str | None = None
     gpu_model: str | None = None
     legacy_guide: bool = False

@@ -6,6 +6,7 @@ May import: `model`, `changes`. Pure: no I/O, no clock.
 
 from sglang_tuner.rules.base import Rule
 from sglang_tuner.rules.crashes import (
+    ALLOCATOR_BUG,
     CUDA_GRAPH_CAPTURE_OOM,
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
@@ -43,6 +44,7 @@ ALL_RULES: tuple[Rule, ...] = (
     CUDA_GRAPH_CAPTURE_OOM,
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
+    ALLOCATOR_BUG,
     KV_CACHE_PRESSURE,
     # Batching and CUDA graphs
     CUDA_GRAPH_NOT_COVERING,

@@ -3,6 +3,7 @@
 from collections.abc import Iterable
 from pathlib import Path
 
+from sglang_tuner.model import signals as s
 from sglang_tuner.model.server_config import PROFILES
 from sglang_tuner.rules.base import Rule
 
@@ -72,6 +73,55 @@ def rule_section(rule: Rule) -> str:
     return _section(rule)
 
 
+# Signal -> (from the metrics, from the log): which SGLang series and which log line give it.
+_LOG_DECODE = "`Decode batch` lines"
+_LOG_PREFILL = "`Prefill batch` lines"
+_LOG_CRASH = "crash tracebacks and messages"
+FEEDS: dict[str, tuple[str, str]] = {
+    s.NUM_RUNNING_REQS: ("`sglang:num_running_reqs`", f"{_LOG_DECODE} (`#running-req`)"),
+    s.NUM_RUNNING_REQS_MAX_RANK: (
+        "`sglang:num_running_reqs` per DP rank",
+        f"{_LOG_DECODE} per DP rank",
+    ),
+    s.NUM_QUEUE_REQS: ("`sglang:num_queue_reqs`", f"{_LOG_DECODE} (`#queue-req`)"),
+    s.TOKEN_USAGE: ("`sglang:token_usage`", f"{_LOG_DECODE} (`token usage`)"),
+    s.NUM_USED_TOKENS: ("`sglang:num_used_tokens`", f"{_LOG_DECODE} (`#token`)"),
+    s.GEN_THROUGHPUT: ("`sglang:gen_throughput`", f"{_LOG_DECODE} (`gen throughput`)"),
+    s.NUM_DP_RANKS: ("scheduler series sets", "DP prefixes of the batch lines"),
+    s.MAX_TOTAL_NUM_TOKENS: ("`sglang:max_total_num_tokens`", "the startup summary"),
+    s.RETRACTIONS_PER_MINUTE: (
+        "`sglang:num_retracted_requests_total`",
+        "`Retract requests` warnings",
+    ),
+    s.PREFIX_CACHE_HIT_RATIO: (
+        "`sglang:cached_tokens_total` / `prompt_tokens_total`",
+        f"{_LOG_PREFILL} (`#cached-token`)",
+    ),
+    s.PROMPT_TOKENS_RATE: (
+        "`sglang:prompt_tokens_total`",
+        f"{_LOG_PREFILL} (`#new-token` + `#cached-token`)",
+    ),
+    s.CUDA_GRAPH_FALSE_RATIO: ("—", f"{_LOG_DECODE} (`cuda graph: False`)"),
+    s.STARTUP_AVAILABLE_GPU_MEM_GB: (
+        "`sglang:startup_available_gpu_memory_gb`",
+        "the startup summary (`available_gpu_mem`)",
+    ),
+    s.GPU_FB_FREE_GB: ("the DCGM exporter's `DCGM_FI_DEV_FB_FREE`", "—"),
+    **dict.fromkeys(s.CRASH_EVENT_SIGNALS, ("—", _LOG_CRASH)),
+}
+
+
+def _feeds(rule: Rule) -> str:
+    """Which metrics and which log lines feed the rule's signals."""
+    metrics = sorted({FEEDS[x][0] for x in rule.signals if x in FEEDS and FEEDS[x][0] != "—"})
+    log = sorted({FEEDS[x][1] for x in rule.signals if x in FEEDS and FEEDS[x][1] != "—"})
+    missing = [x for x in rule.signals if x not in FEEDS]
+    parts = [f"metrics: {', '.join(metrics) or 'none'}", f"log: {', '.join(log) or 'none'}"]
+    if missing:
+        parts.append("metrics only: " + ", ".join(f"`{x}`" for x in missing))
+    return "; ".join(parts)
+
+
 def _section(rule: Rule) -> str:
     profiles = "all" if rule.profiles == PROFILES else ", ".join(rule.profiles)
     signals = ", ".join(f"`{s}`" for s in rule.signals) or "none (server config only)"
@@ -83,6 +133,7 @@ def _section(rule: Rule) -> str:
         f"- **Severity:** {rule.severity.value}",
         f"- **Profiles:** {profiles}",
         f"- **Signals:** {signals}",
+        f"- **Fed by:** {_feeds(rule)}",
         f"- **Evaluation:** {_evaluation(rule)}",
         "- **Thresholds:**",
         *_thresholds(rule),

@@ -5,11 +5,15 @@ batch size") asks for a smaller batch and never for a smaller pool; "Not enough 
 try to increase --mem-fraction-static" asks for the opposite of every other OOM fix.
 """
 
+import math
+
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
+    ALLOCATOR_BUG_EVENTS,
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
+    MEM_FRACTION_REQUIRED,
     NUM_RUNNING_REQS_MAX_RANK,
     RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
@@ -155,11 +159,77 @@ KV_POOL_EXHAUSTED = Rule(
 )
 
 
+# -- SGLang's allocator failed: a bug, not a capacity problem ----------------------------------
+def _report_it(_inp: RuleInput) -> Action:
+    return Action(
+        "not a tuning problem: SGLang's allocator lost track of its memory (a bug or a leak). "
+        "Upgrade SGLang; where --page-size is above 1, try --page-size 1; report it upstream "
+        "with this log",
+        expected="no flag change: capping the batch or the pool would only hide the bug",
+    )
+
+
+def _check_allocator_bug(inp: RuleInput) -> Outcome:
+    """A leak check failed, or a pool OOM's own numbers show free tokens covering the request:
+    in the public threads these were allocator bugs (sgl-project/sglang#4602, #6888, #13125)."""
+    events = _events(inp, ALLOCATOR_BUG_EVENTS)
+    if isinstance(events, NoData):
+        return events
+    count, present = events
+    if count < inp.thresholds["bug_events"]:
+        return Pass(0.0, present)
+    evidence = (
+        f"{count:.0f} crash(es) where SGLang's allocator failed with room to spare: a leak check "
+        "fired, or the free tokens it printed covered the request"
+    )
+    return Finding(evidence, _report_it(inp), Confidence.HIGH, 1.0, present)
+
+
+ALLOCATOR_BUG = Rule(
+    id="allocator_bug",
+    severity=Severity.CRITICAL,
+    summary="SGLang's memory allocator failed although memory was free: a bug, not tuning.",
+    action="Upgrade SGLang, try --page-size 1, and report it; change no capacity flag for it.",
+    source="ours: in public SGLang threads these crashes were allocator bugs or leaks, fixed in "
+    "code (sgl-project/sglang#4602, #6888, #13125), never by a smaller batch",
+    check=_check_allocator_bug,
+    signals=(ALLOCATOR_BUG_EVENTS,),
+    thresholds={"bug_events": 1.0},
+    provenance={"bug_events": _ONE_CRASH},
+    needs_up=False,
+    needs_window=False,
+    stability=True,
+    ours=True,
+)
+
+
 # -- Not enough memory at startup -------------------------------------------------------------
+def _raise_above(inp: RuleInput, required: float) -> Action:
+    """SGLang said which fraction the weights need: the next hundredth above it, capped."""
+    ceiling = inp.thresholds["mem_fraction_max"]
+    suggested = round(math.floor(required * 100 + 1e-9) / 100 + 0.01, 2)
+    if suggested > ceiling + 1e-9:
+        return Action(
+            f"the weights need {MEM_FLAG} above {required:g}, past {ceiling:g}: the model does "
+            "not fit this way; use more GPUs (--tp-size) or FP8 weights (--quantization fp8)"
+        )
+    crashed = _crashed_value(inp, "mem_fraction_static")
+    action = flag_action(MEM_FLAG, crashed, suggested, inp)
+    action = with_note(
+        action,
+        "SGLang computes the fraction from the memory free when it loaded: if another process "
+        "holds memory on this GPU, free it instead",
+    )
+    return with_expected(action, f"the server starts: SGLang asked for above {required:g}")
+
+
 def _raise_for_the_pool(inp: RuleInput) -> Action:
-    """Raise by a fixed step (a failed start costs a full model load), capped; past the cap the
-    model does not fit this way."""
+    """SGLang's own "raise above Y" when it said it; else raise by a fixed step (a failed start
+    costs a full model load), capped; past the cap the model does not fit this way."""
     th = inp.thresholds
+    required = inp.view.max(MEM_FRACTION_REQUIRED)
+    if required is not None:
+        return _raise_above(inp, required)
     crashed = _crashed_value(inp, "mem_fraction_static")
     ceiling = th["mem_fraction_max"]
     if crashed is not None and crashed >= ceiling - 1e-9:
@@ -199,7 +269,7 @@ STARTUP_NOT_ENOUGH_MEMORY = Rule(
     source="ours: SGLang's own startup error says 'Not enough memory. Please try to increase "
     "--mem-fraction-static'",
     check=_check_startup_memory,
-    signals=(STARTUP_NOT_ENOUGH_MEMORY_EVENTS,),
+    signals=(STARTUP_NOT_ENOUGH_MEMORY_EVENTS, MEM_FRACTION_REQUIRED),
     thresholds={"oom_events": 1.0, "mem_fraction_step": 0.05, "mem_fraction_max": 0.95},
     provenance={
         "oom_events": _ONE_CRASH,

@@ -1,6 +1,9 @@
 """Guide section "Monitoring and Metrics": metrics on, every rank reported, gauges alive."""
 
+from dataclasses import replace
+
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.scrape import NOT_SGLANG_REASONS
 from sglang_tuner.model.signals import (
     GENERATION_TOKENS_RATE,
     NUM_DP_RANKS,
@@ -28,10 +31,23 @@ def _enable_metrics(_inp: RuleInput) -> Action:
 
 
 def _check_disabled(inp: RuleInput) -> Outcome:
-    """The latest scrape got 404 on /metrics: SGLang mounts it only with --enable-metrics."""
+    """The latest scrape got 404 on /metrics while the server's /health or /server_info
+    answers: SGLang mounts /metrics only with --enable-metrics. A 404 where no SGLang endpoint
+    answers (a wrong URL), or a page that is not SGLang's, is no SGLang server: no advice."""
     if inp.error_reason == DISABLED_REASON:
         evidence = "GET /metrics returned 404: the server runs without --enable-metrics"
-        return Finding(evidence, _enable_metrics(inp), Confidence.HIGH)
+        if inp.view.present(NUM_QUEUE_REQS) == 0:
+            return Finding(evidence, _enable_metrics(inp), Confidence.HIGH)
+        # judged from its log: only the latency rules (TTFT, ITL histograms) go without
+        evidence += "; its log gives the load, so only the latency rules (TTFT, ITL) lack data"
+        action = replace(
+            _enable_metrics(inp),
+            expected="the TTFT and ITL histograms: the latency rules can judge this server too",
+        )
+        return Finding(evidence, action, Confidence.HIGH, severity=Severity.INFO)
+    if inp.error_reason in NOT_SGLANG_REASONS:
+        detail = f"the target URL leads to no SGLang server ({inp.error_reason})"
+        return NoData(detail, inp.interval_seconds)
     if inp.error_reason is not None:
         return NoData(f"the latest scrape failed ({inp.error_reason})", inp.interval_seconds)
     return Pass(detail="/metrics is served")

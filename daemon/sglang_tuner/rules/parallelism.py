@@ -1,6 +1,7 @@
 """Guide sections "Optimize Parallelism Strategy" and "Use Fast Attention Backend"."""
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
 from sglang_tuner.rules.base import Rule, RuleInput, choice_action, with_expected
 from sglang_tuner.rules.sglang.backends import (
     is_hybrid_attention,
@@ -37,6 +38,24 @@ def _to_data_parallel(inp: RuleInput) -> Action:
     )
 
 
+def _filled(inp: RuleInput, replicas: int) -> float | Outcome:
+    """The share of samples whose load would fill `replicas` replicas: a running batch of at
+    least `min_batch_per_replica` each, or more work than the server ran (a queue, a full KV
+    pool). At a smaller load, tp's split weight reads make each step faster than a replica's."""
+    rows = inp.view.rows((NUM_QUEUE_REQS, NUM_RUNNING_REQS))
+    if len(rows) < inp.min_samples:
+        why = "no load yet: replicas pay off only for load that fills them"
+        return NoData(why, inp.view.window_seconds)
+    th = inp.thresholds
+    full, each = th["saturated_token_usage"], th["min_batch_per_replica"] * replicas
+    busy = sum(
+        1
+        for r in rows
+        if r[NUM_RUNNING_REQS] >= each or r[NUM_QUEUE_REQS] > 0 or r.get(TOKEN_USAGE, 0.0) >= full
+    )
+    return busy / len(rows)
+
+
 def _check_data_parallel(inp: RuleInput) -> Outcome:
     """tp > 1 (no DP attention, no pp) while the weights take <= half of one GPU. Heuristic:
     weights = /server_info memory_usage.weight x tp, else the '<N>B' in the model path x 2 bytes
@@ -60,6 +79,14 @@ def _check_data_parallel(inp: RuleInput) -> Outcome:
     share = weights / gpu_gb
     if share > inp.thresholds["max_weight_share_of_gpu"]:
         return Pass(detail=f"weights {weights:.0f} GB take {share:.0%} of one {gpu_gb:g} GB GPU")
+    filled = _filled(inp, tp)
+    if not isinstance(filled, float):
+        return filled
+    if filled < inp.frequently_ratio:
+        return Pass(
+            detail=f"the load would fill {tp} replicas in only {filled:.0%} of samples: they "
+            "would sit idle"
+        )
     evidence = (
         f"--tp-size {tp}, but the weights (~{weights:.0f} GB) take {share:.0%} of one "
         f"{gpu_gb:g} GB GPU, leaving room for the KV cache on a single GPU"
@@ -78,19 +105,32 @@ PREFER_DATA_PARALLEL = Rule(
     summary="Tensor parallelism is used for a model that fits one GPU: data parallelism is faster.",
     action="Serve tp-size-1 replicas behind the SGLang Model Gateway instead of --tp-size > 1.",
     source=PARALLEL_SOURCE,
-    thresholds={"max_weight_share_of_gpu": 0.5},
+    thresholds={
+        "max_weight_share_of_gpu": 0.5,
+        "saturated_token_usage": 0.9,
+        "min_batch_per_replica": 16.0,
+    },
     provenance={
         "max_weight_share_of_gpu": "ours: the guide says 'when there is enough GPU memory'; "
         "weights under half of one GPU leave as much again for the KV cache",
+        "saturated_token_usage": "ours: the guide's high token usage; with a queue or a full "
+        "pool the server has more work than it runs, which the replicas would take",
+        "min_batch_per_replica": "ours: below ~16 requests a step reads mostly weights, which "
+        "tp splits across GPUs and each replica reads whole; the closed loop measured +5 % "
+        "tokens/s at 60 per replica (8B, 4 H100s)",
     },
     profiles=("offline", "long_context", "multi_turn"),  # the guide argues for throughput
     check=_check_data_parallel,
-    needs_window=False,
+    signals=(NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE),
 )
 
-# Fastest backends per GPU generation, first one suggested (Blackwell: MLA models differ).
+# Fast backends per GPU generation, the first one suggested (Blackwell: MLA models differ).
+# Hopper: the guide names fa3, but flashinfer measured as fast or faster in public SGLang
+# threads (decode on H100/H200 with Qwen3, sgl-project/sglang#6066), so a server on either is
+# left alone; on the H20 flashinfer decodes 2.2x faster than fa3 (QwQ-32B, 2014 vs 908 tok/s,
+# sgl-project/sglang#5630; 35 vs 98 us per decode step, #6151), so flashinfer is suggested there.
 BACKENDS: dict[str, tuple[str, ...]] = {
-    "hopper": ("fa3",),
+    "hopper": ("fa3", "flashinfer"),
     "blackwell": ("trtllm_mha", "trtllm_mla"),
     "ampere": ("flashinfer",),
     "ada": ("flashinfer",),
@@ -103,6 +143,9 @@ def _recommended(inp: RuleInput) -> tuple[str, tuple[str, ...], str] | None:
     if facts is None:
         return None
     good = BACKENDS[facts.generation]
+    gpu = (inp.config.gpu_model or "") if inp.config else ""
+    if facts.generation == "hopper" and "H20" in gpu.upper():
+        good = ("flashinfer", "fa3")  # measured on the H20: flashinfer decodes 2.2x faster
     mla = inp.config is not None and is_mla_or_nsa(inp.config.model_path)
     pick = "trtllm_mla" if facts.generation == "blackwell" and mla else good[0]
     return pick, good, facts.generation
@@ -147,7 +190,8 @@ ATTENTION_BACKEND_FOR_GPU = Rule(
     id="attention_backend_for_gpu",
     severity=Severity.INFO,
     summary="The attention backend is not the fastest one for this GPU generation.",
-    action="Hopper: fa3; Blackwell: trtllm_mha / trtllm_mla; Ampere/Ada: flashinfer.",
+    action="Hopper: fa3 or flashinfer (H20: flashinfer); Blackwell: trtllm_mha / trtllm_mla; "
+    "Ampere/Ada: flashinfer.",
     source=BACKEND_SOURCE,
     check=_check_backend,
     needs_window=False,

@@ -1,7 +1,14 @@
 """Guide section "Adjust the request submission speed to control #queue-req"."""
 
-from sglang_tuner.model.advice import Action, Outcome, Severity
-from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, REQUEST_RATE
+from sglang_tuner.model.advice import Action, Outcome, Pass, Severity
+from sglang_tuner.model.signals import (
+    CUDA_GRAPH_FALSE_RATIO,
+    CUDA_GRAPH_PASS_RATIO,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    REQUEST_RATE,
+    TOKEN_USAGE,
+)
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import Rule, RuleInput, idle, judged
 
@@ -17,11 +24,30 @@ def _submit_faster(inp: RuleInput) -> Action:
     )
 
 
+def _eager_share(inp: RuleInput) -> float | None:
+    """The share of decode passes run without a CUDA graph (log or metrics), if known."""
+    from_log = inp.view.mean(CUDA_GRAPH_FALSE_RATIO)
+    if from_log is not None:
+        return from_log
+    graphed = inp.view.mean(CUDA_GRAPH_PASS_RATIO)
+    return None if graphed is None else 1.0 - graphed
+
+
 def _check_empty(inp: RuleInput) -> Outcome:
-    """Frequently: `#queue-req == 0`, over samples where the server is running requests."""
+    """Frequently: `#queue-req == 0` with room in the KV pool, over samples where the server is
+    running requests; not while decode runs eager (the batch outgrew the CUDA graphs: the
+    server, not the client, is slow)."""
+    th = inp.thresholds
+    eager = _eager_share(inp)
+    if eager is not None and eager >= th["eager_share_max"]:
+        return Pass(
+            detail=f"{eager:.0%} of decode passes ran without a CUDA graph: the batch outgrew "
+            "--cuda-graph-max-bs (cuda_graph_not_covering), not a slow client"
+        )
+    full = th["pool_full_usage"]
     freq = frequently(
         inp.view,
-        lambda r: r[NUM_QUEUE_REQS] == 0,
+        lambda r: r[NUM_QUEUE_REQS] == 0 and r.get(TOKEN_USAGE, 0.0) < full,
         (NUM_QUEUE_REQS, NUM_RUNNING_REQS),
         inp.frequently_ratio,
         gate=lambda r: r[NUM_RUNNING_REQS] > 0,  # an idle server's empty queue is no advice
@@ -42,6 +68,14 @@ QUEUE_EMPTY = Rule(
     requires=(NUM_QUEUE_REQS, NUM_RUNNING_REQS),
     # Only offline batch wants a standing queue; an online server at low traffic is fine empty.
     profiles=("offline",),
+    thresholds={"pool_full_usage": 0.9, "eager_share_max": 0.5},
+    provenance={
+        "pool_full_usage": "ours: the guide's high token usage (0.9); with the pool full, more "
+        "requests would only wait or be retracted (sgl-project/sglang#2746: 2 requests held "
+        "the whole pool)",
+        "eager_share_max": "ours: most decode passes without a CUDA graph: the step is slow "
+        "because the batch outgrew the graphs, and an empty queue follows from it",
+    },
 )
 
 

@@ -14,6 +14,7 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.dcgm import fetch_dcgm
 from sglang_tuner.sources.http import HttpClient
+from sglang_tuner.sources.log.command import LogCommand, PipeFollower, stdin_follower
 from sglang_tuner.sources.log.follow import LogFollower
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.server_info import fetch_server_info
@@ -22,13 +23,22 @@ from sglang_tuner.sources.sglang import SignalMapper
 DEFAULT_LIMITS = ScrapeLimits()
 
 
+def log_source(spec: TargetSpec) -> LogFollower | PipeFollower | None:
+    """Where the target's log comes from: a command, standard input, a file, or nowhere."""
+    if spec.log_command:
+        return LogCommand(spec.log_command)
+    if spec.log_file is not None and str(spec.log_file) == "-":
+        return stdin_follower()
+    return LogFollower(spec.log_file) if spec.log_file else None
+
+
 class TargetSource:
     """The I/O handles of one target; `aclose` releases them."""
 
     def __init__(self, spec: TargetSpec, ssl_context: ssl.SSLContext | None = None) -> None:
         self.spec = spec
         self.mapper = SignalMapper()  # counter state for rates: one per target
-        self.log = LogFollower(spec.log_file) if spec.log_file else None
+        self.log = log_source(spec)
         self.client = HttpClient(ssl_context)  # a few kept-alive connections, closed with it
         self.server_info_ts = 0.0  # when /server_info was last asked for
 
@@ -45,6 +55,7 @@ class TargetSource:
         result = await scrape_metrics(
             self.client, self.spec.name, self.spec.url, self.mapper, now,
             timeout_seconds=timeout_seconds, max_body_bytes=max_body_bytes, limits=limits,
+            token=self.spec.token,
         )  # fmt: skip
         if result.error is None:
             return result

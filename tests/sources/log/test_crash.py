@@ -13,7 +13,8 @@ KINDS = [kind.value for kind in CrashKind]
 EXPECTED = {  # fixture: the non-zero crash counts (see the README beside the fixtures)
     "v0.3_nccl_watchdog_issue1693": {"other_crash": 1},
     "v0.4.3_startup_not_enough_memory_issue4330": {"startup_not_enough_memory": 1},
-    "v0.4.4_kv_pool_decode_issue4602": {"kv_pool_exhausted": 1},
+    # 2048 tokens free, 148 asked for: the thread found a paged-allocator bug (page size 64)
+    "v0.4.4_kv_pool_decode_issue4602": {"allocator_bug": 1},
     "v0.4.5_cuda_graph_capture_oom_issue5285": {"cuda_graph_capture_oom": 1},
     "v0.4.8_watchdog_timeout_issue7553": {"other_crash": 1},
     "v0.5.2_kv_pool_req_slots_issue10408": {"kv_pool_exhausted": 1},
@@ -185,3 +186,63 @@ def test_frame_phase_reads_the_runner_and_function(
 
 def test_log_counts_has_a_field_per_crash_kind() -> None:
     assert set(KINDS) <= {field.name for field in fields(LogCounts)}
+
+
+POOL_OOM = "RuntimeError: Decode out of memory. Try to lower your batch size."
+
+
+def test_pool_oom_with_free_tokens_covering_the_request_is_an_allocator_bug() -> None:
+    bug = scan_lines([POOL_OOM, "Try to allocate 148 tokens.", "Avaliable tokens: 2048"])
+    assert crash_counts(bug) == {"allocator_bug": 1}
+    real = scan_lines([POOL_OOM, "Try to allocate 4096 tokens.", "Avaliable tokens: 12"])
+    assert crash_counts(real) == {"kv_pool_exhausted": 1}
+    spelled = scan_lines(
+        [
+            POOL_OOM,
+            "Try to allocate 8 tokens.",
+            "self.token_to_kv_pool_allocator.available_size()=9",
+        ]
+    )
+    assert crash_counts(spelled) == {"allocator_bug": 1}
+
+
+def test_a_failed_leak_check_is_an_allocator_bug_not_a_startup_summary() -> None:
+    line = (
+        "ValueError: token_to_kv_pool_allocator memory leak detected! available_size=3189424, "
+        "protected_size=0, self.max_total_num_tokens=3185200"
+    )
+    counts = scan_lines([line])
+    assert crash_counts(counts) == {"allocator_bug": 1}
+    assert counts.max_total_num_tokens is None  # `self.max_total_num_tokens=` is no summary
+
+
+def test_a_cuda_oom_while_loading_is_no_prefill_oom() -> None:
+    lines = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB.",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/managers/scheduler.py", line 437, in __init__',
+        '  File "/sglang/srt/managers/scheduler.py", line 718, in init_model_worker',
+    ]
+    assert "prefill_oom" not in crash_counts(scan_lines(lines))
+
+
+def test_a_cuda_oom_placed_by_the_traceback_that_follows_it() -> None:
+    lines = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "Traceback (most recent call last):",
+        '  File "/sglang/srt/model_executor/model_runner.py", line 1, in forward_extend',
+    ]
+    assert crash_counts(scan_lines(lines)) == {"prefill_oom": 1}
+
+
+def test_loaded_weights_leave_no_memory_reads_the_fraction_sglang_asks_for() -> None:
+    counts = scan_lines(
+        [
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+            "--mem-fraction-static=0.94. Raise --mem-fraction-static above 0.942 (minimum "
+            "viable = 1 - available/pre = 0.9411)."
+        ]
+    )
+    assert crash_counts(counts) == {"startup_not_enough_memory": 1}
+    assert counts.mem_fraction_required == 0.942
+    assert counts.server_args == {"mem_fraction_static": 0.94}

@@ -1,11 +1,13 @@
 """SGLang log lines of every version (reference §9), and following a real file like `tail -F`."""
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 from sglang_tuner.model import signals as s
 from sglang_tuner.sources.log.follow import LogCounts, LogFollower, scan_lines, to_signals
+from sglang_tuner.sources.log.lines import BatchLoad
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
 
@@ -18,10 +20,71 @@ EXPECTED = {  # version: (retracted, decode lines, no-graph, tokens, GB), then c
 }
 
 
+# version: each scheduler's latest load, (prefill lines, new tokens, cached tokens)
+EXPECTED_LOAD = {
+    "0.4.6": ({"": BatchLoad(233, 317, 370959, 0.92, 4594.01)}, (1, 8192, 1200)),
+    "0.4.10": ({"": BatchLoad(301, 250, 420000, 0.95, 3900.10)}, (1, 4096, 0)),
+    "0.5.4": (
+        {
+            "0": BatchLoad(100, 20, 400000, 0.80, 3000.0),
+            "1": BatchLoad(600, 10, 490000, 0.98, 2000.0),
+        },
+        (0, 0, 0),
+    ),
+    "0.5.9": ({"": BatchLoad(121, 29, 412000, 0.51, 5120.0)}, (1, 8192, 2048)),
+    "0.5.17": ({"": BatchLoad(91, 11, 290000, 0.70, 2600.0)}, (1, 6000, 9000)),
+}
+
+
+def _events(counts: LogCounts) -> LogCounts:
+    """The counts without the load and prefill tokens (tested on their own)."""
+    return dataclasses.replace(
+        counts,
+        load={},
+        prefill_lines=0,
+        prefill_new_tokens=0,
+        prefill_cached_tokens=0,
+        server_args=None,
+    )
+
+
 @pytest.mark.parametrize("version", list(EXPECTED))
 def test_scan_lines_reads_every_version_format(version: str) -> None:
     lines = (LOGS / f"v{version}.log").read_text().splitlines()
-    assert scan_lines(lines) == EXPECTED[version]
+    assert _events(scan_lines(lines)) == EXPECTED[version]
+
+
+@pytest.mark.parametrize("version", list(EXPECTED_LOAD))
+def test_scan_lines_reads_each_schedulers_latest_load_in_every_version(version: str) -> None:
+    counts = scan_lines((LOGS / f"v{version}.log").read_text().splitlines())
+    load, prefill = EXPECTED_LOAD[version]
+    assert counts.load == load
+    assert (
+        counts.prefill_lines,
+        counts.prefill_new_tokens,
+        counts.prefill_cached_tokens,
+    ) == prefill
+
+
+def test_to_signals_combines_dp_ranks_as_the_metrics_do() -> None:
+    counts = scan_lines((LOGS / "v0.5.4.log").read_text().splitlines())
+    values = to_signals(counts, 10.0)
+    assert values[s.NUM_RUNNING_REQS] == 700 and values[s.NUM_RUNNING_REQS_MAX_RANK] == 600
+    assert values[s.NUM_QUEUE_REQS] == 30 and values[s.NUM_DP_RANKS] == 2
+    assert values[s.TOKEN_USAGE] == pytest.approx(0.89)  # the mean over ranks
+    assert values[s.NUM_USED_TOKENS] == 890000 and values[s.GEN_THROUGHPUT] == 5000.0
+
+
+def test_to_signals_prefix_hits_and_prompt_rate_from_prefill_lines() -> None:
+    counts = scan_lines((LOGS / "v0.5.17.log").read_text().splitlines())
+    values = to_signals(counts, 60.0)
+    assert values[s.PREFIX_CACHE_HIT_RATIO] == pytest.approx(0.6)  # 9000 of 15000
+    assert values[s.PROMPT_TOKENS_RATE] == pytest.approx(250.0)
+
+
+def test_to_signals_without_batch_lines_gives_no_load() -> None:
+    values = to_signals(scan_lines(["[2025-01-01 00:00:00] some other line"]), 5.0)
+    assert s.NUM_QUEUE_REQS not in values and s.TOKEN_USAGE not in values
 
 
 def test_scan_lines_guide_examples() -> None:
@@ -36,7 +99,8 @@ def test_scan_lines_guide_examples() -> None:
             "available_gpu_mem=13.50 GB",
         ]
     )
-    assert counts == LogCounts(1, 1, 0, 665690, 13.5)
+    assert _events(counts) == LogCounts(1, 1, 0, 665690, 13.5)
+    assert counts.load[""] == BatchLoad(233, 317, 370959, 0.82, 4594.01)
 
 
 def test_scan_lines_older_guide_retraction_spelling() -> None:
@@ -88,10 +152,12 @@ def test_to_signals_maps_each_crash_kind_to_its_signal() -> None:
         decode_oom=3,
         kv_pool_exhausted=4,
         startup_not_enough_memory=5,
+        allocator_bug=7,
         other_crash=6,
     )
     values = to_signals(counts, 5.0)
-    assert [values[signal] for signal in s.CRASH_EVENT_SIGNALS] == [2.0, 3.0, 1.0, 4.0, 5.0, 6.0]
+    got = [values[signal] for signal in s.CRASH_EVENT_SIGNALS]
+    assert got == [2.0, 3.0, 1.0, 4.0, 5.0, 7.0, 6.0]
 
 
 def test_to_signals_first_poll_has_no_rate() -> None:

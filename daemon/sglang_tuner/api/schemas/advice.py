@@ -182,6 +182,10 @@ class AdviceList(BaseModel):
     last_change: dict[str, str] = Field(
         default_factory=dict, description="Per target: its latest recorded change and verdict"
     )
+    inferred_profiles: dict[str, str] = Field(
+        default_factory=dict,
+        description="Per target with no configured profile: the one inferred, and why",
+    )
     data: list[AdviceOut]
     count: int
     no_data: list[NoDataOut] = Field(

@@ -35,6 +35,9 @@ class TargetOut(BaseModel):
     name: str
     url: str
     profile: str
+    profile_inferred: str | None = Field(
+        None, description="Why, when the profile was inferred from the traffic (not configured)"
+    )
     labels: dict[str, str]
     up: bool | None = Field(description="None until the first scrape ends")
     last_scrape: str | None
@@ -58,6 +61,9 @@ class TargetOut(BaseModel):
     advice_pending: int
     health_score: float | None = Field(description="0-100, as sglang_tuner_health_score")
     signals: dict[str, float] = Field(description="Latest value of each canonical signal")
+    signal_sources: dict[str, str] = Field(
+        description="Where each signal's latest value came from: metrics, log or dcgm"
+    )
     links: dict[str, str]
 
     @classmethod
@@ -68,6 +74,7 @@ class TargetOut(BaseModel):
         cfg = t.config
         return cls(
             **{k: getattr(t, k) for k in ("name", "url", "profile", "up", "error_reason")},
+            profile_inferred=t.profile_inferred,
             labels=dict(t.labels),
             last_scrape=rfc3339(t.last_scrape_ts),
             last_scrape_ts=t.last_scrape_ts,
@@ -87,6 +94,7 @@ class TargetOut(BaseModel):
             advice_pending=sum(r.state == "pending" for r in results),
             health_score=score,
             signals={k: v for k, v in t.signals.items() if math.isfinite(v)},
+            signal_sources=dict(t.signal_sources),
             links={"advice": api_path("advice", t.name), "self": api_path("targets", t.name)},
         )
 

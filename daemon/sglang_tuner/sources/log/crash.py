@@ -26,6 +26,7 @@ class CrashKind(StrEnum):
     DECODE_OOM = "decode_oom"
     KV_POOL_EXHAUSTED = "kv_pool_exhausted"
     STARTUP_NOT_ENOUGH_MEMORY = "startup_not_enough_memory"
+    ALLOCATOR_BUG = "allocator_bug"
     OTHER_CRASH = "other_crash"
 
 
@@ -41,7 +42,15 @@ class Phase(StrEnum):
 _NOT_ENOUGH = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
     r"|leaves no room for the full KV pool"  # hybrid SWA pools (0.5.23)
+    r"|Loaded weights leave no GPU memory for the KV cache"  # 2026 builds (DeepSeek-V4 era)
 )
+# The allocator's own leak check (scheduler_runtime_checker): "token_to_kv_pool_allocator memory
+# leak detected!", "KV cache pool leak detected!", a mamba slot leak.
+_LEAK = re.compile(r"leak detected", re.IGNORECASE)
+# A pool OOM's own numbers (mem_cache allocation): "Try to allocate 148 tokens." then
+# "Avaliable tokens: 2048" (SGLang's spelling) or "...available_size()=2048".
+_WANT = re.compile(r"Try to allocate (\d+) tokens")
+_HAVE = re.compile(r"Ava(?:li|il)able tokens: (\d+)|\.available_size\(\)=(\d+)")
 _KV_POOL = re.compile(
     r"(?:Prefill|Decode) out of memory\. (?:Try to lower your batch size|This should never happen)"
     r"|alloc_req_slots runs out of memory"
@@ -80,6 +89,12 @@ _DECODE_FUNCS = frozenset(
     "forward_decode _execute_decode forward_decode_batch prepare_for_decode update_running_batch"
     " process_batch_result_decode forward_draft_extend_after_decode".split()
 )
+# Frames of a process still starting: loading weights, sizing the pools (a CUDA OOM there is an
+# init OOM, no prefill or decode ran; sgl-project/sglang threads of H20 and 24 GB cards).
+_INIT_FUNCS = frozenset(
+    "init_tp_model_worker init_model_worker init_memory_pool load_model load_weights"
+    " init_torch_distributed _create_buffers initialize".split()
+)
 _PREFILL_GRAPH_FILES = frozenset({"piecewise_cuda_graph_runner.py", "prefill_cuda_graph_runner.py"})
 
 
@@ -104,6 +119,7 @@ class _Record:
     ts: float | None
     fatal: bool  # the header says the process dies ("... hit an exception:")
     capture: bool = False
+    init: bool = False  # a frame of the process starting (weights, pools)
     phase: CrashKind | None = None  # the innermost prefill/decode frame
     specific: bool = False  # a specific kind was counted from this record
     stale: bool = False  # already open at the previous `flush_stale`
@@ -129,9 +145,12 @@ class CrashTracker:
         self.record: _Record | None = None
         self._burst: _Burst | None = None
         self.last_ts: float | None = None  # of the last crash line; None after other lines
+        self._pool_oom: list[int | None] | None = None  # [wanted, free] after a pool OOM line
+        self._unplaced_oom = False  # a CUDA OOM seen before anything said where the server was
 
     def process_start(self, phase: Phase) -> None:
         """A new process (STARTUP) or its startup summary (SERVING): the previous crash is over."""
+        self._pool_oom, self._unplaced_oom = None, False
         self.close_record()
         self.end_burst()
         self.phase, self.last_batch, self.last_ts = phase, None, None
@@ -151,7 +170,13 @@ class CrashTracker:
         if frame is None:
             self._evidence(text)
             return
+        if frame.group(2) in _INIT_FUNCS:
+            record.init = True
+            self._unplaced_oom = False  # an init OOM: no kind of ours
         said = frame_phase(frame.group(1), frame.group(2))
+        if said is not None and self._unplaced_oom:  # the traceback after the OOM line says
+            self._unplaced_oom = False
+            self._count(said)
         if said is CrashKind.CUDA_GRAPH_CAPTURE_OOM:
             record.capture = True
         elif said is not None:
@@ -184,7 +209,11 @@ class CrashTracker:
 
     def _evidence(self, text: str) -> None:
         """Count what one line proves, in order of specificity."""
+        if self._pool_oom is not None and self._pool_numbers(text):
+            return
         kind = _specific_kind(text)
+        if kind is CrashKind.KV_POOL_EXHAUSTED:
+            self._pool_oom = [None, None]
         oom = kind is None and _CUDA_OOM.search(text) is not None
         if oom:
             kind = self._oom_kind()
@@ -193,6 +222,36 @@ class CrashTracker:
         elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
             self._mark_fatal()
 
+    def _pool_numbers(self, text: str) -> bool:
+        """A pool OOM's numbers; free tokens covering the request make it an allocator bug
+        (the pool did not run out: its allocator failed). True when the line was one."""
+        pool = self._pool_oom
+        assert pool is not None
+        if want := _WANT.search(text):
+            pool[0] = int(want.group(1))
+        elif have := _HAVE.search(text):
+            pool[1] = int(have.group(1) or have.group(2))
+        else:
+            return False
+        wanted, free = pool
+        if wanted is not None and free is not None:
+            self._pool_oom = None
+            if free >= wanted:
+                self._reclassify(CrashKind.KV_POOL_EXHAUSTED, CrashKind.ALLOCATOR_BUG)
+        return True
+
+    def _reclassify(self, was: CrashKind, kind: CrashKind) -> None:
+        """The crash counted as `was` is `kind` after all."""
+        burst = self._burst
+        if burst is None or was not in burst.kinds:
+            return
+        burst.kinds.discard(was)
+        if self.events[was] > 0:  # not yet taken: the crash is counted as its true kind only
+            self.events[was] -= 1
+        if kind not in burst.kinds:
+            burst.kinds.add(kind)
+            self.events[kind] += 1
+
     def _oom_kind(self) -> CrashKind | None:
         """A CUDA OOM's kind: frames first, then the server's phase, then the last batch."""
         record = self.record
@@ -200,10 +259,17 @@ class CrashTracker:
             return CrashKind.CUDA_GRAPH_CAPTURE_OOM
         if record is not None and record.phase is not None:
             return record.phase
+        if record is not None and record.init:
+            return None  # an init OOM: weights or pools, before any forward pass
         if self.phase is Phase.CAPTURE:
             return CrashKind.CUDA_GRAPH_CAPTURE_OOM
         if self.phase is Phase.STARTUP:
             return None  # loading weights or sizing the pool: some other crash
+        if self.phase is Phase.UNKNOWN and self.last_batch is None:
+            # nothing says whether it served yet: the traceback that follows may (its frames),
+            # else it stays some other crash (an init OOM is no prefill OOM)
+            self._unplaced_oom = True
+            return None
         return self.last_batch or CrashKind.PREFILL_OOM  # a process's first forward is a prefill
 
     def _count(self, kind: CrashKind) -> None:
@@ -238,6 +304,8 @@ class CrashTracker:
 
 def _specific_kind(text: str) -> CrashKind | None:
     """Kinds SGLang names in its own words (no phase guessing needed)."""
+    if _LEAK.search(text):
+        return CrashKind.ALLOCATOR_BUG
     if _NOT_ENOUGH.search(text):
         return CrashKind.STARTUP_NOT_ENOUGH_MEMORY
     if _KV_POOL.search(text):

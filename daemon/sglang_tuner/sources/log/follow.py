@@ -12,7 +12,14 @@ from sglang_tuner.model import signals as s
 from sglang_tuner.sources.log.crash import CrashKind
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 
-__all__ = ["LogCounts", "LogFollower", "last_startup_line", "scan_lines", "to_signals"]
+__all__ = [
+    "LogCounts",
+    "LogFollower",
+    "last_startup_line",
+    "load_signals",
+    "scan_lines",
+    "to_signals",
+]
 
 _STARTUP_MARK = b"max_total_num_tokens="
 MAX_READ_BYTES = 8 * 1024 * 1024  # per poll; the rest is read at the next poll
@@ -22,6 +29,7 @@ CRASH_SIGNALS: dict[CrashKind, str] = {
     CrashKind.DECODE_OOM: s.DECODE_OOM_EVENTS,
     CrashKind.KV_POOL_EXHAUSTED: s.KV_POOL_EXHAUSTED_EVENTS,
     CrashKind.STARTUP_NOT_ENOUGH_MEMORY: s.STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    CrashKind.ALLOCATOR_BUG: s.ALLOCATOR_BUG_EVENTS,
     CrashKind.OTHER_CRASH: s.OTHER_CRASH_EVENTS,
 }
 
@@ -37,6 +45,36 @@ def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
         values[s.MAX_TOTAL_NUM_TOKENS] = float(counts.max_total_num_tokens)
     if counts.available_gpu_mem_gb is not None:
         values[s.STARTUP_AVAILABLE_GPU_MEM_GB] = counts.available_gpu_mem_gb
+    if counts.mem_fraction_required is not None:
+        values[s.MEM_FRACTION_REQUIRED] = counts.mem_fraction_required
+    values.update(load_signals(counts, seconds))
+    return values
+
+
+def load_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
+    """The scheduler gauges from each DP rank's latest batch line, combined across ranks as the
+    metrics are (`model/signals.py`), and the prefill tokens' cache hits and rate."""
+    values: dict[str, float] = {}
+    loads = list(counts.load.values())
+    if loads:
+        values[s.NUM_RUNNING_REQS] = float(sum(load.running for load in loads))
+        values[s.NUM_RUNNING_REQS_MAX_RANK] = float(max(load.running for load in loads))
+        values[s.NUM_QUEUE_REQS] = float(sum(load.queued for load in loads))
+        values[s.NUM_DP_RANKS] = float(len(loads))
+        usage = [load.token_usage for load in loads if load.token_usage is not None]
+        if usage:
+            values[s.TOKEN_USAGE] = sum(usage) / len(usage)
+        used = [load.used_tokens for load in loads if load.used_tokens is not None]
+        if used:
+            values[s.NUM_USED_TOKENS] = float(sum(used))
+        throughput = [load.gen_throughput for load in loads if load.gen_throughput is not None]
+        if throughput:
+            values[s.GEN_THROUGHPUT] = sum(throughput)
+    prompt = counts.prefill_new_tokens + counts.prefill_cached_tokens
+    if prompt:
+        values[s.PREFIX_CACHE_HIT_RATIO] = counts.prefill_cached_tokens / prompt
+    if seconds is not None and seconds > 0 and counts.prefill_lines:
+        values[s.PROMPT_TOKENS_RATE] = prompt / seconds
     return values
 
 

@@ -2,16 +2,20 @@
 
 `LogScanner` keeps what must survive between polls (startup facts, the open traceback, the
 current crash); `scan_lines` is the one-shot form. Most lines are `Decode batch` lines, so they
-take the shortest path: one substring test and one regex.
+take the shortest path: a substring test, and the line kept as its scheduler's latest; only the
+latest line of each scheduler (DP rank) is parsed, at `take()`, the way SGLang's own gauges are
+refreshed at each log point. `Prefill batch` lines add their new and cached tokens.
 """
 
 import re
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
 from sglang_tuner.sources.log.crash import CrashKind, CrashTracker, Phase
+from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
 
 # Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
 # happened. " (0.2-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
@@ -23,8 +27,12 @@ _RETRACT = re.compile(
 # "Decode batch. " (<= 0.5.3), "Decode batch [N], " (0.5.4), "Decode batch, " (0.5.4.post1+)
 _BATCH_ENDS = frozenset({". ", ", ", " ["})
 _GRAPH_LABELS = frozenset({"cuda", "cpu", "npu", "musa"})
-_MAX_TOKENS = re.compile(r"\bmax_total_num_tokens=(\d+)")
+_MAX_TOKENS = re.compile(r"(?<![.\w])max_total_num_tokens=(\d+)")  # not a message's self.max_…
 _AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
+# "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.94. Raise
+# --mem-fraction-static above 0.942 (minimum viable = ...)": the fraction the weights need.
+_REQUIRED = re.compile(r"Raise --mem-fraction-static above ([0-9.]*[0-9])")
+_UNDER = re.compile(r"under --mem-fraction-static=([0-9.]*[0-9])")
 _PROCESS_START = re.compile(r"\bserver_args=|Init torch distributed begin")
 _CAPTURE_BEGIN = re.compile(r"Capture [\w -]*?graph begin", re.IGNORECASE)
 _CAPTURE_END = re.compile(r"Capture [\w -]*?graph end", re.IGNORECASE)
@@ -33,13 +41,29 @@ _PREFIX = re.compile(
     r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?((?: [A-Z_]+\d+)*)\] "
 )
 _DP = re.compile(r" DP(\d+)")
+_PREFILL_TOKENS = re.compile(r"#new-token: (\d+), #cached-token: (\d+)")
+# The key of a batch line's load fields, every version: "#token" / "#full token" and
+# "token usage" / "full token usage" (hybrid SWA and SSM pools name the full pool first).
+_USED = ("#token", "#full token")
+_USAGE = ("token usage", "full token usage")
 _TP = re.compile(r" TP(\d+)")
 # Lines worth a closer look besides batch lines: a cheap filter before the rare-line regexes.
 _KEYWORDS = re.compile(
     r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
     r"|max_total_num_tokens=|server_args=|Init torch distributed|No space left"
-    r"|OUT_OF_MEMORY|ALLOC_FAILED"
+    r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLoad:
+    """The load one scheduler (DP rank) reported in its latest batch line."""
+
+    running: int
+    queued: int
+    used_tokens: int | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None  # decode tokens/s (Decode batch lines only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +80,16 @@ class LogCounts:
     decode_oom: int = 0
     kv_pool_exhausted: int = 0
     startup_not_enough_memory: int = 0
+    allocator_bug: int = 0
     other_crash: int = 0
+    mem_fraction_required: float | None = None  # a failed start's "raise above Y", since take
+    # The launch arguments and startup summary, when a process started since the take.
+    server_args: Mapping[str, Any] | None = None
+    # Per scheduler (DP rank, "" without DP): the load of its latest batch line since the take.
+    load: Mapping[str, BatchLoad] = field(default_factory=dict)
+    prefill_lines: int = 0
+    prefill_new_tokens: int = 0  # tokens computed by prefill batches
+    prefill_cached_tokens: int = 0  # tokens served from the prefix cache
 
 
 class LogScanner:
@@ -67,6 +100,11 @@ class LogScanner:
         self.max_total_num_tokens: int | None = None
         self.available_gpu_mem_gb: float | None = None
         self._retracted = self._decode_lines = self._without_graph = 0
+        self._latest: dict[str, str] = {}  # DP rank -> its latest batch line since the take
+        self._server_args: dict[str, Any] = {}  # the latest launch line's, and its summary's
+        self._new_args = False
+        self._required: float | None = None
+        self._prefills = self._new_tokens = self._cached_tokens = 0
         # every TP rank prints a retraction: deduplicated within one log second
         self._retract_second: tuple[str | None, ...] = ()
         self._retract_seen: dict[tuple[str, str], dict[str, int]] = {}
@@ -74,7 +112,7 @@ class LogScanner:
     def feed(self, lines: Iterable[str]) -> None:
         """Read lines in order."""
         for line in lines:
-            self._line(line)
+            self.read_line(line)
 
     def take(self) -> LogCounts:
         """The counts since the previous take; startup facts are kept, events reset."""
@@ -86,8 +124,17 @@ class LogScanner:
             self.max_total_num_tokens,
             self.available_gpu_mem_gb,
             **{kind.value: events[kind] for kind in CrashKind},
+            mem_fraction_required=self._required,
+            server_args=dict(self._server_args) if self._new_args else None,
+            load={rank: load for rank, line in self._latest.items() if (load := batch_load(line))},
+            prefill_lines=self._prefills,
+            prefill_new_tokens=self._new_tokens,
+            prefill_cached_tokens=self._cached_tokens,
         )
         self._retracted = self._decode_lines = self._without_graph = 0
+        self._prefills = self._new_tokens = self._cached_tokens = 0
+        self._latest = {}
+        self._new_args, self._required = False, None
         return counts
 
     def finish(self) -> None:
@@ -95,11 +142,13 @@ class LogScanner:
         self.crash.close_record()
         self.crash.end_burst()
 
-    def _line(self, line: str) -> None:
+    def read_line(self, line: str) -> None:
         """One line's contribution; the common lines return first."""
         crash = self.crash
         if crash.record is not None:
             if not (_PREFIX.search(line) or "Decode batch" in line or "Prefill batch" in line):
+                if "--mem-fraction-static" in line:  # the exception's own words
+                    self._fraction_failed(line)
                 crash.record_line(line)
                 return
             crash.close_record()
@@ -111,6 +160,7 @@ class LogScanner:
                 CrashKind.PREFILL_OOM,
                 None,
             )
+            self._prefill(line, at)
         elif _KEYWORDS.search(line):
             self._rare(line)
 
@@ -122,6 +172,18 @@ class LogScanner:
         if at >= 0 and line[line.rfind(" ", 0, at) + 1 : at] in _GRAPH_LABELS:
             self._decode_lines += 1
             self._without_graph += line.startswith("F", at + 8)
+        self._latest[_dp_rank(line)] = line
+
+    def _prefill(self, line: str, at: int) -> None:
+        """A Prefill batch line: its tokens, and its load where no decode line follows."""
+        self._prefills += 1
+        if tokens := _PREFILL_TOKENS.search(line, at):
+            self._new_tokens += int(tokens.group(1))
+            self._cached_tokens += int(tokens.group(2))
+        rank = _dp_rank(line)
+        latest = self._latest.get(rank)
+        if latest is None or "Decode batch" not in latest:  # a decode line's load is the fuller
+            self._latest[rank] = line
 
     def _rare(self, line: str) -> None:
         """Retractions, startup and capture markers, crash evidence."""
@@ -131,7 +193,12 @@ class LogScanner:
             available = _AVAILABLE.search(line)  # absent before v0.4.7
             self.max_total_num_tokens = int(match.group(1))
             self.available_gpu_mem_gb = float(available.group(1)) if available else None
+            self._server_args.update(summary_values(line))
+            self._new_args = True
             self.crash.process_start(Phase.SERVING)
+        elif has_server_args(line):
+            self._server_args, self._new_args = parse_server_args(line), True
+            self.crash.process_start(Phase.STARTUP)
         elif _PROCESS_START.search(line):
             self.crash.process_start(Phase.STARTUP)
         elif _CAPTURE_BEGIN.search(line):
@@ -139,7 +206,18 @@ class LogScanner:
         elif _CAPTURE_END.search(line):
             self.crash.phase = Phase.STARTUP
         else:
+            if "--mem-fraction-static" in line:
+                self._fraction_failed(line)
             self.crash.line(line, line_seconds(line))
+
+    def _fraction_failed(self, line: str) -> None:
+        """A start that found no room for the KV cache: the fraction it ran with, and the one
+        SGLang asks for (both read as the server's own words)."""
+        if required := _REQUIRED.search(line):
+            self._required = float(required.group(1))
+        if under := _UNDER.search(line):
+            self._server_args["mem_fraction_static"] = float(under.group(1))
+            self._new_args = True
 
     def _retract(self, line: str, count: int) -> None:
         """Every TP rank of a scheduler prints the same retraction: count it once per rank set."""
@@ -155,6 +233,61 @@ class LogScanner:
         by_tp[tp] = by_tp.get(tp, 0) + 1
         if by_tp[tp] > before:  # the same rank again is a new retraction
             self._retracted += count
+
+
+def _dp_rank(line: str) -> str:
+    """The DP rank in a line's prefix ("" without one): each DP rank is its own scheduler."""
+    end = line.find("] ")
+    at = line.find(" DP", 0, end) if end > 0 else -1
+    if at < 0:
+        return ""
+    stop = at + 3
+    while stop < end and line[stop].isdigit():
+        stop += 1
+    return line[at + 3 : stop]
+
+
+def batch_fields(line: str) -> dict[str, str]:
+    """Every `key: value` field of a Decode or Prefill batch line, any version (reference §9.2,
+    §9.3): `{"#running-req": "233", "token usage": "0.82", "cuda graph": "True", ...}`."""
+    at = line.find(" batch")
+    if at < 0:
+        return {}
+    rest = line[at + 6 :].lstrip(".,[]0123456789 ")  # ". ", ", ", " [N], " (0.5.4)
+    fields = {}
+    for piece in rest.split(", "):
+        key, sep, value = piece.partition(": ")
+        if sep:
+            fields[key.strip()] = value.strip().rstrip(",")
+    return fields
+
+
+def batch_load(line: str) -> BatchLoad | None:
+    """The load a batch line reports; None when it lacks the running and queued counts."""
+    fields = batch_fields(line)
+    try:
+        running, queued = int(fields["#running-req"]), int(fields["#queue-req"])
+    except (KeyError, ValueError):
+        return None
+    used = _number(fields, _USED)
+    return BatchLoad(
+        running,
+        queued,
+        None if used is None else int(used),
+        _number(fields, _USAGE),
+        _number(fields, ("gen throughput (token/s)",)),
+    )
+
+
+def _number(fields: Mapping[str, str], keys: tuple[str, ...]) -> float | None:
+    """The first of `keys` present in `fields`, as a number (None: absent or not a number)."""
+    for key in keys:
+        if key in fields:
+            try:
+                return float(fields[key])
+            except ValueError:
+                return None
+    return None
 
 
 def _rank(pattern: re.Pattern[str], ranks: str) -> str:

@@ -1,0 +1,148 @@
+"""Follow an SGLang log that arrives on a pipe: a command's output (`journalctl -u sglang -f -o
+cat`, `docker logs -f NAME`, `kubectl logs -f POD -c sglang`), restarted with back-off when it
+exits, or the daemon's own standard input (`log_file: "-"`).
+
+Each poll reads what the pipe holds without waiting, as `LogFollower` reads a file; the lines go
+through the same scanner, so the signals are the same whichever way the log arrives.
+"""
+
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from sglang_tuner.sources.log.follow import MAX_READ_BYTES, to_signals
+from sglang_tuner.sources.log.lines import LogScanner
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_START_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
+STEADY_SECONDS = 60.0  # a command that ran this long starts its next back-off from the start
+
+
+class PipeFollower:
+    """Reads an open pipe without blocking; `poll` gives the signals of the lines since the
+    previous poll ({} when nothing arrived)."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        self.fd = fd
+        self._pending = b""
+        self._scanner = LogScanner()
+        self._last_poll: float | None = None
+        self.eof = False  # the writer closed the pipe
+        if fd is not None:
+            os.set_blocking(fd, False)
+
+    def poll(self, now: float) -> dict[str, float]:
+        """Signals for the lines that arrived since the last poll."""
+        self._scanner.feed(self._read_lines())
+        self._scanner.crash.flush_stale()
+        counts = self._scanner.take()
+        seconds = None if self._last_poll is None else now - self._last_poll
+        self._last_poll = now
+        return to_signals(counts, seconds)
+
+    def close(self) -> None:
+        """Stop reading (the pipe is the writer's to close)."""
+        self.fd = None
+
+    def _read_lines(self) -> list[str]:
+        data = b""
+        while self.fd is not None and len(data) < MAX_READ_BYTES:
+            try:
+                chunk = os.read(self.fd, MAX_READ_BYTES)
+            except BlockingIOError:
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.eof = True
+                break
+            data += chunk
+        head, sep, self._pending = (self._pending + data).rpartition(b"\n")
+        return head.decode("utf-8", errors="replace").splitlines() if sep else []
+
+
+def stdin_follower() -> PipeFollower:
+    """The daemon's standard input (`sglang ... 2>&1 | sglang-tuner run ...`)."""
+    return PipeFollower(sys.stdin.fileno())
+
+
+class LogCommand(PipeFollower):
+    """A command whose output is the log, started at the first poll and restarted with back-off
+    (1 s, doubling to 60 s; from 1 s again after a run of a minute) whenever it exits."""
+
+    def __init__(self, argv: Sequence[str]) -> None:
+        super().__init__(None)
+        self.argv = tuple(argv)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self._started_at = 0.0
+        self._next_start = 0.0
+        self._backoff = BACKOFF_START_SECONDS
+
+    def poll(self, now: float) -> dict[str, float]:
+        """Signals of the lines the command printed since the last poll; the command started
+        or restarted when due."""
+        if self.process is None and now >= self._next_start:
+            self._start(now)
+        values = super().poll(now)
+        if self.process is not None and self.eof and self.process.poll() is not None:
+            self._exited(now)
+        return values
+
+    def close(self) -> None:
+        """Stop the command."""
+        process, self.process = self.process, None
+        super().close()
+        if process is not None:
+            _stop(process)
+
+    def _start(self, now: float) -> None:
+        try:
+            process = subprocess.Popen(  # noqa: S603 - the operator's own command, no shell
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            logger.warning("log command %s cannot start: %s", self.argv[0], exc.strerror)
+            self._wait(now)
+            return
+        assert process.stdout is not None
+        self.process, self.eof, self._started_at = process, False, now
+        self.fd = process.stdout.fileno()
+        os.set_blocking(self.fd, False)
+
+    def _exited(self, now: float) -> None:
+        process, self.process = self.process, None
+        assert process is not None
+        code = process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+        self.fd = None
+        if now - self._started_at >= STEADY_SECONDS:
+            self._backoff = BACKOFF_START_SECONDS
+        logger.warning(
+            "log command %s exited (%s); restarting in %.0f s", self.argv[0], code, self._backoff
+        )
+        self.restarts += 1
+        self._wait(now)
+
+    def _wait(self, now: float) -> None:
+        self._next_start = now + self._backoff
+        self._backoff = min(BACKOFF_MAX_SECONDS, self._backoff * 2)
+
+
+def _stop(process: "subprocess.Popen[bytes]") -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
