@@ -53,7 +53,10 @@ def _advice_by_target(daemon) -> dict[str, set[tuple[str, str]]]:
 
 def test_daemon_four_rules_fire_resolve_when_healed_and_stay_quiet(daemon_factory, fleet):
     names = [_name(v, s) for v in VERSIONS for s in (*EXPECTED, *QUIET)]
-    targets = [{"name": n, "url": u} for n, u in zip(names, fleet.urls, strict=True)]
+    # batch clients: the profile is set, as an operator of batch jobs would (unset: inferred)
+    targets = [
+        {"name": n, "url": u, "profile": "offline"} for n, u in zip(names, fleet.urls, strict=True)
+    ]
     daemon = daemon_factory({**FAST, "targets": targets})
     quiet_advice: list[tuple[str, set[tuple[str, str]]]] = []
 
@@ -126,3 +129,31 @@ def test_daemon_api_key_server_works_from_metrics_and_says_what_it_lacks(daemon_
     assert found["no-key"]["current"] == "1"  # SGLang's default, assumed and said so
     assert "API key" in found["no-key"]["note"] or "api key" in found["no-key"]["note"].lower()
     assert "tok-123" not in daemon.logs()
+
+
+def test_daemon_judges_a_server_with_metrics_off_from_a_log_command(daemon_factory, tmp_path):
+    # SGLang's default: no --enable-metrics. The log arrives through a command, as
+    # `journalctl -f` or `kubectl logs -f` would give it (here `tail -F` on the sim's file).
+    log = tmp_path / "sglang.log"
+    spec = ServerSpec(
+        "scheduler_too_conservative", log_file=str(log), flags=(("--enable-metrics", "false"),)
+    )
+    with SimFleet([spec], speed=SPEED, seed=3) as fleet:
+        target = {
+            "name": "metrics-off",
+            "url": fleet.urls[0],
+            "log_command": ["tail", "-n", "+1", "-F", str(log)],
+        }
+        daemon = daemon_factory({**FAST, "targets": [target]})
+
+        def advised(d):
+            rules = {a["rule"] for a in d.get("/advice").json()["data"]}
+            return "scheduler_too_conservative" in rules
+
+        daemon.wait_for(advised, timeout=60)
+        (status,) = daemon.get("/targets").json()["data"]
+        assert status["error_reason"] == "http_404_metrics_disabled"
+        assert status["signal_sources"]["token_usage"] == "log"
+        assert status["up"] is True  # judged from its log
+        hints = {a["rule"]: a["severity"] for a in daemon.get("/advice").json()["data"]}
+        assert hints.get("metrics_disabled") == "info"

@@ -145,3 +145,34 @@ def test_judge_target_thresholds_follow_overrides_and_the_rule_judged() -> None:
         )
     ]  # fmt: skip
     assert fired == [True, False, True, False]
+
+
+def test_judge_infers_the_profile_and_makes_single_profile_advice_a_hint():
+    from sglang_tuner.model.advice import Severity
+    from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+    from sglang_tuner.model.target_spec import TargetSpec
+    from sglang_tuner.rules.queue import QUEUE_TOO_LONG
+    from sglang_tuner.target_state import TargetState
+
+    state = TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 100)  # no profile set
+    for i in range(20):
+        values = {"num_queue_reqs": 3000.0, "num_running_reqs": 200.0}
+        state.ingest(ScrapeResult("gpu-a", i * 5.0, 0.01, Snapshot("gpu-a", i * 5.0, values)))
+    judged = judge_target(state, [QUEUE_TOO_LONG], load_settings(None), 100.0)
+    assert judged.profile == "offline" and "backlog" in (judged.profile_inferred or "")
+    # queue_too_long applies to every profile: its advice stays a warning
+    assert judged.judgements[0].severity is Severity.WARNING
+
+
+def test_judge_advice_only_online_wants_is_a_hint_on_an_inferred_profile():
+    from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
+
+    state = TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 100)  # no profile set
+    for i in range(20):
+        values = {"num_queue_reqs": 0.0, "num_running_reqs": 400.0, "itl_p50_seconds": 0.2}
+        state.ingest(ScrapeResult("gpu-a", i * 5.0, 0.01, Snapshot("gpu-a", i * 5.0, values)))
+    judged = judge_target(state, [BATCH_TOO_LARGE_FOR_LATENCY], load_settings(None), 100.0)
+    assert judged.profile == "online"
+    (judgement,) = judged.judgements
+    assert judgement.finding is not None and judgement.severity is Severity.INFO
+    assert "inferred from the traffic" in judgement.finding.action.note

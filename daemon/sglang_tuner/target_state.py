@@ -148,15 +148,16 @@ class TargetState:
         """The flag values the server just crashed with are failing values from now on."""
         if self.config is None:
             return
-        failing = dict(self.history.failing)
+        failing, failing_low = dict(self.history.failing), dict(self.history.failing_low)
         for signal, blamed in CRASH_BLAME.items():
             if values.get(signal, 0) <= 0:
                 continue
             for field, too_low in blamed:
                 value = getattr(self.config, field)
                 if value is not None:
-                    failing[field] = FlagOutcome(value, ts, signal, too_low)
-        self.history = dataclasses.replace(self.history, failing=failing)
+                    side = failing_low if too_low else failing
+                    side[field] = FlagOutcome(value, ts, signal, too_low)
+        self.history = dataclasses.replace(self.history, failing=failing, failing_low=failing_low)
 
     def _remember_safe(self, ts: float) -> None:
         """Flag values that served `SAFE_AFTER_SECONDS` without a crash are safe values."""

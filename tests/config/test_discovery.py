@@ -40,7 +40,7 @@ def test_file_sd_reads_json_and_yaml_with_labels_and_profile(tmp_path):
     assert by_name["10.0.0.1:30000"].url == "http://10.0.0.1:30000"
     assert by_name["10.0.0.1:30000"].profile == "online"
     assert by_name["10.0.0.1:30000"].labels == {"zone": "a"}
-    assert by_name["10.0.0.2:30000"].profile == "offline"
+    assert by_name["10.0.0.2:30000"].profile is None  # unset: inferred from the traffic
 
 
 def test_file_sd_refresh_reports_change_only_when_a_file_changes(tmp_path):
@@ -80,4 +80,4 @@ def test_merge_targets_static_wins_over_discovered_with_same_name():
     static = [TargetSpec("h:1", "http://h:1", profile="online")]
     discovered = [TargetSpec("h:1", "http://h:1"), TargetSpec("h:2", "http://h:2")]
     merged = merge_targets(static, discovered)
-    assert [(t.name, t.profile) for t in merged] == [("h:1", "online"), ("h:2", "offline")]
+    assert [(t.name, t.profile) for t in merged] == [("h:1", "online"), ("h:2", None)]

@@ -76,14 +76,21 @@ def test_crash_blame_reads_only_crash_signals_and_blames_config_fields():
 
 
 def test_crash_blame_says_which_way_each_crash_points():
-    assert CRASH_BLAME[s.PREFILL_OOM_EVENTS] == (("chunked_prefill_size", False),)
+    # a CUDA OOM: the GPU itself ran out, so the fraction was too high as well
+    assert dict(CRASH_BLAME[s.PREFILL_OOM_EVENTS]) == {
+        "chunked_prefill_size": False,
+        "mem_fraction_static": False,
+    }
     assert CRASH_BLAME[s.STARTUP_NOT_ENOUGH_MEMORY_EVENTS] == (("mem_fraction_static", True),)
     # the pool running out: a pool too small as much as a batch too large
     assert dict(CRASH_BLAME[s.KV_POOL_EXHAUSTED_EVENTS]) == {
         "mem_fraction_static": True,
         "max_running_requests": False,
     }
-    assert CRASH_BLAME[s.CUDA_GRAPH_CAPTURE_OOM_EVENTS] == (("cuda_graph_max_bs", False),)
+    assert dict(CRASH_BLAME[s.CUDA_GRAPH_CAPTURE_OOM_EVENTS]) == {
+        "cuda_graph_max_bs": False,
+        "mem_fraction_static": False,
+    }
 
 
 # -- no second table ---------------------------------------------------------------------------

@@ -105,3 +105,27 @@ def test_allocator_bug_changes_no_flag():
     assert isinstance(out, Finding)
     assert out.action.flag is None and out.action.text.startswith("not a tuning problem")
     assert isinstance(evaluate(ALLOCATOR_BUG, window_from(allocator_bug_events="0x3")), Pass)
+
+
+def test_startup_raise_never_reaches_a_fraction_that_ran_out_of_gpu_memory():
+    # 0.85 hit a CUDA OOM, then 0.84 found no room for the KV pool: nothing fits between
+    history = FlagHistory(
+        failing={"mem_fraction_static": FlagOutcome(0.85, 10.0, "cuda_graph_capture_oom_events")},
+        failing_low={
+            "mem_fraction_static": FlagOutcome(0.84, 20.0, "startup_not_enough_memory_events", True)
+        },
+    )
+    config = ServerConfig(mem_fraction_static=0.84, gpu_model=H100)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config, history=history)
+    assert isinstance(out, Finding) and out.action.flag is None
+    assert "below 0.85, which ran out of GPU memory" in out.action.text
+    # 0.80 too low, 0.85 out of memory: the raise stops below 0.85
+    history = FlagHistory(
+        failing=history.failing,
+        failing_low={
+            "mem_fraction_static": FlagOutcome(0.8, 20.0, "startup_not_enough_memory_events", True)
+        },
+    )
+    config = ServerConfig(mem_fraction_static=0.8, gpu_model=H100)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config, history=history)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.8 -> 0.84"

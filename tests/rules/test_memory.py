@@ -232,3 +232,16 @@ def test_mem_fraction_too_high_after_oom_restarts_uses_the_ladder():
     config = ServerConfig(mem_fraction_static=0.88, gpu_model=H100)
     out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=config)
     assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.88 -> 0.8"
+
+
+def test_mem_fraction_too_high_counts_sglangs_reserve_for_many_ranks():
+    from sglang_tuner.model.server_config import ServerConfig
+
+    view = window_from(startup_available_gpu_mem_gb="6x10")
+    alone = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(tp_size=1))
+    assert isinstance(alone, Pass)  # 6 GB: inside the guide's band on one GPU
+    wide = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(tp_size=16))
+    assert isinstance(wide, Finding)  # tp 16: SGLang itself keeps 2 GB more for communication
+    assert "under 7 GB (the guide's 5 GB + SGLang's 2 GB for 16 ranks' communication)" in (
+        wide.evidence
+    )

@@ -40,6 +40,7 @@ def demo_settings(urls: list[str], port: int, tmp: Path) -> Settings:
             "name": f"sim-{scenario}",
             "log_file": str(_log_file(tmp, scenario)),
             "gpu_model": GPU,
+            "profile": "offline",  # the simulated clients are batch jobs (unset: inferred)
         }
         for scenario, url in zip(SCENARIOS, urls, strict=True)
     ]

@@ -61,7 +61,14 @@ TUNING_FLAGS: tuple[TuningFlag, ...] = (
     TuningFlag(
         MEM_FRACTION_STATIC,
         "mem_fraction_static",
-        blamed_by=((KV_POOL_EXHAUSTED_EVENTS, True), (STARTUP_NOT_ENOUGH_MEMORY_EVENTS, True)),
+        # too low: the pool ran out or did not fit; too high: the GPU itself ran out of memory
+        blamed_by=(
+            (KV_POOL_EXHAUSTED_EVENTS, True),
+            (STARTUP_NOT_ENOUGH_MEMORY_EVENTS, True),
+            (PREFILL_OOM_EVENTS, False),
+            (DECODE_OOM_EVENTS, False),
+            (CUDA_GRAPH_CAPTURE_OOM_EVENTS, False),
+        ),
     ),
     TuningFlag(
         CHUNKED_PREFILL_SIZE, "chunked_prefill_size", blamed_by=((PREFILL_OOM_EVENTS, False),)
@@ -115,17 +122,25 @@ class FlagOutcome:
 
 @dataclass(frozen=True, slots=True)
 class FlagHistory:
-    """Per `ServerConfig` field: the last value that ran safely and the last one that crashed."""
+    """Per `ServerConfig` field: the last value that ran safely and the last one that crashed;
+    a value that failed as too low is kept apart (`failing_low`), so a fraction that was too
+    small for the KV pool and one that ran the GPU out of memory bound the next suggestion
+    from both sides."""
 
     safe: Mapping[str, FlagOutcome] = field(default_factory=dict)
     failing: Mapping[str, FlagOutcome] = field(default_factory=dict)
+    failing_low: Mapping[str, FlagOutcome] = field(default_factory=dict)
 
     def crashes_with(self, flag: str, value: float | str) -> FlagOutcome | None:
-        """The crash a suggested value would repeat: at or past the last failing value."""
-        failed = self.failing.get(FLAG_FIELDS.get(flag, flag))
-        if failed is None:
-            return None
-        if isinstance(failed.value, str) or isinstance(value, str):
-            return failed if str(failed.value) == str(value) else None
-        crossed = value <= failed.value if failed.too_low else value >= failed.value
-        return failed if crossed else None
+        """The crash a suggested value would repeat: at or past a failing value, either side."""
+        name = FLAG_FIELDS.get(flag, flag)
+        for failed in (self.failing.get(name), self.failing_low.get(name)):
+            if failed is None:
+                continue
+            if isinstance(failed.value, str) or isinstance(value, str):
+                if str(failed.value) == str(value):
+                    return failed
+                continue
+            if value <= failed.value if failed.too_low else value >= failed.value:
+                return failed
+        return None

@@ -44,9 +44,10 @@ def _events(inp: RuleInput, signal: str) -> tuple[float, int] | NoData:
     return inp.view.total(signal) or 0.0, present
 
 
-def _crashed_value(inp: RuleInput, field: str) -> float | None:
-    """The value the server crashed with: the flag history's, else today's config."""
-    failed = inp.history.failing.get(field)
+def _crashed_value(inp: RuleInput, field: str, too_low: bool = False) -> float | None:
+    """The value the server crashed with (`too_low`: one that failed as too small): the flag
+    history's, else today's config."""
+    failed = (inp.history.failing_low if too_low else inp.history.failing).get(field)
     if failed is not None and not isinstance(failed.value, str):
         return float(failed.value)
     value = getattr(inp.config, field, None) if inp.config is not None else None
@@ -204,16 +205,32 @@ ALLOCATOR_BUG = Rule(
 
 
 # -- Not enough memory at startup -------------------------------------------------------------
+def _ceiling(inp: RuleInput) -> tuple[float, str]:
+    """The highest fraction to suggest: the cap, or below a fraction this server already ran
+    out of GPU memory with (a CUDA OOM), whichever is lower; and what it is."""
+    cap = inp.thresholds["mem_fraction_max"]
+    oom = inp.history.failing.get("mem_fraction_static")
+    if oom is not None and not isinstance(oom.value, str) and oom.value - 0.01 < cap:
+        return round(
+            float(oom.value) - 0.01, 2
+        ), f"below {oom.value:g}, which ran out of GPU memory"
+    return cap, f"{cap:g}"
+
+
+def _no_fit(what: str) -> Action:
+    return Action(
+        f"{what}: the model does not fit this way; use more GPUs (--tp-size) or FP8 weights "
+        "(--quantization fp8)"
+    )
+
+
 def _raise_above(inp: RuleInput, required: float) -> Action:
     """SGLang said which fraction the weights need: the next hundredth above it, capped."""
-    ceiling = inp.thresholds["mem_fraction_max"]
+    ceiling, why = _ceiling(inp)
     suggested = round(math.floor(required * 100 + 1e-9) / 100 + 0.01, 2)
     if suggested > ceiling + 1e-9:
-        return Action(
-            f"the weights need {MEM_FLAG} above {required:g}, past {ceiling:g}: the model does "
-            "not fit this way; use more GPUs (--tp-size) or FP8 weights (--quantization fp8)"
-        )
-    crashed = _crashed_value(inp, "mem_fraction_static")
+        return _no_fit(f"the weights need {MEM_FLAG} above {required:g}, past {why}")
+    crashed = _crashed_value(inp, "mem_fraction_static", too_low=True)
     action = flag_action(MEM_FLAG, crashed, suggested, inp)
     action = with_note(
         action,
@@ -230,12 +247,12 @@ def _raise_for_the_pool(inp: RuleInput) -> Action:
     required = inp.view.max(MEM_FRACTION_REQUIRED)
     if required is not None:
         return _raise_above(inp, required)
-    crashed = _crashed_value(inp, "mem_fraction_static")
-    ceiling = th["mem_fraction_max"]
+    crashed = _crashed_value(inp, "mem_fraction_static", too_low=True)
+    ceiling, why = _ceiling(inp)
     if crashed is not None and crashed >= ceiling - 1e-9:
-        return Action(
-            f"{MEM_FLAG} is already {crashed:g}: the weights leave no room for a KV pool; "
-            "use more GPUs (--tp-size) or FP8 weights (--quantization fp8)"
+        return _no_fit(
+            f"{MEM_FLAG} is already {crashed:g} and may go no higher ({why}): the weights "
+            "leave no room for a KV pool"
         )
     if crashed is None:
         step = th["mem_fraction_step"]

@@ -63,10 +63,27 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
         return Finding(evidence, lower_mem_fraction(inp), Confidence.HIGH)
     if free is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
-    if free >= th["available_gpu_mem_too_low_gb"]:
+    floor, why = _free_floor(inp)
+    if free >= floor:
         return Pass(detail=f"available_gpu_mem {free:.2f} GB")
-    evidence = f"startup available_gpu_mem {free:.2f} GB, under the guide's 5 GB: OOM risk"
+    evidence = f"startup available_gpu_mem {free:.2f} GB, under {why}: OOM risk"
     return Finding(evidence, lower_mem_fraction(inp), Confidence.HIGH)
+
+
+def _free_floor(inp: RuleInput) -> tuple[float, str]:
+    """The least free memory that is safe: the guide's 5 GB, plus what SGLang itself keeps
+    free per rank for communication buffers on large tp x pp (`tp x pp / 8` GiB in its
+    memory settings, 0.5.3+): a tp-16 server that OOMs with 6 GB free is below that."""
+    guide = inp.thresholds["available_gpu_mem_too_low_gb"]
+    config = inp.config
+    ranks = (config.tp_size or 1) * (config.pp_size or 1) if config is not None else 1
+    extra = ranks * inp.thresholds["reserve_gb_per_rank"]
+    if ranks <= 1 or extra <= 0:
+        return guide, f"the guide's {guide:g} GB"
+    return guide + extra, (
+        f"{guide + extra:g} GB (the guide's {guide:g} GB + SGLang's {extra:g} GB for "
+        f"{ranks} ranks' communication)"
+    )
 
 
 MEM_FRACTION_TOO_LOW = Rule(
@@ -110,6 +127,7 @@ MEM_FRACTION_TOO_HIGH = Rule(
     signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, *GPU_OOM_SIGNALS),
     thresholds={
         "available_gpu_mem_too_low_gb": 5.0,
+        "reserve_gb_per_rank": 0.125,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
         "oom_restarts": 1.0,
         "mem_fraction_step_1": 0.8,
@@ -117,6 +135,8 @@ MEM_FRACTION_TOO_HIGH = Rule(
     },
     check=_check_mem_too_high,
     provenance={
+        "reserve_gb_per_rank": "SGLang's own memory settings (0.5.3+, ServerArgs."
+        "_handle_gpu_memory_settings): tp x pp x 128 MiB kept free for communication buffers",
         "available_gpu_mem_too_low_gb": "guide (newest, Chinese translation): '< 5 GB: too low, "
         "risk of OOM'",
         "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",

@@ -44,7 +44,8 @@ def flag_history_from(data: dict[str, Any]) -> FlagHistory:
     """A server's safe and failing flag values read back from their stored JSON."""
     safe = {k: FlagOutcome(**v) for k, v in data.get("safe", {}).items()}
     failing = {k: FlagOutcome(**v) for k, v in data.get("failing", {}).items()}
-    return FlagHistory(safe=safe, failing=failing)
+    low = {k: FlagOutcome(**v) for k, v in data.get("failing_low", {}).items()}
+    return FlagHistory(safe=safe, failing=failing, failing_low=low)
 
 
 def _action(data: dict[str, Any]) -> Action:
