@@ -55,7 +55,8 @@ def timed(command: list[str]) -> tuple[float, float, int]:
     """(wall seconds, CPU seconds, peak RSS KiB) of one run of `command` as a whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    # stdout into a pipe: GNU grep stops at its first match when it sees /dev/null
+    subprocess.run(command, capture_output=True, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -10,6 +10,7 @@ RUNS = (
     ("closed loop: advice applied to simulated servers", ["closed_loop.py"]),
     ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
     ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
+    ("check --log on a 1 GB log, beside grep", ["log_replay.py", "--mb", "1024"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
     ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40", "--untuned"]),
     ("daemon memory: label values new every scrape", ["label_churn.py", "--seconds", "60"]),

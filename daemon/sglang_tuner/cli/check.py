@@ -134,7 +134,9 @@ def log_settings(args: argparse.Namespace) -> Settings:
         None,
         {
             "scrape_interval_seconds": interval,
-            "evaluation_interval_seconds": max(interval, 30.0),
+            # judged once a window of log time (and at the end): with no hold, only the
+            # judgement at the log's end decides what fires; crashes and flags are kept anyway
+            "evaluation_interval_seconds": max(interval, args.window),
             "window_seconds": max(args.window, interval * 3),
             "min_samples": 3,
             "hold_for_seconds": 0.0,
@@ -143,10 +145,15 @@ def log_settings(args: argparse.Namespace) -> Settings:
     )
 
 
-def _lines(handle: IO[bytes]) -> Iterator[str]:
-    """Lines of a byte stream as text, undecodable bytes replaced (a log is mostly ASCII)."""
-    for raw in handle:
-        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+def _lines(handle: IO[bytes], chunk_bytes: int = 4 << 20) -> Iterator[str]:
+    """Lines of a byte stream as text, undecodable bytes replaced (a log is mostly ASCII);
+    read a few MiB at a time and split at "\\n" in C."""
+    carry = b""
+    while chunk := handle.read(chunk_bytes):
+        head, _, carry = (carry + chunk).rpartition(b"\n")
+        yield from head.decode("utf-8", errors="replace").split("\n")
+    if carry:
+        yield from carry.decode("utf-8", errors="replace").split("\n")
 
 
 def run_check_log(args: argparse.Namespace) -> int:
