@@ -171,3 +171,33 @@ def test_scheduler_too_conservative_silent_when_retraction_bursts_in_window():
     )
     assert isinstance(out, Pass)
     assert out.detail == "requests were retracted in 20% of samples: the pool overflows"
+
+
+def _dp_attention_server(reported: float, version: str = "0.5.9") -> ServerConfig:
+    """A DeepSeek-style server under attention DP, read as /server_info reports it."""
+    import json
+    from pathlib import Path
+
+    from sglang_tuner.sources.server_info import parse_server_info
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "server_info"
+    body = json.loads((fixtures / "v0.5.9.json").read_text())
+    return parse_server_info({**body, "version": version, "schedule_conservativeness": reported})
+
+
+def test_dp_attention_retractions_advice_is_in_flag_units_and_stops_once_applied():
+    # reported 0.3 = 0.3 x the default 1.0: the advice raises the flag, 1 -> 1.3
+    out = evaluate(RETRACTIONS_FREQUENT, RETRACTING, config=_dp_attention_server(0.3))
+    assert isinstance(out, Finding)
+    assert out.action.text.startswith("--schedule-conservativeness 1 -> 1.3")
+    # once applied the server reports 0.39: the flag is at 1.3, no advice to set 1.3 again
+    out = evaluate(RETRACTIONS_FREQUENT, RETRACTING, config=_dp_attention_server(0.39))
+    assert not (isinstance(out, Finding) and "1.3 -> 1.3" in out.action.text)
+    assert not (isinstance(out, Finding) and "0.39" in out.action.text)
+
+
+def test_dp_attention_low_usage_is_not_refused_as_already_at_the_guides_0_3():
+    # reported 0.3 is the flag 1.0: it may still be lowered
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=_dp_attention_server(0.3))
+    assert isinstance(out, Finding)
+    assert out.action.text.startswith("--schedule-conservativeness 1 -> ")

@@ -63,7 +63,8 @@ def test_parse_server_info_v0_5_9_sums_effective_max_running_over_dp() -> None:
     config = parse_server_info(body("0.5.9"))
     assert (config.max_running_requests, config.max_running_requests_per_dp) == (2048, 1024)
     assert config.dp_size == 2 and config.enable_dp_attention is True
-    assert config.schedule_conservativeness == 0.3 and config.schedule_policy == "lpm"
+    # reported 0.3 under DP attention: SGLang scheduled with 0.3 x the flag, which was 1.0
+    assert config.schedule_conservativeness == 1.0 and config.schedule_policy == "lpm"
     assert config.kv_cache_dtype == "fp8_e4m3" and config.quantization == "fp8"
     assert config.startup_available_gpu_mem_gb is None
 
@@ -205,3 +206,18 @@ def test_redact_removes_secrets_from_the_launch_command():
     assert "hf_abc" not in text
     assert "--port 30000 --enable-metrics" in out["launch_command"]
     assert "--tp-size 2" in out["nested"][0]["cmd"]
+
+
+@pytest.mark.parametrize(
+    ("version", "fields", "flag"),
+    [
+        ("0.5.9", {"enable_dp_attention": True, "dp_size": 2}, 1.3),  # the classic flags
+        ("0.5.21", {"enable_dp_attention": True, "dp_size": 8}, 1.3),
+        ("0.5.23", {"attn_dp_size": 8, "dp_size": 1, "enable_dp_attention": None}, 1.3),
+        ("0.5.23", {"attn_dp_size": 1, "dp_size": 1, "enable_dp_attention": None}, 0.39),
+        ("0.5.9", {"enable_dp_attention": False, "dp_size": 2}, 0.39),  # plain DP replicas
+    ],
+)
+def test_parse_server_info_conservativeness_in_flag_units_under_dp_attention(version, fields, flag):
+    reported = {**body("0.5.9"), "version": version, **fields, "schedule_conservativeness": 0.39}
+    assert parse_server_info(reported).schedule_conservativeness == flag

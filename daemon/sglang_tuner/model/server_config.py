@@ -18,6 +18,7 @@ class ServerConfig:
 
     version: str | None = None
     model_path: str | None = None
+    # the flag as set: SGLang reports 0.3 x it under attention DP (sources/server_info.py)
     schedule_conservativeness: float | None = None
     mem_fraction_static: float | None = None
     chunked_prefill_size: int | None = None

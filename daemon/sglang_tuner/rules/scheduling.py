@@ -22,6 +22,7 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
+from sglang_tuner.rules.sglang.flags import conservativeness_scale
 from sglang_tuner.rules.units import (
     flag_from_per_rank,
     max_running_flag,
@@ -72,12 +73,14 @@ def _computed_conservativeness(inp: RuleInput) -> Action:
     usage = inp.view.quantile(TOKEN_USAGE, 0.5) or 0.0
     target = th["token_usage_target"]
     shrink = usage * (1 - target) / (target * (1 - usage)) if 0 < usage < target else 1.0
-    effective = min(base, EFFECTIVE_MAX)
+    # in flag units: under attention DP SGLang schedules with 0.3 x the flag
+    flag_max = EFFECTIVE_MAX / conservativeness_scale(inp.config)
+    effective = min(base, flag_max)
     suggested = max(th["conservativeness_floor"], _floor2(effective * shrink))
     action = flag_action(FLAG, current, suggested, inp, DEFAULT_CONSERVATIVENESS)
     note = (
-        f"values above {EFFECTIVE_MAX:.2f} all schedule alike (SGLang caps the new-token ratio)"
-        if base > EFFECTIVE_MAX else ""
+        f"values above {flag_max:.2f} all schedule alike (SGLang caps the new-token ratio)"
+        if base > flag_max else ""
     )  # fmt: skip
     expected = (
         f"token usage from p50 {usage:.2f} to about {target:g}: more requests running, less "

@@ -137,6 +137,33 @@ def _disable_cuda_graph(body: Mapping[str, Any]) -> bool | None:
     return any(known) if known else None
 
 
+# With attention data parallelism SGLang schedules with 0.3 x the flag and reports the product
+# (`_handle_data_parallelism`, every version with DP attention; 0.5.23 `arg_groups/
+# parallel_hook.py`). ServerConfig holds the flag the operator set, so advice, comparisons and
+# the change log speak the flag's units.
+DP_ATTENTION_CONSERVATIVENESS = 0.3
+
+
+def _attention_dp(body: Mapping[str, Any]) -> bool:
+    """Attention data parallelism on: `attn_dp_size` > 1 (0.5.22+), else `dp_size` > 1 with
+    `enable_dp_attention`."""
+    width = _as_int(_get(body, "attn_dp_size"))
+    if width is not None:
+        return width > 1
+    return (
+        bool(_as_bool(_get(body, "enable_dp_attention")))
+        and (_as_int(_get(body, "dp_size")) or 1) > 1
+    )
+
+
+def _conservativeness_flag(body: Mapping[str, Any]) -> float | None:
+    """`--schedule-conservativeness` as the operator set it (the reported value unscaled)."""
+    value = _as_float(_get(body, "schedule_conservativeness"))
+    if value is None or not _attention_dp(body):
+        return value
+    return round(value / DP_ATTENTION_CONSERVATIVENESS, 6)
+
+
 def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
     """Resolve the tuning knobs from a `/server_info` body of any version (redacted in `raw`)."""
     clean = redact(body)
@@ -144,7 +171,7 @@ def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
     return ServerConfig(
         version=_as_str(clean.get("version")),
         model_path=_as_str(_get(clean, "model_path")),
-        schedule_conservativeness=_as_float(_get(clean, "schedule_conservativeness")),
+        schedule_conservativeness=_conservativeness_flag(clean),
         mem_fraction_static=_as_float(_get(clean, "mem_fraction_static")),
         chunked_prefill_size=_as_int(_get(clean, "chunked_prefill_size")),
         max_prefill_tokens=_as_int(_get(clean, "max_prefill_tokens")),

@@ -205,6 +205,16 @@ def attention_dp_size(config: ServerConfig) -> int | None:
     return (config.dp_size or 1) if config.enable_dp_attention else 1
 
 
+# Under attention DP SGLang schedules with 0.3 x --schedule-conservativeness (every version).
+DP_ATTENTION_CONSERVATIVENESS = 0.3
+
+
+def conservativeness_scale(config: ServerConfig | None) -> float:
+    """What SGLang multiplies --schedule-conservativeness by before scheduling with it."""
+    width = attention_dp_size(config) if config is not None else None
+    return DP_ATTENTION_CONSERVATIVENESS if width is not None and width > 1 else 1.0
+
+
 def max_running_is_per_rank(config: ServerConfig) -> bool | None:
     """Whether `--max-running-requests N` caps each DP rank at N (else N is split over them).
 
