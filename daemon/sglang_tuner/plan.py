@@ -9,7 +9,7 @@ is held back with the reason; the others follow the next change, in order.
 
 from collections.abc import Mapping, Sequence
 
-from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.record import FLAGS, Change
 from sglang_tuner.changes.verdict import HURT
 from sglang_tuner.judge import Judgement, TargetJudgement
 from sglang_tuner.model.advice import Action, Finding, Severity
@@ -68,6 +68,7 @@ def plan_target(
             _not_in_version(action, config)
             or _crashed_before(action, history)
             or _hurt_before(j.rule.id, j.finding, changes)
+            or _undoes_latest(j.rule.id, action, changes)
             or _conflict(action, kept)
         )
         if reason:
@@ -151,6 +152,28 @@ def _hurt_before(rule: str, finding: Finding, changes: Sequence[Change]) -> str:
                     f"hurt ({change.verdict.reason}); held until its evidence is clearly "
                     f"stronger (condition held in {now:.0%} of samples, {then:.0%} then)"
                 )
+    return ""
+
+
+def _undoes_latest(rule: str, action: Action, changes: Sequence[Change]) -> str:
+    """Why advice that would set a flag back to its value before the latest change waits ('' when
+    it need not): the change has not been judged to hurt (then `tuning_regression` undoes it),
+    and flipping back and forth costs a restart each time (an emptied prefix cache with it)."""
+    latest = next((c for c in reversed(changes) if c.kind == FLAGS), None)
+    if latest is None or rule == "tuning_regression":
+        return ""
+    if latest.verdict is not None and latest.verdict.verdict == HURT:
+        return ""
+    for move in _moves(action):
+        flag = move.flag or ""
+        if flag in latest.before and move.suggested == latest.before[flag]:
+            asked = f", asked by {latest.rule}" if latest.rule else ""
+            judged = latest.verdict.verdict if latest.verdict is not None else "not judged yet"
+            return (
+                f"it would undo the latest change, {flag} {latest.before[flag]} -> "
+                f"{latest.after[flag]}{asked} ({judged}); held until a verdict says that "
+                "change hurt"
+            )
     return ""
 
 

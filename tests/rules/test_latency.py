@@ -182,3 +182,12 @@ def test_long_prompts_dominate_ttft_long_context_tolerates_slower_ttft():
 def test_long_prompts_dominate_ttft_no_data_without_ttft():
     out = evaluate(LONG_PROMPTS_DOMINATE_TTFT, window_from(prompt_tokens_mean="12000x20"))
     assert isinstance(out, NoData) and "ttft_p50_seconds" in out.reason
+
+
+def test_batch_too_large_without_a_fit_claims_no_throughput_number():
+    # ITL flat across the window: no fit, the proportional model; "-0 %" would be by construction
+    view = window_from(itl_p50_seconds="0.2x20", num_running_reqs="400x20")
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, profile="online")
+    assert isinstance(out, Finding)
+    assert "%" not in out.action.expected.split("decode tokens/s")[1].split(",")[0]
+    assert "cannot tell" in out.action.expected

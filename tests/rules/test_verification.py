@@ -76,3 +76,33 @@ def test_advice_that_hurt_is_held_until_its_evidence_is_clearly_stronger():
 def test_advice_that_did_not_ask_for_the_change_is_not_held():
     plan = plan_target("t", _finding(0.75), FlagHistory(), ORDER, (_change(rule=None),))
     assert plan.next is not None
+
+
+def _policy_change(verdict: str | None) -> Change:
+    """fcfs -> lpm, asked by fcfs_with_prefix_reuse; judged `verdict` (None: not yet)."""
+    judged = None if verdict is None else Verdict(verdict, "tokens/s", (WORSE,))
+    return Change(
+        target="t", at=1_795_000_000.0, kind="flags", before={"--schedule-policy": "fcfs"},
+        after={"--schedule-policy": "lpm"}, rule="fcfs_with_prefix_reuse", profile="offline",
+        before_window=EMPTY, due=0.0, asked_ratio=1.0, verdict=judged,
+    )  # fmt: skip
+
+
+def _back_to_fcfs() -> TargetJudgement:
+    from sglang_tuner.rules.scheduling_policy import LPM_WITHOUT_PREFIX_REUSE
+
+    action = Action("--schedule-policy lpm -> fcfs", "--schedule-policy", "lpm", "fcfs")
+    finding = Finding("hits 0.05", action, Confidence.HIGH, 0.9, 60)
+    judgement = Judgement(LPM_WITHOUT_PREFIX_REUSE, Health.OK, LPM_WITHOUT_PREFIX_REUSE.severity,
+                          finding)  # fmt: skip
+    return TargetJudgement(0.0, True, 60, (judgement,))
+
+
+def test_plan_holds_the_reverse_of_the_latest_change_no_lpm_fcfs_flip_flop():
+    for verdict in (None, "helped", "no_change", "inconclusive"):
+        plan = plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, (_policy_change(verdict),))
+        assert plan.next is None, verdict
+        assert plan.held[0].reason.startswith("it would undo the latest change")
+    # once the change is judged to hurt, undoing it is what tuning_regression asks for
+    plan = plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, (_policy_change("hurt"),))
+    assert plan.next is not None and plan.next.action.suggested == "fcfs"

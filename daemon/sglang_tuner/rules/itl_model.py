@@ -24,8 +24,13 @@ def itl_fit(inp: RuleInput) -> tuple[float, float, int] | None:
     return my - slope * mx, slope, len(rows)
 
 
+PROPORTIONAL = "ITL taken as proportional to the batch (no usable fit)"
+
+
 def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int, float, str]:
-    """(per-rank batch, ITL expected there, basis) meeting the ITL target."""
+    """(per-rank batch, ITL expected there, basis) meeting the ITL target; without a usable fit
+    ITL is taken as proportional to the batch (`PROPORTIONAL`), which says nothing of the
+    throughput cost: tokens/s = batch / ITL is then the same at every batch by construction."""
     target = inp.thresholds["itl_p50_max_seconds"]
     fit = itl_fit(inp)
     if fit is not None and fit[1] > 0 and fit[0] < target:
@@ -33,4 +38,4 @@ def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int,
         basis = f"a linear fit of ITL on batch over {fit[2]} samples"
         return max(1, per_rank), fit[0] + fit[1] * max(1, per_rank), basis
     per_rank = math.floor(batch * target / itl)  # ITL taken as proportional to the batch
-    return max(1, per_rank), target, "ITL taken as proportional to the batch (no usable fit)"
+    return max(1, per_rank), target, PROPORTIONAL

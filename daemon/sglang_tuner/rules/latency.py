@@ -23,7 +23,7 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.itl_model import batch_for_itl_target
+from sglang_tuner.rules.itl_model import PROPORTIONAL, batch_for_itl_target
 from sglang_tuner.rules.oom import default_chunked_prefill
 from sglang_tuner.rules.sglang.flags import has_flag
 from sglang_tuner.rules.units import (
@@ -52,12 +52,20 @@ def _lower_max_running(inp: RuleInput) -> Action:
     action = flag_action(
         "--max-running-requests", current, flag_from_per_rank(inp.config, per_rank), inp
     )
-    # Decode tokens per second go with batch / ITL: what the smaller batch costs.
-    cost = (per_rank / predicted) / (batch / itl) - 1 if predicted > 0 else 0.0
+    # Decode tokens per second go with batch / ITL: what the smaller batch costs. Without a
+    # fit the proportional model makes that ratio 1 by construction: no number is claimed.
+    if basis == PROPORTIONAL or predicted <= 0:
+        cost_text = (
+            "decode tokens/s lower by an amount this window cannot tell (ITL did not vary "
+            "with the batch enough to fit: a decode step's fixed weight read is unknown)"
+        )
+    else:
+        cost = (per_rank / predicted) / (batch / itl) - 1
+        cost_text = f"decode tokens/s about {cost:+.0%}"
     expected = (
         f"ITL p50 from {itl * 1000:.0f} ms to about {predicted * 1000:.0f} ms at {per_rank} "
-        f"requests per rank (batch p50 now {batch:.0f}), from {basis}; decode tokens/s about "
-        f"{cost:+.0%}, and queue wait (TTFT) longer while the load stays"
+        f"requests per rank (batch p50 now {batch:.0f}), from {basis}; {cost_text}, and queue "
+        "wait (TTFT) longer while the load stays"
     )
     return with_expected(action, expected)
 
