@@ -245,3 +245,17 @@ def test_mem_fraction_too_high_counts_sglangs_reserve_for_many_ranks():
     assert "under 7 GB (the guide's 5 GB + SGLang's 2 GB for 16 ranks' communication)" in (
         wide.evidence
     )
+
+
+def test_mem_fraction_too_low_silent_while_the_pool_is_not_what_limits():
+    calm = window_from(
+        startup_available_gpu_mem_gb="15x10", token_usage="0.3x10", num_queue_reqs="0x10",
+        retractions_per_minute="0x10",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, calm, config=ServerConfig(mem_fraction_static=0.5))
+    assert isinstance(out, Pass) and "a larger pool would sit empty" in out.detail
+    busy = window_from(
+        startup_available_gpu_mem_gb="15x10", token_usage="0.97x10", num_queue_reqs="40x10"
+    )
+    out = evaluate(MEM_FRACTION_TOO_LOW, busy, config=ServerConfig(mem_fraction_static=0.5))
+    assert isinstance(out, Finding)

@@ -70,8 +70,9 @@ def test_prefer_data_parallel_no_data_without_gpu_or_model_size():
     assert isinstance(out, NoData) and "http_401" in out.reason
 
 
-def test_prefer_data_parallel_is_a_throughput_rule():
+def test_prefer_data_parallel_is_a_throughput_rule_and_not_for_long_contexts():
     assert "online" not in PREFER_DATA_PARALLEL.profiles
+    assert "long_context" not in PREFER_DATA_PARALLEL.profiles
 
 
 def _backend(gpu: str, backend: str | None, model: str = "meta-llama/Llama-3.1-8B-Instruct"):

@@ -8,10 +8,12 @@ from sglang_tuner.model.signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
+    NUM_QUEUE_REQS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
     RETRACTIONS_PER_MINUTE,
     STARTUP_AVAILABLE_GPU_MEM_GB,
+    TOKEN_USAGE,
 )
 from sglang_tuner.rules.base import (
     Rule,
@@ -44,8 +46,24 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     free, what = surplus
     if free < inp.thresholds["available_gpu_mem_too_high_gb"]:
         return Pass(detail=f"{what} {free:.2f} GB")
+    calm = _pool_not_binding(inp)
+    if calm:
+        return Pass(detail=f"{what} {free:.2f} GB, but {calm}: a larger pool would sit empty")
     evidence = f"{what} {free:.2f} GB, above the guide's 5-8 GB band"
     return Finding(evidence, raise_mem_fraction(inp), Confidence.HIGH)
+
+
+def _pool_not_binding(inp: RuleInput) -> str:
+    """Why the KV pool does not limit the server ('' when it may, or when the window cannot
+    tell): token usage stays low, nothing is retracted and nothing waits."""
+    usage = inp.view.quantile(TOKEN_USAGE, 0.9)
+    if usage is None or usage >= inp.thresholds["pool_pressure_usage"]:
+        return ""
+    if (inp.view.total(RETRACTIONS_PER_MINUTE) or 0.0) > 0:
+        return ""
+    if (inp.view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0) > 0:
+        return ""
+    return f"token usage p90 {usage:.2f} with no retraction and no queue"
 
 
 # Crashes where the GPU itself ran out; not SGLang's own pool running out (a smaller pool makes
@@ -96,11 +114,18 @@ MEM_FRACTION_TOO_LOW = Rule(
     summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
     action="Raise --mem-fraction-static by the surplus over ~6.5 GB, as a share of GPU memory.",
     source=MEMORY_SOURCE,
-    signals=(STARTUP_AVAILABLE_GPU_MEM_GB, GPU_FB_FREE_GB),
+    signals=(
+        STARTUP_AVAILABLE_GPU_MEM_GB,
+        GPU_FB_FREE_GB,
+        TOKEN_USAGE,
+        RETRACTIONS_PER_MINUTE,
+        NUM_QUEUE_REQS,
+    ),  # fmt: skip
     thresholds={
         "available_gpu_mem_too_high_gb": 10.0,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
         "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
+        "pool_pressure_usage": 0.9,
     },
     check=_check_mem_too_low,
     provenance={
@@ -108,6 +133,8 @@ MEM_FRACTION_TOO_LOW = Rule(
         "high, increase --mem-fraction-static'",
         "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",
         "mem_fraction_max": "ours: past 0.95 activations have no room on any GPU we know",
+        "pool_pressure_usage": "ours: the guide's high token usage; below it, with nothing "
+        "retracted or waiting, the pool is not what limits the server",
     },
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
