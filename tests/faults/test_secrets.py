@@ -79,3 +79,62 @@ def test_no_secret_in_answers_metrics_logs_database_or_alerts(
         assert secret.encode() not in files
         assert secret not in alerts
     assert "ops@" not in answers + daemon.logs()  # no userinfo left half-redacted
+
+
+PLANTED = "hf_planted_token_7731"
+
+
+def _plant(obj: object) -> object:
+    """A copy of a /server_info body with a credential in every string field, the ways a real
+    one carries them: a token in a URL's query, a password in a URL's userinfo."""
+    if isinstance(obj, dict):
+        return {k: _plant(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plant(v) for v in obj]
+    if isinstance(obj, str):
+        return f"https://ops:{PLANTED}@hub.example/{obj}?token={PLANTED}&rev=main"
+    return obj
+
+
+def test_no_secret_planted_in_any_server_info_field_reaches_any_output(tmp_path: Path):
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "sglang"
+    info = json.dumps(_plant(json.loads((fixtures / "server_info" / "v0.5.17.json").read_text())))
+    page = (fixtures / "v0.5.17_a.prom").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = page if self.path.startswith("/metrics") else info.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = {
+        "scrape_interval_seconds": 0.5, "scrape_timeout_seconds": 0.4,
+        "evaluation_interval_seconds": 0.5, "window_seconds": 10.0, "min_samples": 3,
+        "log_level": "debug",
+        "targets": [{"url": f"http://127.0.0.1:{server.server_address[1]}", "name": "planted"}],
+    }  # fmt: skip
+    daemon = DaemonProcess(tmp_path, config).start()
+    try:
+        daemon.wait_for(
+            lambda d: any(t["server_args"] for t in d.get("/targets").json()["data"]), timeout=30
+        )
+        answers = _everything(daemon)
+    finally:
+        daemon.stop()
+        server.shutdown()
+    files = b"".join(p.read_bytes() for p in tmp_path.glob("tuner.db*"))
+    assert "hub.example" in answers  # the planted fields are shown, with the token taken out
+    assert PLANTED not in answers
+    assert PLANTED not in daemon.logs()
+    assert PLANTED.encode() not in files

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_tuner.model.secrets import redact_url_secrets
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
 
@@ -32,8 +33,9 @@ def redact(obj: Any) -> Any:
         }
     if isinstance(obj, list | tuple):
         return [redact(item) for item in obj]
-    if isinstance(obj, str) and "--" in obj:
-        return redact_command(obj)
+    if isinstance(obj, str):
+        # any string may be a URL or path with credentials in it (a model_path with a token)
+        return redact_url_secrets(redact_command(obj) if "--" in obj else obj)
     return obj
 
 
