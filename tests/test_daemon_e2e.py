@@ -157,3 +157,20 @@ def test_daemon_judges_a_server_with_metrics_off_from_a_log_command(daemon_facto
         assert status["up"] is True  # judged from its log
         hints = {a["rule"]: a["severity"] for a in daemon.get("/advice").json()["data"]}
         assert hints.get("metrics_disabled") == "info"
+
+
+def test_daemon_metrics_pass_promtool_check_metrics(daemon_factory, fleet):
+    import shutil
+    import subprocess
+
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool not installed (Debian package prometheus, see make system-deps)")
+    names = [_name(v, s) for v in VERSIONS for s in (*EXPECTED, *QUIET)]
+    targets = [{"name": n, "url": u} for n, u in zip(names, fleet.urls, strict=True)]
+    daemon = daemon_factory({**FAST, "targets": targets})
+    daemon.wait_for(lambda d: d.get("/advice").json()["data"], timeout=60)
+    body = daemon.get("/metrics").content
+    check = subprocess.run(
+        ["promtool", "check", "metrics"], input=body, capture_output=True, timeout=30, check=False
+    )
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
