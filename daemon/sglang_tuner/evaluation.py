@@ -70,6 +70,8 @@ class DatabaseStatus:
     configured: bool = False
     error: str | None = None  # set while saves fail: state lives in memory only
     save_failures_total: int = 0
+    recreated_total: int = 0  # found deleted or replaced while running, and rebuilt
+    recreated: str | None = None  # why, the last time
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)

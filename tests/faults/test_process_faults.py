@@ -119,3 +119,41 @@ def test_sighup_refuses_a_bad_config_keeps_running_then_applies_a_good_one(
         assert "99999" in log and "bogus" in log  # the refusal said what was wrong
     finally:
         daemon.stop()
+
+
+def _metric(daemon: DaemonProcess, name: str) -> float | None:
+    for line in daemon.get("/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_a_database_deleted_while_running_is_noticed_and_rebuilt_from_memory(
+    servers: SimFleet, tmp_path: Path
+):
+    config = {**FAST, "targets": [{"url": u} for u in servers.urls]}
+    daemon = DaemonProcess(tmp_path, config).start()
+    db = tmp_path / "tuner.db"
+    try:
+        daemon.wait_for(lambda d: min(_samples(d).values(), default=0) >= 6, timeout=30)
+        for path in tmp_path.glob("tuner.db*"):
+            path.unlink()  # a cleanup job, or log rotation gone wrong
+        started = time.monotonic()
+        daemon.wait_for(lambda d: (_metric(d, "sglang_tuner_database_recreated_total") or 0) >= 1)
+        noticed = time.monotonic() - started
+        ready = daemon.get("/readyz").json()
+        writable = _metric(daemon, "sglang_tuner_database_writable")
+        daemon.wait_for(lambda d: db.exists() and _rows(db) > 0)
+    finally:
+        daemon.stop()
+    assert noticed < 5.0  # at the next save: every scrape interval
+    assert "was deleted while the daemon ran: rebuilt from memory" in ready["detail"]
+    assert writable == 1.0
+    assert daemon.logs().count("was deleted while the daemon ran") == 1  # logged once
+    # the new file holds the windows kept in memory, not just the samples since
+    assert _rows(db) >= 2 * 6
+
+
+def _rows(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM samples").fetchone()[0])

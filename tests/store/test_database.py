@@ -166,3 +166,22 @@ def test_an_unwritable_path_keeps_state_in_memory_and_says_why(tmp_path):
     assert not store.save({}, [], [], now=1.0)
     blocker.unlink()  # the path becomes writable: the next save opens it
     assert store.save({}, [], [], now=2.0) and store.error is None
+
+
+def test_store_notices_its_file_replaced_and_rebuilds_it(tmp_path):
+    import shutil
+
+    from sglang_tuner.store.database import Store
+
+    path = tmp_path / "tuner.db"
+    store = Store(path)
+    assert store.check_file() is False  # the file it opened
+    other = tmp_path / "other.db"
+    Store(other).close()
+    shutil.move(other, path)  # another file in its place (a restore from an old backup)
+    assert store.check_file() is True
+    assert store.recreated_total == 1 and "replaced by another file" in (store.recreated or "")
+    assert store.check_file() is False  # the rebuilt file is its own now
+    path.unlink()
+    assert store.check_file() is True and "was deleted" in (store.recreated or "")
+    assert path.exists() and store.writable

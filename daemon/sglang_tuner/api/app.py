@@ -100,6 +100,8 @@ def readyz(ev: EvaluationDep) -> StatusOut | JSONResponse:
     if ev.is_ready:
         if ev.database.error:
             return StatusOut(status="degraded", detail=ev.database.error)
+        if ev.database.recreated:
+            return StatusOut(status="ready", detail=ev.database.recreated)
         return StatusOut(status="ready")
     waiting = sum(t.up is None for t in ev.targets.values())
     detail = f"waiting for the first scrape of {waiting} target(s)" if waiting else ""

@@ -122,6 +122,7 @@ def _add_daemon(
     if db.configured:
         add(families, "sglang_tuner_database_writable", [], 0.0 if db.error else 1.0)
         add(families, "sglang_tuner_database_save_failures", [], db.save_failures_total)
+        add(families, "sglang_tuner_database_recreated", [], db.recreated_total)
 
 
 def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:

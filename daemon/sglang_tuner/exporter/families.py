@@ -89,6 +89,10 @@ SPECS: Mapping[str, Spec] = {
     "sglang_tuner_database_writable": _gauge(
         "1 while the state database takes writes; 0: state lives in memory only (see /readyz)."
     ),
+    "sglang_tuner_database_recreated": _counter(
+        "Times the state database file was found deleted or replaced while the daemon ran, "
+        "and written anew from the state in memory."
+    ),
     "sglang_tuner_database_save_failures": _counter(
         "Saves of state to the database that failed (read-only path, full disk)."
     ),

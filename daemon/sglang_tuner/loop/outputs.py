@@ -130,7 +130,10 @@ class Outputs:
     def _database_status(self) -> DatabaseStatus:
         if self.store is None:
             return DatabaseStatus()
-        return DatabaseStatus(True, self.store.error, self.save_failures)
+        store = self.store
+        return DatabaseStatus(
+            True, store.error, self.save_failures, store.recreated_total, store.recreated
+        )
 
     def persist(
         self, targets: Mapping[str, TargetState], now: float, skip_windows: Container[str] = ()
@@ -141,6 +144,7 @@ class Outputs:
         if self.store is None:
             return
         store = self.store
+        store.check_file()  # deleted or replaced underneath us: rebuilt, whole windows below
         # Only the samples not stored yet, but the whole windows when old ones are to go.
         whole = store.prune_due(now)
         windows = {

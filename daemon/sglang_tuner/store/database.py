@@ -7,6 +7,7 @@ its tables are in `store/schema.py`; the rows written and read back in `store/ro
 import json
 import logging
 import math
+import os
 import sqlite3
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -54,6 +55,9 @@ class Store:
         self._serialized: dict[tuple[str, str], tuple[object, str]] = {}
         self._pruned_at = -math.inf
         self._samples_pruned_at = -math.inf
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file opened
+        self.recreated_total = 0  # times the file was found deleted or replaced and rebuilt
+        self.recreated: str | None = None  # why, the last time
         self._connect()
 
     @property
@@ -66,6 +70,7 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = open_checked(self.path)
+            self._identity = _identity(self.path)
         except sqlite3.DatabaseError as exc:
             if is_corrupt(exc):
                 aside = move_aside(self.path)
@@ -228,17 +233,49 @@ class Store:
         """The open database, or an empty in-memory one while the file cannot be opened."""
         return self._db or empty_database()
 
+    def check_file(self) -> bool:
+        """Before a save: the file opened is still the one at `path`. Deleted (a cleanup job,
+        log rotation gone wrong) or replaced underneath us, every write would go to a file
+        nobody will open again: it is logged once, counted, and a new file is written from
+        the state in memory (the whole windows at the next save). True when it was rebuilt."""
+        if self._db is None or self._identity is None:
+            return False
+        now = _identity(self.path)
+        if now == self._identity:
+            return False
+        what = "deleted" if now is None else "replaced by another file"
+        self.recreated = f"{self.path} was {what} while the daemon ran: rebuilt from memory"
+        self.recreated_total += 1
+        logger.error("state database %s", self.recreated.removeprefix(f"{self.path} "))
+        self.close()
+        self._forget_saved()
+        self._connect()
+        return True
+
+    def _forget_saved(self) -> None:
+        """Nothing is known to be in the file: the next save writes everything."""
+        self._saved_until.clear()
+        self._saved_json.clear()
+        self._serialized.clear()
+        self._samples_pruned_at = -math.inf
+
     def reset(self, reason: str) -> None:
         """A database that failed while being read: moved aside, a fresh one in its place."""
         self.close()
         aside = move_aside(self.path)
         logger.error("%s could not be read (%s): moved to %s, starting fresh", self.path,
                      reason, aside)  # fmt: skip
-        self._saved_until.clear()
-        self._saved_json.clear()
-        self._serialized.clear()
-        self._samples_pruned_at = -math.inf
+        self._forget_saved()
         self._connect()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`; None when there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _change_key(key: str) -> tuple[str, float]:
