@@ -143,7 +143,7 @@ def test_a_database_deleted_while_running_is_noticed_and_rebuilt_from_memory(
         noticed = time.monotonic() - started
         ready = daemon.get("/readyz").json()
         writable = _metric(daemon, "sglang_tuner_database_writable")
-        daemon.wait_for(lambda d: db.exists() and _rows(db) > 0)
+        daemon.wait_for(lambda _d: db.exists() and _rows(db) > 0)
     finally:
         daemon.stop()
     assert noticed < 5.0  # at the next save: every scrape interval
