@@ -1,5 +1,6 @@
 """The HTTP API over a hand-built evaluation: what a user of /advice, /targets, /rules sees."""
 
+import dataclasses
 import logging
 import re
 import socket
@@ -688,3 +689,28 @@ def test_advice_json_built_item_by_item_is_the_models_own_json(state: TunerState
         assert json_in_pieces(out) == out.model_dump_json().encode()
     empty = select_advice(replace(state.latest(), advice=(), plans={}), AdviceFilter(), None, 5.0)
     assert json_in_pieces(empty) == empty.model_dump_json().encode()
+
+
+@pytest.mark.parametrize("name", ["rack/1/gpu-a", "gpu?a", "gpu#a", "gpu 🚀"])
+def test_every_path_of_a_target_works_whatever_its_name_holds(name: str) -> None:
+    from urllib.parse import quote
+
+    ev = _evaluation()
+    status = dataclasses.replace(ev.targets["gpu-a"], name=name)
+    renamed = dataclasses.replace(
+        ev,
+        targets={**ev.targets, name: status},
+        results={**ev.results, name: ev.results["gpu-a"]},
+        advice=tuple(dataclasses.replace(a, target=name) for a in ev.advice),
+    )
+    client = TestClient(_app(TunerState(renamed)))
+    path = quote(name, safe="")
+    assert client.get(f"/targets/{path}").json()["name"] == name
+    advice = client.get(f"/advice/{path}").json()
+    assert {a["target"] for a in advice["data"]} == {name}
+    rule = client.get(f"/advice/{path}/scheduler_too_conservative").json()
+    assert rule["target"] == name and rule["state"] == "firing"
+    assert client.get(f"/changes/{path}").status_code == 200
+    # the links the API gives lead there too
+    links = client.get(f"/targets/{path}").json()["links"]
+    assert all(client.get(link).status_code == 200 for link in links.values())

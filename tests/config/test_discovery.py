@@ -81,3 +81,17 @@ def test_merge_targets_static_wins_over_discovered_with_same_name():
     discovered = [TargetSpec("h:1", "http://h:1"), TargetSpec("h:2", "http://h:2")]
     merged = merge_targets(static, discovered)
     assert [(t.name, t.profile) for t in merged] == [("h:1", "online"), ("h:2", None)]
+
+
+def test_file_sd_emoji_names_as_json_dumps_writes_them_and_bad_ports_skipped(caplog):
+    import json
+
+    from sglang_tuner.config.discovery import parse_file_sd
+    from sglang_tuner.config.target_settings import FileSDSettings
+
+    doc = json.dumps([
+        {"targets": ["10.0.0.1:30000", "10.0.0.2:99999"], "labels": {"team": "rocket 🚀"}},
+    ])  # fmt: skip
+    targets = parse_file_sd(doc, FileSDSettings(files=["x.json"]))
+    assert [(t.name, t.labels["team"]) for t in targets] == [("10.0.0.1:30000", "rocket 🚀")]
+    assert "10.0.0.2:99999 skipped" in caplog.text and "bad port" in caplog.text

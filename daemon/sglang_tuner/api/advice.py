@@ -61,8 +61,21 @@ def list_advice(
     return _advice_response(request, ev, ctx, f, target, fmt)
 
 
+@router.get("/advice/{target}/{rule}", tags=["advice"])
+def read_rule_advice(
+    request: Request, target: str, rule: str, ev: EvaluationDep, ctx: ContextDep
+) -> Response:
+    """One tuning rule for one target: health, state, advice or the reason there is none (a
+    target whose name holds a `/`, sent as `%2F`, arrives here split: its advice)."""
+    joined = f"{target}/{rule}"
+    if target not in ev.targets and joined in ev.targets:
+        return _advice_response(request, ev, ctx, _PLAIN, joined, None)
+    out = _rule_result(target, rule, ev, ctx)
+    return Response(out.model_dump_json(), media_type="application/json")
+
+
 @router.get(
-    "/advice/{target}", response_model=AdviceList, responses=TEXT_RESPONSES, tags=["advice"]
+    "/advice/{target:path}", response_model=AdviceList, responses=TEXT_RESPONSES, tags=["advice"]
 )
 def read_target_advice(
     request: Request,
@@ -72,15 +85,20 @@ def read_target_advice(
     f: FilterDep,
     fmt: FormatQuery = None,
 ) -> Response:
-    """One target's plan and pending and firing advice, with what has no data and why."""
+    """One target's plan and pending and firing advice, with what has no data and why (any
+    name, `/` included, percent-encoded in the path)."""
+    if target not in ev.targets and "/" in target:  # a name with `/`, then a rule id
+        name, rule = target.rsplit("/", 1)
+        if name in ev.targets:
+            out = _rule_result(name, rule, ev, ctx)
+            return Response(out.model_dump_json(), media_type="application/json")
     require_target(ev, target)
     if f.rule is not None:
         require_rule(ctx, f.rule)
     return _advice_response(request, ev, ctx, f, target, fmt)
 
 
-@router.get("/advice/{target}/{rule}", tags=["advice"])
-def read_rule_advice(target: str, rule: str, ev: EvaluationDep, ctx: ContextDep) -> RuleResultOut:
+def _rule_result(target: str, rule: str, ev: Evaluation, ctx: ApiContext) -> RuleResultOut:
     """One tuning rule for one target: health, state, advice or the reason there is none."""
     require_target(ev, target)
     known = require_rule(ctx, rule)

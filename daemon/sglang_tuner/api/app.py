@@ -52,7 +52,7 @@ def list_targets(ev: EvaluationDep, ctx: ContextDep) -> TargetList:
     return TargetList(data=data, count=len(data), shard=shard, queries=queries)
 
 
-@router.get("/targets/{target}", tags=["targets"])
+@router.get("/targets/{target:path}", tags=["targets"])
 def read_target(target: str, ev: EvaluationDep, ctx: ContextDep) -> TargetOut:
     """One watched SGLang server."""
     return _target_out(ev, require_target(ev, target), ctx.clock())

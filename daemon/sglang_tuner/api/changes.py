@@ -22,7 +22,10 @@ def list_changes(request: Request, ev: EvaluationDep, fmt: FormatQuery = None) -
 
 
 @router.get(
-    "/changes/{target}", response_model=ChangeList, responses=TEXT_RESPONSES, tags=["changes"]
+    "/changes/{target:path}",
+    response_model=ChangeList,
+    responses=TEXT_RESPONSES,
+    tags=["changes"],
 )
 def read_target_changes(
     request: Request, target: str, ev: EvaluationDep, fmt: FormatQuery = None

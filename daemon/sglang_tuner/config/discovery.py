@@ -12,7 +12,14 @@ import yaml
 
 from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.config.settings import Settings, ShardSettings
-from sglang_tuner.config.target_settings import LIMIT_FIELDS, FileSDSettings, TargetSettings
+from sglang_tuner.config.target_settings import (
+    LIMIT_FIELDS,
+    FileSDSettings,
+    TargetSettings,
+    checked_url,
+)
+from sglang_tuner.config.text import joined_surrogates
+from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.target_spec import TargetSpec
 
 logger = logging.getLogger(__name__)
@@ -48,7 +55,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
 
 def parse_file_sd(text: str, source: FileSDSettings) -> list[TargetSpec]:
     """Targets from one file_sd document (JSON or YAML list of {targets, labels})."""
-    groups: Any = yaml.safe_load(text)  # YAML is a superset of JSON
+    groups: Any = joined_surrogates(yaml.safe_load(text))  # YAML is a superset of JSON
     if not isinstance(groups, list):
         raise ValueError("a file_sd file holds a list of {targets: [...], labels: {...}}")
     out = []
@@ -60,7 +67,12 @@ def parse_file_sd(text: str, source: FileSDSettings) -> list[TargetSpec]:
         scheme = labels.pop("__scheme__", "http")
         for address in group["targets"]:
             url = address if "://" in str(address) else f"{scheme}://{address}"
-            out.append(TargetSpec(str(address), url.rstrip("/"), profile, dict(labels)))
+            try:  # one bad entry is skipped, as a static target with it would be refused
+                url = checked_url(str(url))
+            except ValueError as exc:
+                logger.warning("file_sd [%d] %s skipped: %s", i, redact_userinfo(str(address)), exc)
+                continue
+            out.append(TargetSpec(str(address), url, profile, dict(labels)))
     return out
 
 

@@ -17,12 +17,13 @@ from sglang_tuner.config.problems import (
     validation_problems,
 )
 from sglang_tuner.config.settings import _YAML_DATA, Settings
+from sglang_tuner.config.text import joined_surrogates
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
     """The YAML file's mapping of settings; ConfigError when it cannot be read or is none."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = joined_surrogates(yaml.safe_load(path.read_text()))
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
     except yaml.YAMLError as exc:
