@@ -27,13 +27,25 @@ def _settings(path: Path | None, overrides: dict[str, Any]) -> Settings:
     return load_settings(path, overrides, catalogue)
 
 
+def accepted(path: Path | None, overrides: dict[str, Any]) -> Settings:
+    """The settings `run` starts with, by the one path `run` and `check-config` both take:
+    every problem of the file, the files it names (keys, passwords, certificates, the web
+    config) read now, and something to watch. ConfigError, WebConfigError or NothingToWatch."""
+    settings = _settings(path, overrides)
+    load_web_config(settings.web_config_file)
+    if not settings.targets and not settings.file_sd and settings.prometheus is None:
+        raise NothingToWatch(_NO_TARGETS.format(where=path or "no --config given"))
+    return settings
+
+
+class NothingToWatch(Exception):
+    """A configuration with no targets, no file_sd and no Prometheus source."""
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from sglang_tuner.cli.run import ServeError, serve
 
-    settings = _settings(args.config, flag_overrides(args))
-    if not settings.targets and not settings.file_sd and settings.prometheus is None:
-        print(_NO_TARGETS.format(where=args.config or "no --config given"), file=sys.stderr)
-        return 2
+    settings = accepted(args.config, flag_overrides(args))
     configure_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(serve(settings, lambda: _settings(args.config, flag_overrides(args))))
@@ -79,7 +91,7 @@ def _cmd_assets(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     path = args.file or args.config_flag
-    settings = _settings(path, {})
+    settings = accepted(path, {})
     web = load_web_config(settings.web_config_file)
     counts = f"{len(settings.targets)} target(s), {len(settings.rules)} rule override(s)"
     print(f"{path}: OK ({counts})")
@@ -153,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except WebConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except NothingToWatch as exc:
+        print(exc, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
