@@ -54,3 +54,25 @@ def test_offsets_spread_targets_over_the_interval() -> None:
     spread = {int(offset(f"t{i}", 10.0)) for i in range(200)}
     assert len(spread) == 10  # every second of the interval has a target starting in it
     assert all(0 <= offset(f"t{i}", 10.0) < 10.0 for i in range(200))
+
+
+async def test_jobs_shutdown_lets_a_running_job_finish_without_an_error_logged(caplog):
+    import logging
+    import time
+
+    from sglang_tuner.loop.schedule import Jobs
+
+    finished: list[float] = []
+
+    async def work() -> None:
+        await asyncio.sleep(0.05)  # always in progress at a job every millisecond
+        finished.append(time.monotonic())
+
+    jobs = Jobs(time.time)
+    jobs.every("work", 0.001, work, 0.0)
+    jobs.start()
+    await asyncio.sleep(0.3)
+    with caplog.at_level(logging.ERROR):
+        await jobs.shutdown()
+    assert finished  # runs completed
+    assert not [r for r in caplog.records if "Error running job" in r.getMessage()]

@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 # Scrapes start on multiples of this: small next to any interval, large enough to batch a few.
@@ -26,7 +27,8 @@ class Jobs:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self._scheduler = AsyncIOScheduler()
+        self._executor = AsyncIOExecutor()
+        self._scheduler = AsyncIOScheduler(executors={"default": self._executor})
 
     def every(
         self,
@@ -52,10 +54,18 @@ class Jobs:
         """Start running the jobs (in the running event loop)."""
         self._scheduler.start()
 
-    def shutdown(self) -> None:
-        """Stop running jobs; one in progress finishes on its own."""
-        if self._scheduler.running:
-            self._scheduler.shutdown(wait=False)
+    async def shutdown(self, timeout_seconds: float = 5.0) -> None:
+        """Stop starting jobs, let the ones in progress finish (APScheduler would cancel them
+        and log each cancel as an error with a traceback: with a job every millisecond one is
+        always in progress), then stop the scheduler."""
+        if not self._scheduler.running:
+            return
+        self._scheduler.pause()
+        # AsyncIOExecutor keeps its running job tasks here (APScheduler 3.11)
+        running = [f for f in getattr(self._executor, "_pending_futures", ()) if not f.done()]
+        if running:
+            await asyncio.wait(running, timeout=timeout_seconds)
+        self._scheduler.shutdown(wait=False)
 
 
 class ScrapeLoops:

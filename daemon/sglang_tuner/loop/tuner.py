@@ -119,7 +119,7 @@ class Tuner:
     async def stop(self) -> None:
         """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
         if self._jobs is not None:
-            self._jobs.shutdown()
+            await self._jobs.shutdown()
         if self._round is not None:  # a round must not outlive the connections it uses
             self._round.cancel()
             await asyncio.gather(self._round, return_exceptions=True)
