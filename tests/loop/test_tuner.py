@@ -181,3 +181,36 @@ async def test_server_info_that_fails_is_asked_again_less_and_less_often(tmp_pat
             await tuner.stop()
     assert len(asked) == 4  # at 0, 5, 20 and 55 s (it was every 5 s: 24 times)
     assert tuner.targets["noinfo"].config_error is not None
+
+
+async def test_a_restart_shows_the_restored_targets_and_windows_before_the_first_scrape(
+    tmp_path,
+):
+    from sglang_tuner.config.settings import Settings
+    from sglang_tuner.config.target_settings import TargetSettings
+    from sglang_tuner.loop.tuner import Tuner
+    from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+    from sglang_tuner.store.database import Store
+
+    target = TargetSettings(url="http://127.0.0.1:9", name="gpu-a")  # never answers
+    settings = Settings(
+        targets=[target], database=tmp_path / "tuner.db", scrape_interval_seconds=60
+    )
+    first = Tuner(settings, store=Store(tmp_path / "tuner.db"), clock=lambda: 1000.0)
+    await first.start(scheduled=False)
+    for i in range(8):
+        ts = 940.0 + i * 5
+        values = {"num_queue_reqs": 3.0}
+        first.targets["gpu-a"].ingest(
+            ScrapeResult("gpu-a", ts, 0.01, Snapshot("gpu-a", ts, values))
+        )
+    first.persist()
+    await first.stop()
+
+    second = Tuner(settings, store=Store(tmp_path / "tuner.db"), clock=lambda: 1001.0)
+    await second.start()  # scheduled: the first scrape is a minute away
+    try:
+        shown = second.state.latest().targets
+        assert "gpu-a" in shown and shown["gpu-a"].samples_in_window == 8
+    finally:
+        await second.stop()

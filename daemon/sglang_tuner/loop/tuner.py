@@ -88,6 +88,9 @@ class Tuner:
         self.outputs.restore(self.targets, self.clock())
         await self.outputs.start()
         if scheduled:
+            # what was restored shows at once (the targets, their windows and alert state),
+            # not a scrape interval later
+            self.publish()
             self._start_jobs()
         elif self.settings.prometheus is not None:
             self.fleet = self._new_fleet()
