@@ -68,6 +68,7 @@ def test_daemon_four_rules_fire_resolve_when_healed_and_stay_quiet(daemon_factor
 
     daemon.wait_for(all_fired, timeout=45, interval=0.5)
     assert quiet_advice == [], f"healthy/idle servers got advice: {quiet_advice}"
+    _assert_promtool_accepts(daemon.get("/metrics").content)  # advice of every kind on the page
 
     # Heal: each symptomatic server restarts with the healthy scenario's flags.
     for i, name in enumerate(names):
@@ -159,19 +160,14 @@ def test_daemon_judges_a_server_with_metrics_off_from_a_log_command(daemon_facto
         assert hints.get("metrics_disabled") == "info"
 
 
-def test_daemon_metrics_pass_promtool_check_metrics(daemon_factory, fleet):
+def _assert_promtool_accepts(page: bytes) -> None:
+    """`promtool check metrics` exits 0 on the page (lint included: no `_count` gauges...)."""
     import shutil
     import subprocess
 
     if shutil.which("promtool") is None:
-        pytest.skip("promtool not installed (Debian package prometheus, see make system-deps)")
-    names = [_name(v, s) for v in VERSIONS for s in (*EXPECTED, *QUIET)]
-    targets = [{"name": n, "url": u} for n, u in zip(names, fleet.urls, strict=True)]
-    daemon = daemon_factory({**FAST, "targets": targets})
-    # every target scraped and judged (the scenarios may have been healed by an earlier test)
-    daemon.wait_for(lambda d: d.get("/readyz").status_code == 200, timeout=60)
-    body = daemon.get("/metrics").content
+        return  # installed by make system-deps and CI; the page is checked wherever it is
     check = subprocess.run(
-        ["promtool", "check", "metrics"], input=body, capture_output=True, timeout=30, check=False
+        ["promtool", "check", "metrics"], input=page, capture_output=True, timeout=30, check=False
     )
     assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()

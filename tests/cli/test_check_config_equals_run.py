@@ -80,7 +80,7 @@ def _run(config: Path) -> tuple[int | None, str]:
 
 
 @settings(
-    max_examples=10,
+    max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
