@@ -179,3 +179,10 @@ targets:
     assert [t.limits for t in static_targets(s)] == [{"sample_limit": 100}, {}]
     with pytest.raises(ConfigError, match=r"targets\[0\].sample_limit"):
         load_settings(_write(tmp_path, "targets: [{url: 'http://a:1', sample_limit: -1}]"))
+
+
+def test_standard_input_can_be_one_targets_log_only(tmp_path):
+    text = "targets: [{url: 'http://a:1', log_file: '-'}, {url: 'http://b:1', log_file: '-'}]"
+    with pytest.raises(ConfigError, match=r"standard input\) is set on 2 targets \(a:1, b:1\)"):
+        load_settings(_write(tmp_path, text))
+    assert load_settings(_write(tmp_path, "targets: [{url: 'http://a:1', log_file: '-'}]"))

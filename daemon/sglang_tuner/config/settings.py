@@ -160,6 +160,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def one_target_reads_standard_input(self) -> "Settings":
+        """`log_file: "-"` (the daemon's standard input) can be one target's log only."""
+        readers = [t.target_name for t in self.targets if str(t.log_file) == "-"]
+        if len(readers) > 1:
+            raise ValueError(
+                f"log_file '-' (standard input) is set on {len(readers)} targets "
+                f"({', '.join(readers)}): one pipe can be one target's log"
+            )
+        return self
+
+    @model_validator(mode="after")
     def timeout_below_interval(self) -> "Settings":
         """A scrape must end before the next one starts."""
         if self.scrape_timeout_seconds >= self.scrape_interval_seconds:
