@@ -46,6 +46,7 @@ class DecodeMixin(ABC):
     capacity: int
     now: float
     used: int
+    running_shared: int
     pending_out: int
     ratio: float
     decay: float
@@ -110,14 +111,14 @@ class DecodeMixin(ABC):
 
     def _run_decode(self, steps: int, lefts: list[int]) -> None:
         batch = len(self.running)
-        seq_sum = self.used - self._chunk_held()
+        seq_sum = self._seq_sum()
         step = self.engine.decode_seconds(batch, seq_sum)
         start, still, tokens, pending = self.now, [], 0, 0
         for req, left in zip(self.running, lefts, strict=True):
             if left <= steps:
                 req.out += left
                 tokens += left
-                self.used -= req.held - left
+                self.used += left
                 self._finish(req, start + left * step)
             else:
                 req.out += steps
@@ -143,25 +144,41 @@ class DecodeMixin(ABC):
         self.paused = 0.0
         self.last_graph = graph == "decode_cuda_graph"
 
-    def _chunk_held(self) -> int:
-        chunked = self.chunked
-        return 0 if chunked is None else chunked.cached + chunked.done_prefill
+    def _seq_sum(self) -> int:
+        """KV tokens the running requests' attention reads (a shared prefix once per request):
+        used, less the chunked request's own part and the locked prefixes, plus each running
+        request's shared prefix (O(1); tests check it against the sum over requests)."""
+        chunked, chunk_own = self.chunked, 0
+        if chunked is not None:
+            chunk_own = max(chunked.cached + chunked.done_prefill - chunked.shared, 0)
+        return self.used - chunk_own - self.cache.locked_tokens + self.running_shared
 
     def _finish(self, req: Req, at: float) -> None:
-        self.cache.finished(req.held)
+        self.cache.finished(req.own)
+        self._drop(req)
         self.arrivals.client_returns(at)
         self.tok.finished(req, at)
+
+    def _drop(self, req: Req) -> None:
+        """Give back a request's pool tokens: its own part, and its lock on a shared prefix."""
+        self.used -= req.own
+        if req.shared:
+            self.used -= self.cache.release(req.group)
+            self.running_shared -= req.shared
+            req.shared = 0
 
     def _retract(self) -> None:
         """Scheduler.update_running_batch -> ScheduleBatch.retract_decode; no decay this step."""
         free = self.capacity - self.used
         kept, gone = choose_retracted(self.running, free, self.rules.retract_room_steps)
         if not gone:  # one request outgrows the whole pool: SGLang aborts it
-            self.used -= kept[0].held
+            self._drop(kept[0])
             self.arrivals.client_returns(self.now)
             self.running, self.pending_out = [], 0
             return
-        self.used -= sum(r.held for r in gone)
+        gained = sum(r.own for r in gone)
+        for req in gone:
+            self._drop(req)
         self.running = kept
         self.pending_out = pending_output(kept)
         old, self.ratio = self.ratio, ratio_after_retract(kept, self.rules.ratio_plus_one)
@@ -174,7 +191,6 @@ class DecodeMixin(ABC):
         self.stats.inc("num_retracted_requests_total", len(gone))
         self.stats.inc("num_retracted_input_tokens_total", sum(r.prompt for r in gone))
         self.stats.inc("num_retracted_output_tokens_total", sum(r.out for r in gone))
-        gained = sum(r.held for r in gone)
         self.log.emit(self.now, "retract", count=len(gone), old=old, new=self.ratio, gained=gained)
 
     def _decode_log(self) -> None:

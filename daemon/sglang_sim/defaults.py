@@ -4,26 +4,42 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sglang_physics import default_backend
+
 from .catalogue import Version
 from .gpus import Gpu
 from .hardware import Knobs
+from .llms import LlmSpec
 
 NEW_DEFAULTS_SINCE: Version = (0, 5, 0)  # ServerArgs._handle_gpu_memory_settings (read in 0.5.9)
 APPEND_MAX_BS_SINCE: Version = (0, 5, 17)  # the capture list then always ends at max_bs
 GIB_MIB = 1024
 
 
-def resolve_knobs(knobs: Knobs, gpu: Gpu, version: Version) -> Knobs:
+def resolve_knobs(knobs: Knobs, gpu: Gpu, version: Version, llm: LlmSpec | None = None) -> Knobs:
     """Fill every "SGLang picks" knob the way ServerArgs.__post_init__ does on this GPU."""
     chunk = knobs.chunked_prefill_size or _default_chunk(gpu, version)
     max_bs = knobs.cuda_graph_max_bs or _default_max_bs(gpu, knobs.tp_size, version)
-    backend = knobs.attention_backend or _default_backend(gpu, version)
+    backend = knobs.attention_backend or default_backend(gpu, llm or LlmSpec(), version)
     resolved = replace(
         knobs, chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs, attention_backend=backend
     )
     if not knobs.mem_fraction_static:
         resolved = replace(resolved, mem_fraction_static=_auto_fraction(resolved, gpu, version))
-    return resolved
+    return _dp_attention(resolved)
+
+
+def _dp_attention(knobs: Knobs) -> Knobs:
+    """ServerArgs with --enable-dp-attention (every version served): conservativeness x 0.3
+    and the chunk split over the DP ranks; /server_info reports the adjusted values."""
+    if not knobs.enable_dp_attention:
+        return knobs
+    chunk = knobs.chunked_prefill_size
+    return replace(
+        knobs,
+        schedule_conservativeness=knobs.schedule_conservativeness * 0.3,
+        chunked_prefill_size=chunk // knobs.dp_size if chunk > 0 else chunk,
+    )
 
 
 def _default_chunk(gpu: Gpu, version: Version) -> int:
@@ -47,14 +63,6 @@ def _default_max_bs(gpu: Gpu, tp: int, version: Version) -> int:
         (small if tp < 4 else large for limit, small, large in bands if mem < limit * GIB_MIB),
         512,
     )
-
-
-def _default_backend(gpu: Gpu, version: Version) -> str:
-    """Attention backend SGLang picks for an MHA model: fa3 on Hopper (ModelRunner.
-    model_specific_adjustment, 0.4.10), trtllm_mha on Blackwell from 0.5.9, else flashinfer."""
-    if gpu.arch == "hopper":
-        return "fa3"
-    return "trtllm_mha" if gpu.arch == "blackwell" and version >= (0, 5, 9) else "flashinfer"
 
 
 def _auto_fraction(knobs: Knobs, gpu: Gpu, version: Version) -> float:

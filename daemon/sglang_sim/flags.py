@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from sglang_physics import supported_backends
+
 from .catalogue import Version, parse_version
 from .hardware import Knobs
 from .model import ServerConfig
@@ -84,12 +86,18 @@ FLAGS: Mapping[str, Flag] = {
     "--tensor-parallel-size": Flag("tp_size", _number(int, 1, 8)),
     "--dp-size": Flag("dp_size", _number(int, 1, 16)),
     "--data-parallel-size": Flag("dp_size", _number(int, 1, 16)),
+    "--enable-dp-attention": Flag("enable_dp_attention", _bool),
+    "--ep-size": Flag("ep_size", _number(int, 1, 64)),
+    "--expert-parallel-size": Flag("ep_size", _number(int, 1, 64)),
     "--decode-log-interval": Flag("decode_log_interval", _POSITIVE),
     "--enable-metrics": Flag("enable_metrics", _bool),
     "--kv-cache-dtype": Flag("kv_cache_dtype", _choice("auto", "fp8_e4m3", "fp8_e5m2")),
     "--quantization": Flag("quantization", _choice("fp8", none=True)),
     "--attention-backend": Flag(
-        "attention_backend", _choice("fa3", "flashinfer", "triton", "torch_native", "trtllm_mha")
+        "attention_backend",
+        _choice(
+            "fa3", "flashinfer", "triton", "torch_native", "trtllm_mha", "flashmla", "trtllm_mla"
+        ),
     ),
     "--enable-torch-compile": Flag("enable_torch_compile", _bool),
     "--torch-compile-max-bs": Flag("torch_compile_max_bs", _POSITIVE),
@@ -132,7 +140,20 @@ def apply_flags(config: ServerConfig, flags: Mapping[str, str]) -> ServerConfig:
             changes[flag.knob] = flag.parse(str(text))
         except ValueError as exc:
             raise ValueError(f"{name} {text!r}: {exc}") from None
-    return replace(config, knobs=replace(config.knobs, **changes))
+    config = replace(config, knobs=replace(config.knobs, **changes))
+    check_hardware(config)
+    return config
+
+
+def check_hardware(config: ServerConfig) -> None:
+    """Raise ValueError for flags SGLang refuses on this GPU or layout."""
+    knobs, gpu = config.knobs, config.gpu
+    backend = knobs.attention_backend
+    if backend and backend not in supported_backends(gpu):
+        choices = ", ".join(supported_backends(gpu))
+        raise ValueError(f"--attention-backend {backend} does not run on {gpu.name} ({choices})")
+    if knobs.enable_dp_attention and knobs.tp_size % knobs.dp_size:
+        raise ValueError("--enable-dp-attention needs --tp-size divisible by --dp-size")
 
 
 def apply_load(load: Load, values: Mapping[str, object]) -> Load:

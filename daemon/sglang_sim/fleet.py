@@ -35,8 +35,8 @@ class ServerSpec:
     name: str | None = None
     flags: Pairs = ()  # (flag or Knobs field, value) applied over the scenario's flags
     load: Pairs = ()  # (Load field, value) applied over the scenario's load
-    gpu: str | None = None  # A100, H100, H200, B200, L40S (default: the scenario's H100)
-    model: str | None = None  # llama-3.1-8b, llama-3.1-70b
+    gpu: str | None = None  # a GPUS key, e.g. H200, H20, RTX4090 (default: the scenario's H100)
+    model: str | None = None  # an LLMS key, e.g. qwen3-30b-a3b, deepseek-v3 (default: 8B)
 
 
 def check_spec(spec: ServerSpec) -> None:

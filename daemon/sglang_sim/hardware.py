@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sglang_physics import Deployment, memory_split
+
 from .gpus import Gpu
 from .llms import LlmSpec
 
 GIB = 1024**3
-# Before the weights load: CUDA context, cuBLAS handles, allocator slack (~0.6 GiB on an H100);
-# tp > 1 adds NCCL and custom all-reduce buffers. Measured as the gap between the card's total
-# and the `avail mem` SGLang logs before "Load weight begin".
-CUDA_CONTEXT_GIB = 0.6
-TP_COMM_GIB = 0.4
 # Attention workspace allocated after the KV pool (SGLANG_FLASHINFER_WORKSPACE_SIZE: 384 MiB).
 ATTENTION_WORKSPACE_GIB = 0.375
 # CUDA-graph memory: a fixed private pool plus, per captured batch size, its graph's own
@@ -36,6 +33,8 @@ class Knobs:
     schedule_policy: str = "fcfs"
     tp_size: int = 1
     dp_size: int = 1
+    enable_dp_attention: bool = False
+    ep_size: int = 1
     decode_log_interval: int = 40
     enable_metrics: bool = True
     kv_cache_dtype: str = "auto"
@@ -48,8 +47,8 @@ class Knobs:
 
     @property
     def weight_bytes_per_param(self) -> float:
-        """2 for BF16 checkpoints, 1 with --quantization fp8."""
-        return 1.0 if self.quantization == "fp8" else 2.0
+        """1 with --quantization fp8; 0 keeps the checkpoint's width (2 BF16, 1 FP8)."""
+        return 1.0 if self.quantization == "fp8" else 0.0
 
     @property
     def kv_dtype_bytes(self) -> int:
@@ -77,15 +76,13 @@ def plan_memory(gpu: Gpu, llm: LlmSpec, knobs: Knobs, capture_bs: tuple[int, ...
     Pool: ModelRunner.profile_max_num_token / init_memory_pool (0.4.10, 0.5.9),
     pool_configurator.py (0.5.17, 0.5.23): rest = available after weights - total x (1 - frac).
     """
-    tp = knobs.tp_size
-    total = gpu.memory_gib - CUDA_CONTEXT_GIB - (TP_COMM_GIB if tp > 1 else 0.0)
-    weight_gb = llm.weight_bytes(knobs.weight_bytes_per_param) / tp / GIB
-    after_weights = total - weight_gb
-    cell = llm.kv_bytes_per_token(tp, knobs.kv_dtype_bytes)
-    budget = after_weights - total * (1 - knobs.mem_fraction_static)
-    tokens = max(int(budget * GIB // cell), 0)
-    kv_gb = tokens * cell / GIB
-    free = after_weights - kv_gb
+    split = memory_split(gpu, llm, deployment_for(knobs), knobs.mem_fraction_static)
+    tokens, weight_gb, kv_gb, free = (
+        split.kv_pool_tokens,
+        split.weight_gib,
+        split.kv_cache_gib,
+        split.free_gib,
+    )
     graph_gb = graph_memory_gb(llm, knobs, capture_bs)
     running = max_running(tokens, llm, knobs)
     failure = None
@@ -95,6 +92,19 @@ def plan_memory(gpu: Gpu, llm: LlmSpec, knobs: Knobs, capture_bs: tuple[int, ...
         failure = "graph_capture"
     available = free - graph_gb - ATTENTION_WORKSPACE_GIB
     return MemoryPlan(tokens, weight_gb, kv_gb, graph_gb, available, running, capture_bs, failure)
+
+
+def deployment_for(knobs: Knobs) -> Deployment:
+    """The physics' view of the server's flags (knobs resolved)."""
+    return Deployment(
+        tp=knobs.tp_size,
+        dp=knobs.dp_size,
+        dp_attention=knobs.enable_dp_attention,
+        ep=knobs.ep_size,
+        attention_backend=knobs.attention_backend,
+        weight_bytes_per_param=knobs.weight_bytes_per_param,
+        kv_dtype_bytes=knobs.kv_dtype_bytes,
+    )
 
 
 def graph_memory_gb(llm: LlmSpec, knobs: Knobs, capture_bs: tuple[int, ...]) -> float:
@@ -115,6 +125,10 @@ def max_running(tokens: int, llm: LlmSpec, knobs: Knobs) -> int:
     """
     pool = min(max(int(tokens / llm.context_len * 512), 2048), 4096)
     if knobs.max_running_requests is not None:
-        # plain --dp-size runs one full scheduler per replica: the flag is not divided
-        return max(min(knobs.max_running_requests, tokens // 2), 1)
+        # plain --dp-size runs one full scheduler per replica: the flag is not divided; with DP
+        # attention the ranks share one server's limit (ModelRunner: // dp_size)
+        flag = knobs.max_running_requests
+        if knobs.enable_dp_attention:
+            flag = max(flag // knobs.dp_size, 1)
+        return max(min(flag, tokens // 2), 1)
     return max(min(pool, tokens // 2), 1)

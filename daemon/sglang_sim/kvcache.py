@@ -46,11 +46,19 @@ def ratio_bounds(conservativeness: float) -> tuple[float, float, float]:
 
 
 class PrefixCache:
-    """Tokens the radix cache keeps after use: shared prefixes (LRU) and finished sequences."""
+    """The radix cache's shared prefixes (LRU, ref-counted) and finished sequences.
+
+    A prefix that running requests use is locked (SGLang's inc_lock_ref on the tree node): it is
+    charged to the pool once, however many requests share it, and cannot be evicted. When the
+    last holder finishes or is retracted it becomes evictable and stays cached until the pool
+    needs the room. `prefix_tokens` counts the evictable (unlocked) prefixes only.
+    """
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.groups: OrderedDict[int, int] = OrderedDict()
+        self.refs: dict[int, int] = {}
+        self.locked_tokens = 0  # prefixes some request holds (charged to the pool's used part)
         self.prefix_tokens = 0
         self.finished_tokens = 0
 
@@ -58,26 +66,56 @@ class PrefixCache:
         """Cached prefix length for a request of this prefix group (0 on a miss)."""
         return self.groups.get(group, 0)
 
-    def touch(self, group: int, size: int) -> None:
-        """A request of this group was prefilled: its prefix is now the most recently used."""
+    def lock_cost(self, group: int) -> int:
+        """Pool tokens that locking this group's cached prefix takes from the evictable part."""
+        return self.groups.get(group, 0) if not self.refs.get(group) else 0
+
+    def acquire(self, group: int, size: int) -> int:
+        """A running request now uses this group's prefix (inserted if new): lock it.
+
+        Returns the pool tokens newly charged: the prefix's size for its first holder, else 0.
+        """
         if group < 0 or not self.enabled:
-            return
+            return 0
+        refs = self.refs.get(group, 0)
+        self.refs[group] = refs + 1
         if group not in self.groups:
             self.groups[group] = size
-            self.prefix_tokens += size
+        elif not refs:
+            self.prefix_tokens -= self.groups[group]
         self.groups.move_to_end(group)
+        if refs:
+            return 0
+        self.locked_tokens += self.groups[group]
+        return self.groups[group]
+
+    def release(self, group: int) -> int:
+        """A holder is done with this group's prefix; returns the tokens no longer locked."""
+        refs = self.refs.get(group, 0) - 1
+        if refs > 0:
+            self.refs[group] = refs
+            return 0
+        self.refs.pop(group, None)
+        size = self.groups.get(group, 0)
+        self.locked_tokens -= size
+        self.prefix_tokens += size
+        self.groups.move_to_end(group)  # most recently used
+        return size
 
     def finished(self, tokens: int) -> None:
-        """A finished request's sequence stays in the tree (evictable) unless the cache is off."""
+        """A finished request's own tokens stay in the tree (evictable) unless the cache is off."""
         if self.enabled:
             self.finished_tokens += tokens
 
     def evict(self, room: int) -> None:
-        """Keep at most `room` tokens (the part of the pool no running request holds)."""
+        """Keep at most `room` evictable tokens (the part of the pool nothing running holds)."""
         self.finished_tokens = min(self.finished_tokens, max(room - self.prefix_tokens, 0))
-        while self.groups and self.prefix_tokens > room:
-            _, size = self.groups.popitem(last=False)
-            self.prefix_tokens -= size
+        if self.prefix_tokens <= room:
+            return
+        for group in [g for g in self.groups if not self.refs.get(g)]:  # least recent first
+            self.prefix_tokens -= self.groups.pop(group)
+            if self.prefix_tokens <= room:
+                return
 
     def evictable(self, room: int) -> int:
         """kv_evictable_tokens: cached tokens that fit in the free part of the pool."""
@@ -97,7 +135,7 @@ def choose_retracted(running: list[Req], free: int, room_steps: int) -> tuple[li
     gone: list[Req] = []
     while len(order) > 1 and (not gone or free < len(order) * room_steps):
         req = order.pop()
-        free += req.held
+        free += req.own
         gone.append(req)
     return order, gone
 

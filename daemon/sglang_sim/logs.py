@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from sglang_physics.memory import CUDA_CONTEXT_GIB
+
 from . import crashlog
 from .catalogue import Version, parse_version
-from .hardware import CUDA_CONTEXT_GIB
 
 
 def prefix(at_epoch: float, dp: int | None, tp: int | None) -> str:

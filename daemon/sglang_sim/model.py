@@ -36,7 +36,7 @@ class ServerConfig:
 def build(config: ServerConfig) -> tuple[Knobs, MemoryPlan, Engine]:
     """Resolve the flags and plan memory as SGLang's startup would."""
     version = parse_version(config.version)
-    knobs = resolve_knobs(config.knobs, config.gpu, version)
+    knobs = resolve_knobs(config.knobs, config.gpu, version, config.llm)
     provisional = plan_memory(config.gpu, config.llm, knobs, ())
     running = max_running(provisional.max_total_num_tokens, config.llm, knobs)
     sizes = tuple(capture_batch_sizes(knobs, config.gpu, version, running))

@@ -45,6 +45,7 @@ class Rank(DecodeMixin):
         self.running: list[Req] = []
         self.chunked: Req | None = None
         self.used = self.pending_out = 0  # pending_out: pending_output(running), incremental
+        self.running_shared = 0  # sum of the running requests' shared prefixes
         self.cache = PrefixCache(enabled=not self.knobs.disable_radix_cache)
         self.init_ratio, self.min_ratio, self.decay = ratio_bounds(
             self.knobs.schedule_conservativeness
@@ -123,12 +124,13 @@ class Rank(DecodeMixin):
             cached = self.cache.hit(req.group)
             extend = req.prompt + req.out - cached
             charge = self._charge(req)
-            if extend + charge >= budget or (extend >= rem_input and batch):
+            lock = self.cache.lock_cost(req.group)  # an evictable prefix it would lock
+            if extend + charge + lock >= budget or (extend >= rem_input and batch):
                 break  # NO_TOKEN / OTHER
             req.cached = cached
             take = min(extend, chunk)
             batch.append((req, take, cached))
-            budget -= take + (charge if take == extend else 0)
+            budget -= take + lock + (charge if take == extend else 0)
             chunk, rem_input = chunk - take, rem_input - take
             if take < extend or budget <= 0 or chunk <= 0 or rem_input <= 0:
                 break
@@ -181,10 +183,11 @@ class Rank(DecodeMixin):
         if req.done_prefill == 0 and req is not self.chunked:
             self.stats.observe("queue_time_seconds", start - req.queued_at)
             self.stats.observe("per_stage_req_latency_seconds", 0.002, ("request_process",))
-            self.used += hit
-            self.cache.touch(req.group, self.arrivals.load.prefix_len)
+            self._lock_prefix(req, hit)
+        start_at = req.cached + req.done_prefill  # position of the chunk's first token
         req.done_prefill += take
-        self.used += take
+        # positions below `shared` are the prefix, charged once to the cache by _lock_prefix
+        self.used += take - max(min(req.shared, start_at + take) - start_at, 0)
         stage = "chunked_prefill"
         if req.done_prefill + req.cached < req.prompt + req.out:
             self.chunked = req
@@ -194,9 +197,21 @@ class Rank(DecodeMixin):
             self._start_decoding(req)
         self.stats.observe("per_stage_req_latency_seconds", self.now - start, (stage,))
 
+    def _lock_prefix(self, req: Req, hit: int) -> None:
+        """Lock the request's shared prefix in the radix cache (inserting it on a miss).
+
+        SGLang's tree holds one copy of a prefix, ref-counted by the requests using it
+        (RadixCache.inc_lock_ref): the pool pays for it once, not once per request.
+        """
+        if req.group < 0 or not self.cache.enabled:
+            return
+        req.shared = hit or self.arrivals.load.prefix_len
+        self.used += self.cache.acquire(req.group, req.shared)
+
     def _start_decoding(self, req: Req) -> None:
         req.done_prefill = 0
         self.running.append(req)
+        self.running_shared += req.shared
         if req.first_token < 0:
             req.first_token = self.now
             req.out += 1
@@ -220,7 +235,7 @@ class Rank(DecodeMixin):
             "kv_used_tokens": self.used,
             "kv_evictable_tokens": evictable,
             "kv_available_tokens": cap - self.used - evictable,
-            "decode_sum_seq_lens": self.used - self._chunk_held(),
+            "decode_sum_seq_lens": self._seq_sum(),
             "new_token_ratio": self.ratio,
             "num_retracted_reqs": self.retracted_since_log,
             "total_retracted_reqs": self.total_retracted,

@@ -13,7 +13,7 @@ FAKE_API_KEY = "sk-sim-not-a-real-key"
 # ServerArgs fields the simulator never varies, with the values SGLang resolves them to.
 FIXED_ARGS: dict[str, Any] = {
     "host": "127.0.0.1", "dtype": "auto", "context_length": None, "max_queued_requests": None,
-    "max_total_tokens": None, "pp_size": 1, "ep_size": 1, "enable_dp_attention": False,
+    "max_total_tokens": None, "pp_size": 1,
     "page_size": 1, "stream_interval": 1, "enable_mixed_chunk": False, "cuda_graph_bs": None,
     "speculative_algorithm": None, "enable_hierarchical_cache": False, "log_level": "info",
 }  # fmt: skip
@@ -32,7 +32,8 @@ def server_args(model: ServerModel, port: int, api_key: str | None) -> dict[str,
         "max_prefill_tokens": knobs.max_prefill_tokens,
         "schedule_policy": knobs.schedule_policy,
         "schedule_conservativeness": knobs.schedule_conservativeness,
-        "tp_size": knobs.tp_size, "dp_size": knobs.dp_size,
+        "tp_size": knobs.tp_size, "dp_size": knobs.dp_size, "ep_size": knobs.ep_size,
+        "enable_dp_attention": knobs.enable_dp_attention,
         "attention_backend": backend,  # resolved in ServerArgs from 0.5.6
         "kv_cache_dtype": knobs.kv_cache_dtype, "quantization": knobs.quantization,
         "disable_radix_cache": knobs.disable_radix_cache,
@@ -126,7 +127,7 @@ def model_info(model: ServerModel) -> dict[str, Any]:
             weight_version="default", has_image_understanding=False, has_audio_understanding=False
         )
     if v >= (0, 5, 17):
-        body.update(model_type="llama", architectures=[llm.architecture])
+        body.update(model_type=llm.model_type, architectures=[llm.architecture])
     return body
 
 

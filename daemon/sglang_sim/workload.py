@@ -35,6 +35,7 @@ class Req:
         "first_token",
         "group",
         "cached",
+        "shared",
         "done_prefill",
         "streaming",
         "retracted",
@@ -46,13 +47,19 @@ class Req:
         self.prompt, self.max_new, self.target = prompt, max_new, target
         self.arrival = self.queued_at = arrival
         self.first_token = -1.0
-        self.out = self.cached = self.done_prefill = self.retracted = 0
+        self.out = self.cached = self.shared = self.done_prefill = self.retracted = 0
         self.group, self.streaming = group, streaming
 
     @property
     def held(self) -> int:
-        """KV tokens this request holds while running."""
+        """KV tokens of this request's sequence (what its attention reads each decode step)."""
         return self.prompt + self.out
+
+    @property
+    def own(self) -> int:
+        """Pool tokens charged to this request alone: its sequence minus the shared prefix it
+        holds a lock on (charged once, to the radix cache, however many requests share it)."""
+        return self.prompt + self.out - self.shared
 
 
 class Arrivals:

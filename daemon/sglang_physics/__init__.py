@@ -1,0 +1,38 @@
+"""SGLang's performance physics: step times and memory of a model on a GPU, no scheduler.
+
+Pure Python; imports nothing from sglang_tuner or sglang_sim. The simulator (sglang_sim) runs
+its scheduler on it, and the daemon can use the same model to predict one server's change.
+
+    from sglang_physics import GPUS, MODELS, Deployment, StepModel, kv_pool_tokens
+
+    step = StepModel(GPUS["H100"], MODELS["llama-3.1-8b"], Deployment(tp=1))
+    step.decode_seconds(batch=64, kv_tokens=64 * 2000)
+    kv_pool_tokens(GPUS["H100"], MODELS["llama-3.1-8b"], Deployment(), 0.88)
+"""
+
+from .attention import backend_efficiency, default_backend, supported_backends
+from .deployment import Deployment
+from .gpu import GPUS, Gpu, gpu_named
+from .memory import MemorySplit, kv_bytes_per_token, kv_pool_tokens, memory_split
+from .model import MODELS, ModelSpec, model_named
+from .step import StepModel, blend, experts_touched
+
+__all__ = [
+    "GPUS",
+    "MODELS",
+    "Deployment",
+    "Gpu",
+    "MemorySplit",
+    "ModelSpec",
+    "StepModel",
+    "backend_efficiency",
+    "blend",
+    "default_backend",
+    "experts_touched",
+    "gpu_named",
+    "kv_bytes_per_token",
+    "kv_pool_tokens",
+    "memory_split",
+    "model_named",
+    "supported_backends",
+]
