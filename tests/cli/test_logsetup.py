@@ -26,3 +26,24 @@ def test_configure_logging_text_quiets_http_client_chatter(capsys):
     logging.getLogger("sglang_tuner.loop.tuner").info("configuration reloaded")
     err = capsys.readouterr().err
     assert "configuration reloaded" in err and "HTTP Request" not in err
+
+
+def test_configure_logging_json_gives_each_extra_field_its_own_key(capsys, tmp_path):
+    configure_logging("info", "json")
+    logging.getLogger("sglang_tuner.loop.transitions").warning(
+        "target %s is down: %s",
+        "gpu-a",
+        "connection refused",
+        extra={"target": "gpu-a", "reason": "refused", "file": tmp_path, "level": "ignored"},
+    )
+    entry = json.loads(capsys.readouterr().err)
+    assert entry["target"] == "gpu-a" and entry["reason"] == "refused"
+    assert entry["file"] == str(tmp_path)  # not JSON itself: written as text
+    assert entry["level"] == "warning"  # an extra cannot hide one of ours
+    assert entry["message"] == "target gpu-a is down: connection refused"
+
+
+def test_configure_logging_json_without_extra_has_only_the_standard_fields(capsys):
+    configure_logging("info", "json")
+    logging.getLogger("sglang_tuner.loop.tuner").info("configuration reloaded")
+    assert set(json.loads(capsys.readouterr().err)) == {"ts", "level", "logger", "message"}

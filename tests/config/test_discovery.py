@@ -95,3 +95,18 @@ def test_file_sd_emoji_names_as_json_dumps_writes_them_and_bad_ports_skipped(cap
     targets = parse_file_sd(doc, FileSDSettings(files=["x.json"]))
     assert [(t.name, t.labels["team"]) for t in targets] == [("10.0.0.1:30000", "rocket 🚀")]
     assert "10.0.0.2:99999 skipped" in caplog.text and "bad port" in caplog.text
+
+
+def test_file_sd_log_lines_carry_the_file_target_and_reason_as_fields(tmp_path, caplog):
+    from sglang_tuner.config.discovery import parse_file_sd
+
+    parse_file_sd('[{"targets": ["10.0.0.2:99999"]}]', FileSDSettings(files=["x.json"]))
+    (skipped,) = caplog.records
+    assert (skipped.target, skipped.file_sd_group) == ("10.0.0.2:99999", 0)
+    assert "bad port" in skipped.reason
+    caplog.clear()
+    path = tmp_path / "sd.json"
+    path.write_text("{not a list")
+    FileSD([FileSDSettings(files=[str(path)])]).refresh()
+    (broken,) = caplog.records
+    assert broken.file_sd == str(path) and "list" in broken.reason

@@ -20,7 +20,7 @@ from sglang_tuner.config.target_settings import (
 )
 from sglang_tuner.config.text import joined_surrogates
 from sglang_tuner.model.secrets import redact_userinfo
-from sglang_tuner.model.target_spec import TargetSpec
+from sglang_tuner.model.target_spec import TargetSpec, TargetTLS
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,8 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
             gpu_model=t.gpu_model,
             legacy_guide=t.guide_version == "legacy",
             limits={k: v for k in LIMIT_FIELDS if (v := getattr(t, k)) is not None},
+            tls=None if t.tls is None else TargetTLS(**t.tls.model_dump()),
+            gateway=t.source == "gateway",
         )
         for t in settings.targets
     ]
@@ -70,7 +72,9 @@ def parse_file_sd(text: str, source: FileSDSettings) -> list[TargetSpec]:
             try:  # one bad entry is skipped, as a static target with it would be refused
                 url = checked_url(str(url))
             except ValueError as exc:
-                logger.warning("file_sd [%d] %s skipped: %s", i, redact_userinfo(str(address)), exc)
+                shown = redact_userinfo(str(address))
+                fields = {"file_sd_group": i, "target": shown, "reason": str(exc)}
+                logger.warning("file_sd [%d] %s skipped: %s", i, shown, exc, extra=fields)
                 continue
             out.append(TargetSpec(str(address), url, profile, dict(labels)))
     return out
@@ -102,9 +106,11 @@ class FileSD:
                 return previous
             entry = (mtime, parse_file_sd(Path(path).read_text(), source))
         except (OSError, ValueError, yaml.YAMLError) as exc:
-            logger.warning("file_sd %s: %s; keeping its previous targets", path, exc)
+            failed = {"file_sd": path, "reason": str(exc)}
+            logger.warning("file_sd %s: %s; keeping its previous targets", path, exc, extra=failed)
             return previous or (0.0, [])
-        logger.info("file_sd %s: %d target(s)", path, len(entry[1]))
+        read = {"file_sd": path, "targets": len(entry[1])}
+        logger.info("file_sd %s: %d target(s)", path, len(entry[1]), extra=read)
         return entry
 
 

@@ -1,9 +1,11 @@
 """Settings loaded: the YAML file read, the environment and flags applied, every problem listed
-at once (pydantic's, the rule overrides', the key files'). The only module of the wing that
-reads files for the settings; the schema it fills (`settings.py`) reads none."""
+at once (pydantic's, the rule overrides', the key files', the environment variables named). The
+only module of the wing that reads files for the settings; the schema it fills (`settings.py`)
+reads none."""
 
 import ssl
 from collections.abc import Mapping
+from os import environ
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,17 @@ from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.config.problems import (
     Catalogue,
     ConfigError,
+    located_values,
     rule_override_problems,
     validation_problems,
+    yaml_path,
 )
-from sglang_tuner.config.settings import _YAML_DATA, Settings
+from sglang_tuner.config.settings import (
+    _YAML_DATA,
+    AlertmanagerSettings,
+    PrometheusSettings,
+    Settings,
+)
 from sglang_tuner.config.text import joined_surrogates
 
 
@@ -39,53 +48,47 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def key_file_problems(targets: object) -> list[str]:
-    """Each target's `api_key_file` readable and one line (checked at load, so check-config
-    catches what start would fail on); read from the raw `targets:` list, so these problems
+# Settings holding the path of a file with one secret line (`key_files.py`).
+_SECRET_FILES = ("api_key_file", "password_file", "bearer_token_file")
+_SERVICES = (("alertmanager", AlertmanagerSettings), ("prometheus", PrometheusSettings))
+
+
+def secret_problems(given: Mapping[str, Any]) -> list[str]:
+    """The key, password and token files the settings name, each readable and one line, and the
+    environment variables they name (`*_env`), each set and not empty: read now, as `run` reads
+    them at start. `given` is the settings as written when they are invalid, so these problems
     are listed beside every other one, not after them."""
-    if not isinstance(targets, list):
-        return []
     problems = []
-    for i, target in enumerate(targets):
-        key_file = target.get("api_key_file") if isinstance(target, Mapping) else None
-        if isinstance(key_file, str | Path):
+    for loc, value in located_values(Settings, given):
+        field, where = str(loc[-1]), yaml_path(loc)
+        if field in _SECRET_FILES and isinstance(value, (str, Path)):
             try:
-                read_key_file(Path(key_file))
+                read_key_file(Path(value))
             except ValueError as exc:
-                problems.append(f"targets[{i}].api_key_file: {exc}")
+                problems.append(f"{where}: {exc}")
+        elif field.endswith("_env") and isinstance(value, str) and value and not environ.get(value):
+            problems.append(f"{where}: environment variable {value} is unset or empty")
     return problems
 
 
-def service_problems(settings: Settings) -> list[str]:
-    """The credentials and TLS files of the services we call, read now as `run` reads them at
-    start: a missing password file, two credentials at once, a two-line token file, a
-    certificate that does not load are problems of the file, listed with the rest."""
+def service_problems(given: Mapping[str, Any]) -> list[str]:
+    """The services we call: one credential at most, TLS files that load (a service section
+    that is itself invalid is left to its own problems)."""
     problems = []
-    for name in ("alertmanager", "prometheus"):
-        service = getattr(settings, name, None)
+    for name, model in _SERVICES:
+        try:
+            service = model.model_validate(given[name]) if given.get(name) is not None else None
+        except ValidationError:
+            continue
         if service is None:
             continue
         if service.basic_auth is not None and service.bearer_token_file is not None:
             problems.append(f"{name}: basic_auth and bearer_token_file are exclusive")
-        if service.basic_auth is not None:
-            problems += _key_problem(
-                f"{name}.basic_auth.password_file", service.basic_auth.password_file
-            )
-        if service.bearer_token_file is not None:
-            problems += _key_problem(f"{name}.bearer_token_file", service.bearer_token_file)
         try:
             ssl_context(service.tls)
         except (OSError, ssl.SSLError, ValueError) as exc:
             problems.append(f"{name}.tls: cannot load: {exc}")
     return problems
-
-
-def _key_problem(where: str, path: Path) -> list[str]:
-    try:
-        read_key_file(path)
-    except ValueError as exc:
-        return [f"{where}: {exc}"]
-    return []
 
 
 def load_settings(
@@ -102,12 +105,13 @@ def load_settings(
     try:
         settings = Settings(**flags)
     except ValidationError as exc:
-        problems = validation_problems(exc)
+        problems = validation_problems(exc, Settings)
     finally:
         _YAML_DATA.reset(token)
-    problems += key_file_problems({**data, **flags}.get("targets"))
-    if settings is not None:
-        problems += service_problems(settings)
+    # The files and variables named are read from the settings when valid (the environment's
+    # and the flags' included), else from the file and flags as written.
+    given = settings.model_dump() if settings is not None else {**data, **flags}
+    problems += secret_problems(given) + service_problems(given)
     if catalogue is not None:
         rules = settings.rules if settings is not None else data.get("rules")
         problems += rule_override_problems(rules, catalogue)

@@ -1,10 +1,20 @@
 """Settings' problems, every one at once with its YAML path (`targets[1].url: ...`): the file read,
 pydantic's errors as 'path: message' lines, and rule overrides checked against the rule catalogue.
+An unknown key or value names the one meant when a known one is close (`did you mean ...?`).
 Pure: `loading.py` reads the file."""
 
-from collections.abc import Collection, Mapping
+import json
+import types
+from collections.abc import Collection, Iterator, Mapping
+from difflib import get_close_matches
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+# Known keys listed in an "unknown key" problem when there are at most this many.
+_LISTED_KEYS = 12
 
 
 class ConfigError(Exception):
@@ -16,16 +26,121 @@ class ConfigError(Exception):
         self.problems = problems
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
+def yaml_path(loc: tuple[int | str, ...]) -> str:
+    """`targets[1].url` for ("targets", 1, "url")."""
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "(top level)"
 
 
-def validation_problems(err: ValidationError) -> list[str]:
-    """Every error pydantic found, as 'path: message'."""
-    return [f"{_path(e['loc'])}: {e['msg']}" for e in err.errors()]
+def validation_problems(err: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """Every error pydantic found, as 'path: message'; with the validated `model`, unknown keys
+    and values in our words, with the known one meant when one is close."""
+    return [f"{yaml_path(e['loc'])}: {_message(e, model)}" for e in err.errors()]
+
+
+def _message(error: ErrorDetails, model: type[BaseModel] | None) -> str:
+    loc, given = error["loc"], error["input"]
+    if model is None:
+        return error["msg"]
+    if error["type"] == "extra_forbidden" and loc:
+        known = _keys(_annotation_at(model, loc[:-1]))
+        if len(known) > _LISTED_KEYS or _close(str(loc[-1]), known):
+            return "unknown key" + _did_you_mean(str(loc[-1]), known)
+        return f"unknown key (known: {', '.join(known)})" if known else "unknown key"
+    if error["type"] in ("literal_error", "enum") and isinstance(given, str):
+        choices = _choices(_annotation_at(model, loc))
+        if choices:
+            listed = ", ".join(choices)
+            return f"{json.dumps(given)} is not one of {listed}" + _did_you_mean(given, choices)
+    return error["msg"]
+
+
+def _did_you_mean(word: str, known: list[str]) -> str:
+    close = _close(word, known)
+    return f"; did you mean {close}?" if close else ""
+
+
+def _close(word: str, known: list[str]) -> str | None:
+    matches = get_close_matches(word, known, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> Any:
+    """The type the settings hold at `loc` (a field, a list item, a mapping value), or None."""
+    annotation: Any = model
+    for part in loc:
+        annotation = _unwrapped(annotation)
+        origin = get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            annotation = field.annotation if field is not None else None
+        elif origin is list and isinstance(part, int):
+            annotation = get_args(annotation)[0]
+        elif origin is dict and isinstance(part, str):
+            annotation = get_args(annotation)[1]
+        else:
+            return None
+    return _unwrapped(annotation)
+
+
+def located_values(
+    model: type[BaseModel], data: Any, loc: tuple[int | str, ...] = ()
+) -> Iterator[tuple[tuple[int | str, ...], Any]]:
+    """Each value `data` (settings as written, or dumped) gives a field of `model`, with its
+    location; the settings nested in it, in lists and in mappings, walked too."""
+    if not isinstance(data, Mapping):
+        return
+    for name, field in model.model_fields.items():
+        if name in data:
+            yield (*loc, name), data[name]
+            yield from _located_within(field.annotation, data[name], (*loc, name))
+
+
+def _located_within(
+    annotation: Any, value: Any, loc: tuple[int | str, ...]
+) -> Iterator[tuple[tuple[int | str, ...], Any]]:
+    annotation = _unwrapped(annotation)
+    origin = get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield from located_values(annotation, value, loc)
+    elif origin is list and isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _located_within(get_args(annotation)[0], item, (*loc, i))
+    elif origin is dict and isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _located_within(get_args(annotation)[1], item, (*loc, str(key)))
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """`X` for `X | None` and for `Annotated[X, ...]`."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            members = [a for a in get_args(annotation) if a is not type(None)]
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        else:
+            return annotation
+
+
+def _keys(annotation: Any) -> list[str]:
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return []
+    fields = annotation.model_fields
+    return [*fields, *(f.alias for f in fields.values() if f.alias)]
+
+
+def _choices(annotation: Any) -> list[str]:
+    if get_origin(annotation) is Literal:
+        return [str(choice) for choice in get_args(annotation)]
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [str(member.value) for member in annotation]
+    return []
 
 
 # Tuning-rule id -> the names of its thresholds (the rule catalogue, passed in by the CLI).

@@ -5,8 +5,10 @@ import re
 import string
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from sglang_tuner.config.cross_checks import CrossChecked
+from sglang_tuner.config.duration import Duration
 from sglang_tuner.model.server_config import Profile
 
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -14,7 +16,7 @@ _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?\s*)?$")
 
 
-class _Strict(BaseModel):
+class _Strict(CrossChecked):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -66,12 +68,12 @@ class PrometheusSettings(_Strict):
     profile: Profile | None = Field(
         None, description="Workload profile of the fleet's targets (unset: inferred per target)"
     )
-    rate_window_seconds: float = Field(
+    rate_window_seconds: Duration = Field(
         60.0, gt=0, description="Range of rate() and histogram_quantile(): >= 4 scrape intervals"
     )
-    timeout_seconds: float = Field(10.0, gt=0, description="Per-query timeout")
+    timeout_seconds: Duration = Field(10.0, gt=0, description="Per-query timeout")
     max_concurrent_queries: int = Field(4, ge=1, description="Queries in flight at once")
-    forget_after_seconds: float = Field(
+    forget_after_seconds: Duration = Field(
         3600.0, gt=0, description="Drop a target that has had no series this long"
     )
     backfill: bool = Field(True, description="Fill the windows from query_range at start")

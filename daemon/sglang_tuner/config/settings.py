@@ -9,9 +9,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from sglang_tuner.config.cross_checks import CrossChecked
+from sglang_tuner.config.duration import Duration
+from sglang_tuner.config.listen import format_listen_address, parse_listen_address
 from sglang_tuner.config.problems import (
     ConfigError,
 )
@@ -32,7 +35,7 @@ __all__ = ["BasicAuthSettings", "ConfigError", "PrometheusSettings", "ShardSetti
 _LIMITS = ScrapeLimits()
 
 
-class _Strict(BaseModel):
+class _Strict(CrossChecked):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -41,9 +44,9 @@ class RuleSettings(_Strict):
 
     enabled: bool = True
     frequently_ratio: float | None = Field(None, gt=0, le=1)
-    window_seconds: float | None = Field(None, gt=0)
-    hold_for_seconds: float | None = Field(None, ge=0)
-    keep_firing_for_seconds: float | None = Field(None, ge=0)
+    window_seconds: Duration | None = Field(None, gt=0)
+    hold_for_seconds: Duration | None = Field(None, ge=0)
+    keep_firing_for_seconds: Duration | None = Field(None, ge=0)
     severity: Literal["info", "warning", "critical"] | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)
 
@@ -54,8 +57,10 @@ class AlertmanagerSettings(_Strict):
     urls: list[str] = Field(
         default_factory=list, description="Alertmanager base URLs (all get every alert)"
     )
-    resend_delay_seconds: float = Field(60.0, gt=0, description="Re-send firing alerts this often")
-    timeout_seconds: float = Field(10.0, gt=0, description="Per-request timeout")
+    resend_delay_seconds: Duration = Field(
+        60.0, gt=0, description="Re-send firing alerts this often"
+    )
+    timeout_seconds: Duration = Field(10.0, gt=0, description="Per-request timeout")
     queue_capacity: int = Field(10000, gt=0, description="Pending alerts kept while AM is down")
     basic_auth: BasicAuthSettings | None = None
     bearer_token_file: Path | None = None
@@ -68,8 +73,8 @@ class AlertmanagerSettings(_Strict):
         return [checked_url(url) for url in value]
 
 
-class Settings(BaseSettings):
-    """All daemon settings. Durations are float seconds."""
+class Settings(BaseSettings, CrossChecked):
+    """All daemon settings. Durations are float seconds (written as seconds or `15s`, `5m`)."""
 
     model_config = SettingsConfigDict(
         env_prefix="SGLANG_TUNER_", env_nested_delimiter="__", extra="forbid", frozen=True
@@ -77,43 +82,54 @@ class Settings(BaseSettings):
 
     targets: list[TargetSettings] = Field(default_factory=list, description="SGLang servers")
     file_sd: list[FileSDSettings] = Field(default_factory=list, description="file_sd sources")
-    scrape_interval_seconds: float = Field(5.0, gt=0, description="Scrape every target this often")
-    scrape_timeout_seconds: float = Field(3.0, gt=0, description="Give up on a scrape after this")
+    scrape_interval_seconds: Duration = Field(
+        5.0, gt=0, description="Scrape every target this often"
+    )
+    scrape_timeout_seconds: Duration = Field(
+        3.0, gt=0, description="Give up on a scrape after this"
+    )
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="Largest /metrics body read")
     sample_limit: int = Field(_LIMITS.sample_limit, ge=0, description=SAMPLE_LIMIT_HELP)
     label_limit: int = Field(_LIMITS.label_limit, ge=0, description=LABEL_LIMIT_HELP)
     label_value_length_limit: int = Field(
         _LIMITS.label_value_length_limit, ge=0, description=VALUE_LIMIT_HELP
     )
-    server_info_interval_seconds: float = Field(300.0, gt=0, description="Re-read /server_info")
-    unreachable_retry_seconds: float = Field(
+    server_info_interval_seconds: Duration = Field(300.0, gt=0, description="Re-read /server_info")
+    unreachable_retry_seconds: Duration = Field(
         60.0,
         ge=0,
         description="A target refusing connections (or unresolvable) this long is tried this "
         "often instead of every scrape interval (0: every interval, as Prometheus does)",
     )
-    evaluation_interval_seconds: float = Field(
+    evaluation_interval_seconds: Duration = Field(
         15.0, gt=0, description="Judge each target's rules this often (right after a scrape)"
     )
-    window_seconds: float = Field(300.0, gt=0, description="Default rule window")
+    window_seconds: Duration = Field(300.0, gt=0, description="Default rule window")
     frequently_ratio: float = Field(0.5, gt=0, le=1, description='"Frequently" = share of samples')
     min_samples: int = Field(6, ge=1, description="Samples a window needs before rules judge it")
-    hold_for_seconds: float = Field(120.0, ge=0, description="Pending this long before firing")
-    verify_warmup_seconds: float = Field(
+    hold_for_seconds: Duration = Field(120.0, ge=0, description="Pending this long before firing")
+    verify_warmup_seconds: Duration = Field(
         60.0,
         ge=0,
         description="After a restart with new flags, skip at least this long "
         "(longer when requests take longer: two service times) before comparing",
     )
-    verify_window_seconds: float = Field(
+    verify_window_seconds: Duration = Field(
         600.0,
         gt=0,
         description="Length of the windows compared before and after a change "
         "(ten minutes: a verdict on a 5 % effect needs that much of a noisy server)",
     )
-    keep_firing_for_seconds: float = Field(300.0, ge=0, description="Keep firing after it clears")
+    keep_firing_for_seconds: Duration = Field(
+        300.0, ge=0, description="Keep firing after it clears"
+    )
     listen_host: str = Field("0.0.0.0", description="API and /metrics address")
     listen_port: int = Field(9877, ge=0, le=65535, description="API and /metrics port")
+    listen_addresses: list[str] = Field(
+        default_factory=list,
+        description="Addresses to serve on, host:port (':9877' = every interface, "
+        "'[::1]:9877'), as --web.listen-address gives them; replace listen_host/listen_port",
+    )
     web_config_file: Path | None = Field(
         None, description="TLS and basic auth for the API: a web config file (exporter-toolkit's)"
     )
@@ -148,6 +164,14 @@ class Settings(BaseSettings):
     def scrape_limits(self) -> ScrapeLimits:
         """The global scrape limits (a target's own settings win over them)."""
         return ScrapeLimits(self.sample_limit, self.label_limit, self.label_value_length_limit)
+
+    @field_validator("listen_addresses")
+    @classmethod
+    def listen_addresses_are_host_port(cls, value: list[str]) -> list[str]:
+        """Each is host:port, as --web.listen-address takes it."""
+        for address in value:
+            parse_listen_address(address)
+        return value
 
     @model_validator(mode="after")
     def target_names_unique(self) -> "Settings":
@@ -201,9 +225,18 @@ class _YamlSource(PydanticBaseSettingsSource):
         return dict(_YAML_DATA.get() or {})
 
 
+def listen_endpoints(settings: Settings) -> list[tuple[str, int]]:
+    """Every (host, port) the API listens on: `listen_addresses`, else listen_host:listen_port."""
+    if settings.listen_addresses:
+        return [parse_listen_address(a) for a in settings.listen_addresses]
+    return [(settings.listen_host, settings.listen_port)]
+
+
 def external_url(settings: Settings) -> str:
-    """Our URL as users reach it (alert links): `external_url`, else from the listen address."""
+    """Our URL as users reach it (alert links): `external_url`, else from the first listen
+    address."""
     if settings.external_url:
         return settings.external_url.rstrip("/")
-    host = "localhost" if settings.listen_host in ("0.0.0.0", "::", "") else settings.listen_host
-    return f"http://{host}:{settings.listen_port}"
+    host, port = listen_endpoints(settings)[0]
+    host = "localhost" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{format_listen_address(host, port)}"

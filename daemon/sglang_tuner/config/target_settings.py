@@ -6,8 +6,11 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from sglang_tuner.config.cross_checks import CrossChecked
+from sglang_tuner.config.duration import Duration
+from sglang_tuner.config.services import TLSSettings
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.server_config import PROFILES, Profile
 
@@ -31,8 +34,24 @@ def checked_url(value: str) -> str:
     return value.rstrip("/")
 
 
-class _Strict(BaseModel):
+class _Strict(CrossChecked):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetTLSSettings(TLSSettings):
+    """Prometheus' `tls_config` for one target: its /metrics and /server_info requests (with
+    `source: gateway`, the gateway's /engine_metrics and its workers' /server_info)."""
+
+    server_name: str | None = Field(
+        None, description="Name the server's certificate must carry (and SNI), not the URL's host"
+    )
+
+    @model_validator(mode="after")
+    def cert_with_key(self) -> "TargetTLSSettings":
+        """A client certificate needs its key, and a key its certificate."""
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together (a client certificate)")
+        return self
 
 
 class TargetSettings(_Strict):
@@ -64,6 +83,16 @@ class TargetSettings(_Strict):
     sample_limit: int | None = Field(None, ge=0, description=SAMPLE_LIMIT_HELP)
     label_limit: int | None = Field(None, ge=0, description=LABEL_LIMIT_HELP)
     label_value_length_limit: int | None = Field(None, ge=0, description=VALUE_LIMIT_HELP)
+    tls: TargetTLSSettings | None = Field(
+        None,
+        description="TLS of an https URL: ca_file, cert_file, key_file, server_name, "
+        "insecure_skip_verify (Prometheus' tls_config); unset: the system's trust store",
+    )
+    source: Literal["server", "gateway"] = Field(
+        "server",
+        description="server: the URL is one SGLang server; gateway: an SGLang Model Gateway, "
+        "whose /engine_metrics page gives one target per worker, named <name>/<worker URL>",
+    )
 
     @field_validator("url")
     @classmethod
@@ -109,7 +138,7 @@ class FileSDSettings(_Strict):
     """Prometheus file_sd files (JSON or YAML) listing targets; re-read when they change."""
 
     files: list[str] = Field(description="Paths or globs of file_sd files")
-    refresh_interval_seconds: float = Field(30.0, gt=0, description="How often to check them")
+    refresh_interval_seconds: Duration = Field(30.0, gt=0, description="How often to check them")
     profile: Profile | None = Field(
         None, description="Profile for targets found in these files (unset: inferred)"
     )
