@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +14,11 @@ import pytest
 import yaml
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.rules import RULES_BY_ID
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -21,7 +22,7 @@ from sglang_tuner import __version__
 from sglang_tuner.config.discovery import parse_file_sd
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.settings import Settings
-from sglang_tuner.config.target_settings import FileSDSettings
+from sglang_tuner.config.target_settings import FileSDSettings, TargetSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBE = ROOT / "deploy" / "kubernetes"
@@ -271,3 +272,222 @@ def test_service_and_servicemonitor_reach_every_tuner_pod(overlay: str):
         "relabelings"
     ]
     assert 'job="sglang-tuner"' in (ROOT / "alerts" / "sglang-tuner.rules.yml").read_text()
+
+
+# -- SGLang's Kubernetes forms: LeaderWorkerSet, prefill/decode, OME, the release label ----------
+
+GATEWAY_OVERLAYS = ("pd-disaggregation", "ome")
+RELEASE_OVERRIDE = """\
+apiVersion: builtin
+kind: LabelTransformer
+metadata: {name: prometheus-release}
+labels: {release: my-monitoring}
+fieldSpecs:
+  - {kind: ServiceMonitor, path: metadata/labels, create: true}
+  - {kind: PrometheusRule, path: metadata/labels, create: true}
+"""
+
+
+def _build(kustomization: dict[str, Any]) -> Objects:
+    """`kustomize build` of a user's kustomization; paths in it are relative to KUBE."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for key in ("resources", "components"):
+            if key in kustomization:
+                kustomization[key] = [os.path.relpath(KUBE / p, tmp) for p in kustomization[key]]
+        Path(tmp, "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        cmd = [KUSTOMIZE, "build", tmp] if KUSTOMIZE else [KUBECTL or "", "kustomize", tmp]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def _validate(objects: Objects) -> None:
+    """Kubernetes kinds strictly; a LeaderWorkerSet's pod templates as PodTemplates; the
+    Prometheus Operator's kinds through their CRD models."""
+    for (kind, name), obj in objects.items():
+        if kind == "LeaderWorkerSet":
+            for role in ("leaderTemplate", "workerTemplate"):
+                template = obj["spec"]["leaderWorkerTemplate"][role]
+                meta = {"name": f"{name}-{role}"}
+                wrapped = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta}
+                wrapped["template"] = template
+                kubernetes_validate.validate(wrapped, KUBERNETES_VERSION, strict=True)
+        elif kind in CRD_MODELS:
+            dumped = (
+                CRD_MODELS[kind]
+                .model_validate(obj)
+                .model_dump(by_alias=True, exclude_unset=True, mode="json")
+            )
+            assert not _unknown_fields(obj, dumped), f"{kind}/{name}"
+        else:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def _pod_spec_is_consistent(objects: Objects, pod: dict[str, Any]) -> None:
+    """Every mount names a volume of the pod, every ConfigMap volume a rendered ConfigMap, every
+    named probe port a port of its container."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    for container in pod["containers"]:
+        for mount in container.get("volumeMounts", []):
+            assert mount["name"] in volumes, (container["name"], mount["name"])
+        ports = {p["name"] for p in container.get("ports", [])}
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            port = container.get(probe, {}).get("httpGet", {}).get("port")
+            assert port is None or port in ports, (container["name"], probe)
+    for volume in volumes.values():
+        if "configMap" in volume:
+            assert ("ConfigMap", volume["configMap"]["name"]) in objects, volume
+
+
+def _expanded(value: str, **values: str) -> str:
+    """`$(VAR)` replaced as the kubelet does."""
+    return re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], value)
+
+
+def _arg(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+@pytest.mark.parametrize("overlay", ["leaderworkerset", *GATEWAY_OVERLAYS])
+@pytest.mark.parametrize("with_component", [False, True], ids=["plain", "prometheus-operator"])
+def test_sglang_form_overlay_renders_and_passes_the_schemas(overlay: str, with_component: bool):
+    objects = render(overlay, with_component)
+    assert ("Service", "sglang-tuner") in objects
+    assert (("ServiceMonitor", "sglang-tuner") in objects) is with_component
+    _validate(objects)
+
+
+def test_leaderworkerset_sidecar_in_leader_template_only(monkeypatch: pytest.MonkeyPatch):
+    objects = render("leaderworkerset")
+    lws = _one(objects, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
+    leader, worker = lws["leaderTemplate"], lws["workerTemplate"]
+    assert [c["name"] for c in leader["spec"]["containers"]] == ["sglang", "sglang-tuner"]
+    assert [c["name"] for c in worker["spec"]["containers"]] == ["sglang"]
+    # the tuner's Service selects leaders only: the worker serves no HTTP
+    tuner_service = objects[("Service", "sglang-tuner")]["spec"]["selector"]
+    assert tuner_service.items() <= leader["metadata"]["labels"].items()
+    assert not tuner_service.items() <= worker["metadata"]["labels"].items()
+    api = objects[("Service", "sglang-leader")]["spec"]
+    assert api["selector"]["role"] == leader["metadata"]["labels"]["role"] == "leader"
+    for template in (leader, worker):
+        _pod_spec_is_consistent(objects, template["spec"])
+    # one server over the group: rank 0 on the leader, the worker's own index on the worker
+    leader_args, worker_args = (t["spec"]["containers"][0]["args"] for t in (leader, worker))
+    assert _arg(leader_args, "--node-rank") == "0"
+    assert _arg(worker_args, "--node-rank") == "$(LWS_WORKER_INDEX)"
+    for args in (leader_args, worker_args):
+        assert _arg(args, "--nnodes") == "$(LWS_GROUP_SIZE)"
+        assert _arg(args, "--dist-init-addr") == "$(LWS_LEADER_ADDRESS):20000"
+    assert "--enable-metrics" in leader_args
+    # the sidecar scrapes the leader's HTTP port, named after the leader pod
+    tuner = leader["spec"]["containers"][1]
+    env = _env(tuner)
+    assert list(env).index("POD_NAME") < list(env).index("SGLANG_TUNER_TARGETS")
+    targets = _expanded(
+        env["SGLANG_TUNER_TARGETS"]["value"], POD_NAME="sglang-0", POD_NAMESPACE="llm"
+    )
+    settings = _settings(objects, {"SGLANG_TUNER_TARGETS": targets}, monkeypatch)
+    [target] = settings.targets
+    assert target.url == f"http://127.0.0.1:{_arg(leader_args, '--port')}"
+    assert target.target_name == "sglang-0"
+    assert tuner["image"] == f"sglang-tuner:{__version__}"
+    assert tuner["ports"] == [{"name": "tuner-http", "containerPort": settings.listen_port}]
+
+
+def _deployment(objects: Objects, name: str) -> dict[str, Any]:
+    return dict(objects[("Deployment", name)]["spec"]["template"]["spec"])
+
+
+def _gateway_target(objects: Objects, monkeypatch: pytest.MonkeyPatch) -> TargetSettings:
+    tuner = _deployment(objects, "sglang-tuner")
+    [container] = tuner["containers"]
+    env = _env(container)
+    assert list(env).index("POD_NAMESPACE") < list(env).index("SGLANG_TUNER_TARGETS")
+    targets = _expanded(env["SGLANG_TUNER_TARGETS"]["value"], POD_NAMESPACE="llm")
+    [target] = _settings(objects, {"SGLANG_TUNER_TARGETS": targets}, monkeypatch).targets
+    assert target.source == "gateway" and target.labels["namespace"] == "llm"
+    return target
+
+
+def test_pd_disaggregation_tuner_watches_both_roles_through_the_gateway(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    objects = render("pd-disaggregation")
+    target = _gateway_target(objects, monkeypatch)
+    router = _deployment(objects, "sglang-router")["containers"][0]
+    # the tuner's gateway is the router's Service, at the port the router listens on
+    gateway = urlsplit(target.url)
+    router_service = objects[("Service", gateway.hostname)]["spec"]
+    assert [p["port"] for p in router_service["ports"]] == [gateway.port]
+    assert gateway.port == int(_arg(router["args"], "--port"))
+    assert "--pd-disaggregation" in router["args"]
+    for role in ("prefill", "decode"):
+        pod = _deployment(objects, f"sglang-{role}")
+        _pod_spec_is_consistent(objects, pod)
+        [sglang] = pod["containers"]  # no sidecar: the tuner reads them through the gateway
+        assert _arg(sglang["args"], "--disaggregation-mode") == role
+        assert "--enable-metrics" in sglang["args"]  # /engine_metrics is their /metrics
+        # the router sends this role to its Service, at the server's port
+        url = urlsplit(_arg(router["args"], f"--{role}"))
+        service = objects[("Service", url.hostname)]["spec"]
+        assert (
+            service["selector"].items()
+            <= objects[("Deployment", f"sglang-{role}")]["spec"]["template"]["metadata"][
+                "labels"
+            ].items()
+        )
+        http = next(p for p in service["ports"] if p["name"] == "http")
+        assert http["port"] == url.port == int(_arg(sglang["args"], "--port"))
+    # the prefill server's bootstrap port is the one the router names
+    bootstrap = _arg(router["args"], "http://sglang-prefill:30000")
+    prefill_ports = {
+        p["name"]: p["port"] for p in objects[("Service", "sglang-prefill")]["spec"]["ports"]
+    }
+    assert prefill_ports["bootstrap"] == int(bootstrap)
+    tuner_pods = [
+        name for (kind, name), o in objects.items() if kind == "Deployment"
+        and any(c["name"] == "sglang-tuner" for c in o["spec"]["template"]["spec"]["containers"])
+    ]  # fmt: skip
+    assert tuner_pods == ["sglang-tuner"]
+    _pod_spec_is_consistent(objects, _deployment(objects, "sglang-tuner"))
+
+
+def test_ome_overlay_is_a_tuner_beside_the_inference_service(monkeypatch: pytest.MonkeyPatch):
+    objects = render("ome")
+    assert {k for k, _ in objects} == {"ConfigMap", "Service", "Deployment"}  # no CRD needed
+    target = _gateway_target(objects, monkeypatch)
+    assert urlsplit(target.url).hostname == "llama-pd-router"  # OME's <isvc>-router Service
+    assert target.target_name == "llama-pd"
+    _pod_spec_is_consistent(objects, _deployment(objects, "sglang-tuner"))
+
+
+def test_prometheus_operator_kinds_carry_kube_prometheus_stack_release_label():
+    objects = render("sidecar", True)
+    selected = {k: o for k, o in objects.items() if k[0] in {"ServiceMonitor", "PrometheusRule"}}
+    assert len(selected) == 3
+    for obj in selected.values():
+        assert obj["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    others = [o for k, o in objects.items() if k not in selected]
+    assert not any("release" in o["metadata"].get("labels", {}) for o in others)
+    text = (COMPONENT / "kustomization.yaml").read_text()
+    assert (
+        "serviceMonitorSelectorNilUsesHelmValues" in text
+        and "ruleSelectorNilUsesHelmValues" in text
+    )
+    assert RELEASE_OVERRIDE.splitlines()[-1].strip() in text  # the override shown there
+
+
+def test_prometheus_operator_release_label_is_a_parameter():
+    objects = _build({
+        "resources": ["overlays/standalone"],
+        "components": ["components/prometheus-operator"],
+        "transformers": [RELEASE_OVERRIDE],
+    })  # fmt: skip
+    releases = {
+        k: o["metadata"]["labels"].get("release")
+        for k, o in objects.items()
+        if k[0] in {"ServiceMonitor", "PrometheusRule"}
+    }
+    assert releases and set(releases.values()) == {"my-monitoring"}
+    assert "release" not in objects[("StatefulSet", "sglang-tuner")]["metadata"]["labels"]

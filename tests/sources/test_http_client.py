@@ -20,6 +20,7 @@ from sglang_tuner.sources.http import (
     HttpClient,
     ProtocolFailedError,
 )
+from sglang_tuner.sources.timeout import timeout
 
 BODY = b"sglang:num_running_reqs 1\n" * 1000
 
@@ -215,7 +216,7 @@ async def test_http_client_refused_port_says_refused() -> None:
 async def test_http_client_timeout_closes_the_connection(server: RawServer) -> None:
     async with HttpClient() as client:
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.2):
+            async with timeout(0.2):
                 await client.get(server.url("/hang"))
         await asyncio.sleep(0.05)  # the transport reports its close on the next loop turns
         assert not client._open

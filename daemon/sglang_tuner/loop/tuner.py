@@ -31,13 +31,16 @@ from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import TunerState
 from sglang_tuner.judge import is_due
 from sglang_tuner.loop.fleet import Fleet, fleet_changed
+from sglang_tuner.loop.history import fill_from_history
 from sglang_tuner.loop.outputs import Outputs
 from sglang_tuner.loop.schedule import Jobs, ScrapeLoops
 from sglang_tuner.loop.server_reads import SERVER_INFO_JOB_SECONDS, Source, read_due
 from sglang_tuner.loop.transitions import TransitionLog
+from sglang_tuner.model.scrape import ScrapeResult
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rules.base import Rule
+from sglang_tuner.sources.gateway import GatewaySource, GatewayWorkerSource
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.store.database import Store
 from sglang_tuner.watch import Watch
@@ -63,6 +66,7 @@ class Tuner:
         self.watch = w = Watch(settings, rules)
         self.rules, self.targets = w.rules, w.targets
         self.sources: dict[str, Source] = {}  # per target: its open connections, log, DCGM
+        self.gateways: dict[str, GatewaySource] = {}  # Model Gateways: a target per worker
         self.judged, self.plans, self.asked, self.rule_failures = (
             w.judged, w.plans, w.asked, w.rule_failures,
         )  # fmt: skip
@@ -102,7 +106,7 @@ class Tuner:
         await self.refresh_server_info()
         if self.fleet is not None:
             await self.fleet_round()
-        await asyncio.gather(*(self.scrape(name) for name in list(self.targets)))
+        await asyncio.gather(*(self.scrape(name) for name in [*self.targets, *self.gateways]))
         self.publish()
 
     def _start_jobs(self) -> None:
@@ -123,13 +127,16 @@ class Tuner:
         """Stop the jobs, persist, deliver queued alerts for a moment, close connections."""
         if self._jobs is not None:
             await self._jobs.shutdown()
-        if self._round is not None:  # a round must not outlive the connections it uses
+        # a round must not outlive the connections it uses (unless it is the caller: a round
+        # awaited directly, then stopped; cancelling itself hangs on Python 3.10)
+        if self._round is not None and self._round is not asyncio.current_task():
             self._round.cancel()
             await asyncio.gather(self._round, return_exceptions=True)
         await self._scrapers.stop()
         self.persist()  # first: a stop cut short while alerts drain still keeps the state
         await self.outputs.stop()
         await asyncio.gather(*self._background, *(s.aclose() for s in self.sources.values()))
+        await asyncio.gather(*(gateway.aclose() for gateway in self.gateways.values()))
         if self.fleet is not None:
             await self.fleet.aclose()
 
@@ -147,9 +154,9 @@ class Tuner:
             log=lambda target, result: self.transitions.record(target, result, now),
         )  # fmt: skip
         try:
-            # what the rules need at once; the verification's longer window fills as it runs
-            for past in await fleet.history(now, self.watch.rules_window()):
-                apply(past)
+            # what the rules need at once, and alert state over the last `for` (history.py);
+            # the verification's longer window fills as it runs
+            await fill_from_history(self, apply, now)
             apply(await fleet.source.round(now))
         except asyncio.CancelledError:
             return  # shutting down
@@ -164,9 +171,13 @@ class Tuner:
     # -- sources -> target state -> judge ---------------------------------------------------
     async def scrape(self, name: str) -> None:
         """Scrape one target (a job; one slow target never delays another's job)."""
+        if name in self.gateways:
+            return await self.scrape_gateway(self.gateways[name])
         target, source = self.targets.get(name), self.sources.get(name)
         if target is None or not isinstance(source, TargetSource):
             return
+        if isinstance(source, GatewayWorkerSource):
+            return  # its metrics come with its gateway's page
         s = self.settings
         try:
             result = await source.scrape(
@@ -174,11 +185,40 @@ class Tuner:
             )
         except asyncio.CancelledError:
             return  # shutting down: a scrape cut short is not an error worth a traceback
+        self._ingest(name, source, result)
+
+    def _ingest(self, name: str, source: TargetSource, result: ScrapeResult) -> None:
+        """A scrape's result (and the log since) into the target's state; judged when due."""
+        target = self.targets.get(name)
+        if target is None:
+            return  # removed (a reload, its gateway's page) while it was being scraped
         self.transitions.record(target, result, result.ts)
         target.ingest(result, source.poll_log(result.ts))
         now = self.clock()
-        if is_due(target, self.judged.get(name), now, s.evaluation_interval_seconds):
+        if is_due(target, self.judged.get(name), now, self.settings.evaluation_interval_seconds):
             self.judge(name, now)
+
+    async def scrape_gateway(self, gateway: GatewaySource) -> None:
+        """One `/engine_metrics` scrape: the gateway's targets follow the workers it lists."""
+        s = self.settings
+        try:
+            results = await gateway.scrape(
+                self.clock(), s.scrape_timeout_seconds, s.max_body_bytes, s.scrape_limits
+            )
+        except asyncio.CancelledError:
+            return
+        for name in gateway.gone & self.targets.keys():
+            self._remove_target(name)
+        for name, result in results.items():
+            if name not in self.targets:
+                spec = gateway.spec_of(name)
+                state = self.watch.new_state(spec, self.watch.window_capacity())
+                self.outputs.restore({name: state}, result.ts)  # what the store kept of it
+                self.watch.add(state)
+                self.sources[name] = GatewayWorkerSource(spec, self._ssl)
+            source = self.sources[name]
+            if isinstance(source, TargetSource):
+                self._ingest(name, source, result)
 
     def judge(self, name: str, now: float) -> None:
         """Judge every rule for one target, then plan (a Prometheus round's targets with the
@@ -240,7 +280,8 @@ class Tuner:
 
     def _apply_targets(self, specs: list[TargetSpec]) -> None:
         """Add, keep or remove targets (and their scrape jobs) to match `specs`."""
-        wanted = {t.name: t for t in specs}
+        wanted = {t.name: t for t in specs if not t.gateway}
+        wanted |= self._apply_gateways({t.name: t for t in specs if t.gateway})
         for name in list(self.targets):
             in_fleet = self.fleet is not None and name in self.fleet.names
             if in_fleet and name in wanted:  # a configured target wins over a discovered one
@@ -258,6 +299,19 @@ class Tuner:
             self.sources[name] = TargetSource(spec, self._ssl)
             if self._scheduled:
                 self._scrapers.add(name, interval)
+
+    def _apply_gateways(self, gateways: dict[str, TargetSpec]) -> dict[str, TargetSpec]:
+        """Add, keep or remove gateways (and their scrape jobs) to match `gateways`; the targets
+        the kept ones found."""
+        for name in [n for n, g in self.gateways.items() if gateways.get(n) != g.spec]:
+            self._scrapers.remove(name)
+            self._spawn(self.gateways.pop(name).aclose())
+        for name, spec in gateways.items():
+            if name not in self.gateways:
+                self.gateways[name] = GatewaySource(spec, self._ssl)
+                if self._scheduled:
+                    self._scrapers.add(name, self.settings.scrape_interval_seconds)
+        return {n: g.spec_of(n) for g in self.gateways.values() for n in g.names}
 
     def _remove_target(self, name: str) -> None:
         self.watch.forget(name)

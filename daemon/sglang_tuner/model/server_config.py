@@ -7,6 +7,10 @@ from typing import Any, Literal, get_args
 
 Profile = Literal["offline", "online", "long_context", "multi_turn"]
 PROFILES: tuple[str, ...] = get_args(Profile)
+# SGLang's `--disaggregation-mode` (0.5.23 `arg_groups/fields/disagg.py`): "null" is a server
+# that prefills and decodes; "prefill" / "decode" are the two roles of a PD-disaggregated pair.
+DisaggregationMode = Literal["null", "prefill", "decode"]
+DISAGGREGATION_MODES: tuple[str, ...] = get_args(DisaggregationMode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,5 +45,6 @@ class ServerConfig:
     max_total_num_tokens: int | None = None
     context_length: int | None = None
     startup_available_gpu_mem_gb: float | None = None
+    disaggregation_mode: str | None = None  # "null", "prefill" or "decode" (PD disaggregation)
     gpu_model: str | None = None  # from DCGM or the target's config, when known
     raw: Mapping[str, Any] = field(default_factory=dict)  # the redacted body, for /targets

@@ -1,8 +1,19 @@
-"""One SGLang server to watch, as every step knows it: its name, URL, profile, labels and its
-own scrape limits, resolved from the config or a file_sd file."""
+"""One SGLang server to watch, as every step knows it: its name, URL, profile, labels, its own
+scrape limits and TLS, resolved from the config or a file_sd file."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTLS:
+    """Prometheus' `tls_config` for one target's requests (/metrics, /server_info)."""
+
+    ca_file: Path | None = None  # None: the system's trust store
+    cert_file: Path | None = None  # client certificate (mutual TLS), with key_file
+    key_file: Path | None = None
+    server_name: str | None = None  # the name the certificate must carry (and SNI)
+    insecure_skip_verify: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,3 +31,5 @@ class TargetSpec:
     gpu_model: str | None = None
     legacy_guide: bool = False
     limits: dict[str, int] = field(default_factory=dict)  # own `ScrapeLimits` over the global
+    tls: TargetTLS | None = None  # None: the default verification of https URLs
+    gateway: bool = False  # the URL is an SGLang Model Gateway: one target per worker

@@ -2,7 +2,8 @@
 
 The judge step (`judge.py`) runs the common preamble from the rule's data before calling
 `check`: the target must be up (`needs_up`), the window must hold `min_samples` scrapes
-(`needs_window`), and every signal in `requires` must be present. `check` then decides.
+(`needs_window`), every signal in `requires` must be present, and a server in a PD-disaggregated
+pair must play one of the rule's `roles`. `check` then decides.
 """
 
 from collections.abc import Callable, Mapping
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from sglang_tuner.changes.record import Change
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.flags import FlagHistory
-from sglang_tuner.model.server_config import PROFILES, ServerConfig
+from sglang_tuner.model.server_config import DISAGGREGATION_MODES, PROFILES, ServerConfig
 from sglang_tuner.model.window import Frequency, WindowView
 
 
@@ -56,6 +57,9 @@ class Rule:
     profile_thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     legacy_thresholds: Mapping[str, float] = field(default_factory=dict)  # older guide's values
     profiles: tuple[str, ...] = PROFILES
+    # The `disaggregation_mode`s (from /server_info) it applies to: a prefill server never
+    # decodes, a decode server never prefills; on the other role it is skipped with a reason.
+    roles: tuple[str, ...] = DISAGGREGATION_MODES
     needs_up: bool = True  # False: also judged while scrapes fail (crash loops, startup facts)
     needs_window: bool = True  # False: judges config or events, not min_samples scrapes
     stability: bool = False  # a crash or out-of-memory: its change comes before any other
@@ -88,6 +92,9 @@ def apply_rule(rule: Rule, inp: RuleInput) -> Outcome:
 
 def preamble(rule: Rule, inp: RuleInput) -> NoData | None:
     """The checks every rule's data asks for, before its `check` runs."""
+    skipped = not_for_role(rule, inp)
+    if skipped is not None:
+        return skipped
     if rule.needs_window:
         short = not_enough_samples(inp)
         if short is not None:
@@ -98,6 +105,29 @@ def preamble(rule: Rule, inp: RuleInput) -> NoData | None:
                 f"signal {signal} is not exposed by this server", 5 * inp.interval_seconds
             )
     return None
+
+
+# `Rule.roles` of rules about one phase: decoding (batch size, CUDA graphs, generation
+# throughput) never happens on a prefill server, chunked prefill and prefix reuse never on a
+# decode server (its radix cache is off by default: 0.5.23 `pd_disaggregation_hook.py`).
+DECODING_ROLES = ("null", "decode")
+PREFILLING_ROLES = ("null", "prefill")
+# A role is re-read with /server_info (every 5 min by default): ask again about then.
+ROLE_RETRY_SECONDS = 300.0
+
+
+def not_for_role(rule: Rule, inp: RuleInput) -> NoData | None:
+    """NoData when /server_info says the server plays a PD role the rule does not apply to."""
+    mode = inp.config.disaggregation_mode if inp.config is not None else None
+    if mode is None or mode in rule.roles:
+        return None
+    does = "decode" if mode == "prefill" else "prefill"
+    wanted = " or ".join("non-disaggregated" if r == "null" else r for r in rule.roles)
+    return NoData(
+        f"skipped: this is a {mode} server (disaggregation_mode {mode}: it does not {does}); "
+        f"the rule applies to {wanted} servers",
+        ROLE_RETRY_SECONDS,
+    )
 
 
 def not_enough_samples(inp: RuleInput) -> NoData | None:

@@ -14,6 +14,7 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import Row, frequently
 from sglang_tuner.rules.base import (
+    DECODING_ROLES,
     Rule,
     RuleInput,
     confidence_for,
@@ -120,6 +121,7 @@ def predicted_gain(inp: RuleInput, uncovered: float) -> float | None:
 
 CUDA_GRAPH_NOT_COVERING = Rule(
     id="cuda_graph_not_covering",
+    roles=DECODING_ROLES,
     measured=(
         "--cuda-graph-max-bs 32 -> 144 on a busy prefill-heavy server: tokens/s +0.7 %, as "
         "predicted (launch gaps are ~1.5 ms of a ~20 ms step, on a few steps per second); a "
@@ -209,6 +211,7 @@ def _check_compile(inp: RuleInput) -> Outcome:
 
 TORCH_COMPILE_SMALL_BATCH = Rule(
     id="torch_compile_small_batch",
+    roles=DECODING_ROLES,
     severity=Severity.INFO,
     summary="A small model runs small batches without torch.compile, which speeds up just that.",
     action="Add --enable-torch-compile with a persistent TORCHINDUCTOR_CACHE_DIR.",

@@ -9,7 +9,7 @@ set, and gives no change of its own (it would repeat one of theirs).
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import GEN_THROUGHPUT, NUM_RUNNING_REQS
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import Rule, RuleInput
+from sglang_tuner.rules.base import DECODING_ROLES, Rule, RuleInput
 
 SOURCE = "Troubleshooting / Low Throughput"
 
@@ -42,6 +42,7 @@ def _check(inp: RuleInput) -> Outcome:
 
 LOW_THROUGHPUT = Rule(
     id="low_throughput",
+    roles=DECODING_ROLES,
     severity=Severity.INFO,
     summary="Gen throughput is well below what this target is expected to do.",
     action="Follow the plan's next change: the guide's Low Throughput checks, in its order.",

@@ -15,6 +15,8 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import Row, frequently
 from sglang_tuner.rules.base import (
+    DECODING_ROLES,
+    PREFILLING_ROLES,
     Rule,
     RuleInput,
     flag_action,
@@ -92,6 +94,7 @@ def _check_batch(inp: RuleInput) -> Outcome:
 
 BATCH_TOO_LARGE_FOR_LATENCY = Rule(
     id="batch_too_large_for_latency",
+    roles=DECODING_ROLES,
     measured=(
         "--max-running-requests 1024 -> 267 on an overloaded streaming server: ITL p99 -76 %, "
         "tokens/s -0.9 %, TTFT p99 +36 % (more queueing at the same load); judged on ITL: "
@@ -219,6 +222,7 @@ def _check_prefill(inp: RuleInput) -> Outcome:
 
 LONG_PROMPTS_DOMINATE_TTFT = Rule(
     id="long_prompts_dominate_ttft",
+    roles=PREFILLING_ROLES,
     verifies=(TTFT_P99_SECONDS, TTFT_P50_SECONDS),
     severity=Severity.WARNING,
     summary="Time to first token is slow because long prompts are prefilled in many small chunks.",

@@ -12,6 +12,7 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import (
+    DECODING_ROLES,
     Rule,
     RuleInput,
     confidence_for,
@@ -227,6 +228,7 @@ def _check_retractions(inp: RuleInput) -> Outcome:
 
 RETRACTIONS_FREQUENT = Rule(
     id="retractions_frequent",
+    roles=DECODING_ROLES,
     measured=(
         "0.3 -> 1.3 on long outputs: tokens/s +5.8 % (0.5.23) / +2.4 % (0.4.10), TTFT p99 -30 "
         "%, ITL p99 x2.8, retractions x2 (the ratio is re-estimated after each retraction "

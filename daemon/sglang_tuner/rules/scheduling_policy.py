@@ -5,6 +5,7 @@ from sglang_tuner.model.flags import SCHEDULE_POLICY as FLAG
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import (
+    PREFILLING_ROLES,
     Rule,
     RuleInput,
     choice_action,
@@ -135,6 +136,7 @@ def _check_fcfs(inp: RuleInput) -> Outcome:
 
 LPM_WITHOUT_PREFIX_REUSE = Rule(
     id="lpm_without_prefix_reuse",
+    roles=PREFILLING_ROLES,
     measured=("lpm -> fcfs: no measurable change (the sort is cheap next to a decode step). Info."),
     severity=Severity.INFO,
     summary="lpm pays its scheduling overhead on a long queue with almost no prefix-cache hits.",
@@ -158,6 +160,7 @@ LPM_WITHOUT_PREFIX_REUSE = Rule(
 
 FCFS_WITH_PREFIX_REUSE = Rule(
     id="fcfs_with_prefix_reuse",
+    roles=PREFILLING_ROLES,
     measured=(
         "fcfs -> lpm with 90 % of prompts sharing one of 96 long prefixes: tokens/s +12 %, ITL "
         "p99 -11 %; the daemon judged it helped. Once the cache thrashes (hit ratio under 3 %) "

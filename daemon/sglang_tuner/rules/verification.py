@@ -1,6 +1,6 @@
 """Change verification: a change of tuning flags that made the server worse is undone first."""
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
 from sglang_tuner.changes.verdict import HURT, MetricVerdict
@@ -58,7 +58,7 @@ def _check_regression(inp: RuleInput) -> Outcome:
             f"the latest change was itself a revert and hurt too ({change.verdict.reason}): "
             "each setting costs something; choose by what matters most"
         ))  # fmt: skip
-    when = datetime.fromtimestamp(change.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.fromtimestamp(change.at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
     asked = f", asked by {change.rule}" if change.rule else ", not asked by any advice"
     worse = "; ".join(_effect(m) for m in change.verdict.metrics if m.verdict == HURT)

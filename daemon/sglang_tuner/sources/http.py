@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import unquote, urlsplit
 
 from sglang_tuner import __version__
+from sglang_tuner.model.target_spec import TargetTLS
 from sglang_tuner.sources.response import (
     BodyTooLargeError,
     HttpError,
@@ -72,18 +73,35 @@ class _Origin:
         self.head = f"GET {target} HTTP/1.1\r\nHost: {host}\r\n"
 
 
+def client_context(tls: TargetTLS) -> ssl.SSLContext:
+    """A client SSLContext for Prometheus' `tls_config`: the CA (else the system's store), a
+    client certificate, or no verification at all; raises OSError (ssl.SSLError) on bad files."""
+    context = ssl.create_default_context(cafile=str(tls.ca_file) if tls.ca_file else None)
+    if tls.cert_file is not None:
+        context.load_cert_chain(str(tls.cert_file), str(tls.key_file) if tls.key_file else None)
+    if tls.insecure_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 class HttpClient:
-    """GETs over a few kept-alive connections per origin (scheme, host, port)."""
+    """GETs over a few kept-alive connections per origin (scheme, host, port).
+
+    `tls`: the target's own `tls_config`, loaded at the first https connection (a file that does
+    not load fails that connection, as any TLS failure does, and is tried again at the next)."""
 
     def __init__(
         self,
         ssl_context: ssl.SSLContext | None = None,
         *,
+        tls: TargetTLS | None = None,
         max_idle_per_origin: int = 2,
         idle_seconds: float = 60.0,
         user_agent: str = USER_AGENT,
     ) -> None:
-        self._ssl = ssl_context
+        self._ssl = None if tls is not None else ssl_context
+        self._tls = tls
         self._max_idle = max_idle_per_origin
         self._idle_seconds = idle_seconds
         self._agent = f"User-Agent: {user_agent}\r\n"
@@ -155,19 +173,28 @@ class HttpClient:
 
     async def _connect(self, origin: _Origin) -> ResponseReader:
         loop = asyncio.get_running_loop()
-        context = None
-        if origin.tls:
-            context = self._ssl = self._ssl or ssl.create_default_context()
+        context, name = None, None
         try:
+            if origin.tls:
+                context = self._ssl = self._ssl or self._new_context()
+                name = self._tls.server_name if self._tls and self._tls.server_name else origin.host
             _, conn = await loop.create_connection(
                 lambda: ResponseReader(loop, self._open), origin.host, origin.port,
-                ssl=context, server_hostname=origin.host if context else None,
+                ssl=context, server_hostname=name,
             )  # fmt: skip
         except OSError as exc:  # also socket.gaierror and ssl.SSLError
             text = str(exc) or type(exc).__name__
             refused = isinstance(exc, ConnectionRefusedError) or "refused" in text.lower()
             raise ConnectFailedError(text, refused=refused) from exc
         return conn
+
+    def _new_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            return ssl.create_default_context()
+        try:
+            return client_context(self._tls)
+        except OSError as exc:  # a missing file, a PEM that does not load
+            raise ConnectFailedError(f"tls_config does not load: {exc}", refused=False) from exc
 
     async def aclose(self) -> None:
         """Close every connection, idle or not."""

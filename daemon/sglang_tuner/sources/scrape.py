@@ -1,6 +1,5 @@
 """Scrape one SGLang `/metrics` endpoint: total timeout, decoded size cap, closed failure set."""
 
-import asyncio
 import time
 from collections.abc import Mapping
 
@@ -8,6 +7,7 @@ from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult, Snapshot
 from sglang_tuner.sources.exposition import LimitExceededError
 from sglang_tuner.sources.http import BodyTooLargeError, ConnectFailedError, HttpClient, HttpError
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
+from sglang_tuner.sources.timeout import timeout
 
 ACCEPT = "text/plain;version=0.0.4"  # never OpenMetrics: it may rewrite sglang: to sglang_ (§2)
 DEFAULT_TIMEOUT_SECONDS = 3.0
@@ -50,7 +50,7 @@ async def scrape_metrics(
     metrics_url = url.rstrip("/") + "/metrics"
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout_seconds):
+        async with timeout(timeout_seconds):
             body = await fetch_body(client, metrics_url, max_body_bytes, headers)
         values = map_body(mapper, body, now, metrics_url, limits)
     except ScrapeError as exc:
@@ -128,7 +128,7 @@ async def diagnose_404(
     answers: list[str] = []
     path = SGLANG_PATHS[0]
     try:
-        async with asyncio.timeout(max(timeout_seconds, 0.0)):
+        async with timeout(max(timeout_seconds, 0.0)):
             for path in SGLANG_PATHS:
                 code = await _status(client, base + path, headers if path != "/health" else None)
                 if code == 200:

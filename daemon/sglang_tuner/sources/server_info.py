@@ -1,14 +1,14 @@
 """Read SGLang's `/server_info` (fallback `/get_server_info`): redact secrets, resolve the knobs."""
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from sglang_tuner.model.secrets import redact_url_secrets
-from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.server_config import DISAGGREGATION_MODES, ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
+from sglang_tuner.sources.timeout import timeout
 
 REDACTED = "<redacted>"
 SECRET_KEY_PARTS: tuple[str, ...] = ("api_key", "password", "secret", "credential")  # not "token"
@@ -166,6 +166,18 @@ def _conservativeness_flag(body: Mapping[str, Any]) -> float | None:
     return round(value / DP_ATTENTION_CONSERVATIVENESS, 6)
 
 
+def _disaggregation_mode(body: Mapping[str, Any]) -> str | None:
+    """The server's PD role: "null" (none), "prefill" or "decode"; None when not reported.
+
+    `internal_states[0]` first: since PD role switching (0.5.23 `scheduler_components/
+    internal_state.py`) the scheduler reports its current role there, and a flip leaves the
+    top-level ServerArgs field at the launch value."""
+    for place in [*_states(body)[:1], body]:
+        if place.get("disaggregation_mode") in DISAGGREGATION_MODES:
+            return str(place["disaggregation_mode"])
+    return None
+
+
 def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
     """Resolve the tuning knobs from a `/server_info` body of any version (redacted in `raw`)."""
     clean = redact(body)
@@ -197,6 +209,7 @@ def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
         max_total_num_tokens=_as_int(_get(clean, "max_total_num_tokens")),
         context_length=_as_int(_get(clean, "context_length")),
         startup_available_gpu_mem_gb=_startup_available(clean),
+        disaggregation_mode=_disaggregation_mode(clean),
         raw=clean,
     )
 
@@ -211,7 +224,7 @@ async def fetch_server_info(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     base = url.rstrip("/")
     try:
-        async with asyncio.timeout(timeout_seconds):
+        async with timeout(timeout_seconds):
             for path in ("/server_info", "/get_server_info"):
                 response = await client.get(base + path, headers, max_body_bytes=MAX_BODY_BYTES)
                 if response.status != 404:

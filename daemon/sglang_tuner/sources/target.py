@@ -39,7 +39,8 @@ class TargetSource:
         self.spec = spec
         self.mapper = SignalMapper()  # counter state for rates: one per target
         self.log = log_source(spec)
-        self.client = HttpClient(ssl_context)  # a few kept-alive connections, closed with it
+        # a few kept-alive connections, closed with it; the target's own TLS when it has one
+        self.client = HttpClient(ssl_context, tls=spec.tls)
         self.server_info_ts = 0.0  # when /server_info was last asked for
 
     async def scrape(

@@ -7,9 +7,9 @@ those. Model families come from the architecture when known, else from the model
 """
 
 import re
-from enum import StrEnum
 
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.strenum import StrEnum
 from sglang_tuner.rules.sglang.flags import user_set_flag
 from sglang_tuner.rules.sglang.versions import as_of
 
