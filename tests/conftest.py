@@ -130,6 +130,9 @@ class DaemonProcess:
     def get(self, path: str, **kw: object) -> httpx.Response:
         return httpx.get(self.url + path, **{"timeout": 5, **self.client, **kw})  # type: ignore[arg-type]
 
+    def post(self, path: str, **kw: object) -> httpx.Response:
+        return httpx.post(self.url + path, **{"timeout": 10, **self.client, **kw})  # type: ignore[arg-type]
+
     def wait_for(self, predicate, timeout: float = 30.0, interval: float = 0.25):  # type: ignore[no-untyped-def]
         """Poll `predicate(self)` until it returns something truthy; fail with the log."""
         deadline = time.monotonic() + timeout

@@ -15,7 +15,6 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner.api.app import create_app
 from sglang_tuner.changes.record import Change
@@ -23,6 +22,7 @@ from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus, TunerState
 from sglang_tuner.exporter.collector import TunerCollector
+from sglang_tuner.exporter.page import MetricsPage
 from sglang_tuner.model.advice import (
     Action,
     Advice,
@@ -170,9 +170,9 @@ SETTINGS = Settings(
 )
 
 
-def _app(state: TunerState, registry: CollectorRegistry | None = None) -> FastAPI:
-    reg = registry or CollectorRegistry()
-    return create_app(state, reg, rules=RULES, settings=SETTINGS, clock=lambda: NOW)
+def _app(state: TunerState) -> FastAPI:
+    page = MetricsPage(TunerCollector(RULES), state.latest)
+    return create_app(state, page, rules=RULES, settings=SETTINGS, clock=lambda: NOW)
 
 
 @pytest.fixture
@@ -182,9 +182,7 @@ def state() -> TunerState:
 
 @pytest.fixture
 def client(state: TunerState) -> TestClient:
-    registry = CollectorRegistry()
-    registry.register(TunerCollector(state.latest, RULES))
-    return TestClient(_app(state, registry))
+    return TestClient(_app(state))
 
 
 def test_advice_lists_firing_first_with_action_and_since(client: TestClient) -> None:
@@ -484,10 +482,26 @@ def test_metrics_endpoint_serves_0_0_4_text_with_our_names(client: TestClient) -
     response = client.get("/metrics", headers={"Accept": "application/openmetrics-text"})
     assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     samples = [s for f in text_string_to_metric_families(response.text) for s in f.samples]
-    assert samples and all(s.name.startswith("sglang_tuner_") for s in samples)
+    ours = ("sglang_tuner_", "process_", "python_")  # process_*: the daemon's own CPU and memory
+    assert samples and all(s.name.startswith(ours) for s in samples)
+    assert any(s.name == "process_resident_memory_bytes" and s.value > 0 for s in samples)
     assert not any(":" in s.name for s in samples)
     up = {s.labels["target"]: s.value for s in samples if s.name == "sglang_tuner_target_up"}
     assert up == {"gpu-a": 1.0, "gpu-b": 1.0, "gpu-c": 0.0}
+
+
+def test_metrics_endpoint_gzips_when_asked_and_the_page_is_the_same(client: TestClient) -> None:
+    plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    zipped = client.get("/metrics", headers={"Accept-Encoding": "gzip, deflate"})
+    assert zipped.headers["content-encoding"] == "gzip"
+    assert zipped.headers["vary"] == "Accept-Encoding"
+    assert int(zipped.headers["content-length"]) < len(plain.content) / 3
+
+    def ours(text: str) -> list[str]:  # process_* values move between two requests
+        return [line for line in text.splitlines() if line.startswith("sglang_tuner_")]
+
+    assert ours(zipped.text) == ours(plain.text)  # httpx inflated it
 
 
 def test_landing_page_links_endpoints(client: TestClient) -> None:
@@ -528,11 +542,9 @@ def test_api_doc_curl_examples_all_answer(client: TestClient) -> None:
 @pytest.fixture
 def live_url(state: TunerState) -> Iterator[str]:
     """The app under a real uvicorn on a free 127.0.0.1 port, stopped after the test."""
-    registry = CollectorRegistry()
-    registry.register(TunerCollector(state.latest, RULES))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(_app(state, registry), log_level="warning", lifespan="off")
+    config = uvicorn.Config(_app(state), log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

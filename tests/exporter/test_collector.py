@@ -1,18 +1,22 @@
-"""TunerCollector: every family from the latest evaluation, fresh on each collect."""
+"""TunerCollector: every family from an evaluation, as Prometheus text format 0.0.4."""
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from sglang_tuner import __version__
 from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
 from sglang_tuner.changes.record import Change
 from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
 from sglang_tuner.evaluation import DatabaseStatus, Evaluation, RuleResult, TargetStatus, TunerState
-from sglang_tuner.exporter.collector import TunerCollector, health_score, render_metrics
+from sglang_tuner.exporter.collector import (
+    METRICS_CONTENT_TYPE,
+    TunerCollector,
+    health_score,
+)
 from sglang_tuner.exporter.families import SPECS
 from sglang_tuner.model.advice import (
     Action,
@@ -178,15 +182,33 @@ def state() -> TunerState:
     return TunerState(_evaluation())
 
 
+class Page:
+    """The collector's page over what a state publishes, read with prometheus_client's parser
+    (as Prometheus reads it)."""
+
+    def __init__(self, latest: Callable[[], Evaluation]) -> None:
+        self.latest = latest
+        self.collector = TunerCollector(RULES)
+
+    def render(self) -> tuple[bytes, str]:
+        return self.collector.text(self.latest()).encode(), METRICS_CONTENT_TYPE
+
+    def value(self, name: str, labels: dict[str, str]) -> float | None:
+        text = self.render()[0].decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return sample.value
+        return None
+
+
 @pytest.fixture
-def registry(state: TunerState) -> CollectorRegistry:
-    reg = CollectorRegistry()
-    reg.register(TunerCollector(state.latest, RULES))
-    return reg
+def registry(state: TunerState) -> Page:
+    return Page(state.latest)
 
 
-def _value(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
-    return reg.get_sample_value(name, labels)
+def _value(page: Page, name: str, **labels: str) -> float | None:
+    return page.value(name, labels)
 
 
 def test_collector_exports_each_prometheus_query_and_the_shard(registry) -> None:
@@ -202,14 +224,14 @@ def test_collector_exports_each_prometheus_query_and_the_shard(registry) -> None
     assert _value(registry, "sglang_tuner_shard_info", shard="1", shard_count="3") == 1
 
 
-def test_collector_target_up_reflects_last_scrape(registry: CollectorRegistry) -> None:
+def test_collector_target_up_reflects_last_scrape(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_target_up", target="gpu-a") == 1.0
     assert _value(registry, "sglang_tuner_target_up", target="gpu-c") == 0.0
     assert _value(registry, "sglang_tuner_targets") == 2.0
 
 
 def test_collector_scrape_failures_preinitialised_for_every_reason(
-    registry: CollectorRegistry,
+    registry: Page,
 ) -> None:
     for target in ("gpu-a", "gpu-c"):
         for reason in SCRAPE_FAILURE_REASONS:
@@ -226,7 +248,7 @@ def test_collector_scrape_failures_preinitialised_for_every_reason(
     )
 
 
-def test_collector_scrape_self_metrics_carry_values(registry: CollectorRegistry) -> None:
+def test_collector_scrape_self_metrics_carry_values(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_scrapes_total", target="gpu-a") == 100
     assert _value(registry, "sglang_tuner_scrape_duration_seconds", target="gpu-a") == 0.04
     assert _value(registry, "sglang_tuner_scrape_duration_seconds", target="gpu-c") is None
@@ -237,17 +259,15 @@ def test_collector_scrape_self_metrics_carry_values(registry: CollectorRegistry)
     assert _value(registry, "sglang_tuner_window_samples", target="gpu-a") == 60
 
 
-def test_collector_removed_target_leaves_no_series(
-    state: TunerState, registry: CollectorRegistry
-) -> None:
+def test_collector_removed_target_leaves_no_series(state: TunerState, registry: Page) -> None:
     assert _value(registry, "sglang_tuner_target_up", target="gpu-c") == 0.0
     state.publish(_evaluation(with_down_target=False))
-    body, _ = render_metrics(registry)
+    body, _ = registry.render()
     assert 'target="gpu-c"' not in body.decode()
     assert _value(registry, "sglang_tuner_targets") == 1.0
 
 
-def test_collector_advice_active_one_only_while_firing(registry: CollectorRegistry) -> None:
+def test_collector_advice_active_one_only_while_firing(registry: Page) -> None:
     labels = {"target": "gpu-a", "rule": "scheduler_too_conservative", "severity": "warning"}
     assert _value(registry, "sglang_tuner_advice_active", **labels) == 1.0
     assert _value(registry, "sglang_tuner_advice_pending", **labels) == 0.0
@@ -256,7 +276,7 @@ def test_collector_advice_active_one_only_while_firing(registry: CollectorRegist
 
 
 def test_collector_advice_series_exist_for_every_rule_and_target(
-    registry: CollectorRegistry,
+    registry: Page,
 ) -> None:
     for rule in RULES:
         labels = {"target": "gpu-c", "rule": rule.id, "severity": rule.severity.value}
@@ -271,14 +291,13 @@ def test_collector_advice_pending_follows_the_rule_results_alert_state(state: Tu
     )
     results = {**ev.results, "gpu-a": (pending,)}
     state.publish(Evaluation(ts=ev.ts, targets=ev.targets, results=results))
-    reg = CollectorRegistry()
-    reg.register(TunerCollector(state.latest, RULES))
+    reg = Page(state.latest)
     labels = {"target": "gpu-a", "rule": "queue_empty", "severity": "info"}
     assert _value(reg, "sglang_tuner_advice_pending", **labels) == 1.0
     assert _value(reg, "sglang_tuner_advice_active", **labels) == 0.0
 
 
-def test_collector_rule_health_is_one_hot(registry: CollectorRegistry) -> None:
+def test_collector_rule_health_is_one_hot(registry: Page) -> None:
     got = {
         h.value: _value(
             registry, "sglang_tuner_rule_health", target="gpu-a", rule="retractions_frequent",
@@ -289,19 +308,19 @@ def test_collector_rule_health_is_one_hot(registry: CollectorRegistry) -> None:
     assert got == {"ok": 0.0, "err": 0.0, "no_data": 1.0}
 
 
-def test_collector_condition_ratio_only_when_evaluated(registry: CollectorRegistry) -> None:
+def test_collector_condition_ratio_only_when_evaluated(registry: Page) -> None:
     name = "sglang_tuner_rule_condition_ratio"
     assert _value(registry, name, target="gpu-a", rule="scheduler_too_conservative") == 0.83
     assert _value(registry, name, target="gpu-a", rule="queue_empty") == 0.1
     assert _value(registry, name, target="gpu-a", rule="retractions_frequent") is None
 
 
-def test_collector_health_score_penalises_firing_and_down(registry: CollectorRegistry) -> None:
+def test_collector_health_score_penalises_firing_and_down(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_health_score", target="gpu-a") == 80.0
     assert _value(registry, "sglang_tuner_health_score", target="gpu-c") == 0.0
 
 
-def test_collector_signals_one_family_per_unit_in_base_units(registry: CollectorRegistry) -> None:
+def test_collector_signals_one_family_per_unit_in_base_units(registry: Page) -> None:
     ratio, requests = "sglang_tuner_signal_ratio", "sglang_tuner_signal_requests"
     assert _value(registry, ratio, target="gpu-a", signal="token_usage") == 0.41
     assert _value(registry, requests, target="gpu-a", signal="waiting") == 7
@@ -311,7 +330,7 @@ def test_collector_signals_one_family_per_unit_in_base_units(registry: Collector
                   signal="startup_available_gpu_mem") == 6.5 * 2**30  # fmt: skip
 
 
-def test_collector_signal_skips_values_not_exposed(registry: CollectorRegistry) -> None:
+def test_collector_signal_skips_values_not_exposed(registry: Page) -> None:
     assert (
         _value(registry, "sglang_tuner_signal_seconds", target="gpu-a", signal="ttft_p99") is None
     )
@@ -347,7 +366,7 @@ def test_collector_exports_each_advice_with_its_change_and_the_next_change(regis
     assert _value(registry, "sglang_tuner_next_change_info", **nxt) == 1
 
 
-def test_collector_daemon_counters_from_evaluation(registry: CollectorRegistry) -> None:
+def test_collector_daemon_counters_from_evaluation(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_evaluations_total") == 42
     assert _value(registry, "sglang_tuner_last_evaluation_timestamp_seconds") == NOW
     failures = "sglang_tuner_rule_evaluation_failures_total"
@@ -355,7 +374,7 @@ def test_collector_daemon_counters_from_evaluation(registry: CollectorRegistry) 
     assert _value(registry, failures, rule="queue_empty") == 0
 
 
-def test_collector_alertmanager_counters_per_url(registry: CollectorRegistry) -> None:
+def test_collector_alertmanager_counters_per_url(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_alertmanager_sends_total", alertmanager=AM) == 5
     assert _value(registry, "sglang_tuner_alertmanager_send_failures_total", alertmanager=AM) == 1
     assert _value(registry, "sglang_tuner_alertmanager_alerts_sent_total", alertmanager=AM) == 4
@@ -364,22 +383,14 @@ def test_collector_alertmanager_counters_per_url(registry: CollectorRegistry) ->
 
 
 def test_collector_empty_evaluation_exports_daemon_metrics_only() -> None:
-    reg = CollectorRegistry()
-    reg.register(TunerCollector(Evaluation, RULES))
+    reg = Page(Evaluation)
     assert _value(reg, "sglang_tuner_targets") == 0.0
     assert _value(reg, "sglang_tuner_last_evaluation_timestamp_seconds") is None
-    assert 'target="' not in render_metrics(reg)[0].decode()
+    assert 'target="' not in reg.render()[0].decode()
 
 
-def test_collector_registration_does_not_collect() -> None:
-    def broken() -> Evaluation:
-        raise AssertionError("collect() must not run at registration")
-
-    CollectorRegistry().register(TunerCollector(broken, RULES))
-
-
-def test_render_metrics_is_prometheus_0_0_4_with_our_prefix(registry: CollectorRegistry) -> None:
-    body, content_type = render_metrics(registry)
+def test_render_metrics_is_prometheus_0_0_4_with_our_prefix(registry: Page) -> None:
+    body, content_type = registry.render()
     assert content_type.startswith("text/plain; version=0.0.4")
     families = list(text_string_to_metric_families(body.decode()))
     assert families
@@ -389,8 +400,8 @@ def test_render_metrics_is_prometheus_0_0_4_with_our_prefix(registry: CollectorR
             assert sample.name.startswith("sglang_tuner_") and ":" not in sample.name
 
 
-def test_docs_metrics_lists_exactly_the_exported_names(registry: CollectorRegistry) -> None:
-    body, _ = render_metrics(registry)
+def test_docs_metrics_lists_exactly_the_exported_names(registry: Page) -> None:
+    body, _ = registry.render()
     exported = {s.name for f in text_string_to_metric_families(body.decode()) for s in f.samples}
     documented = set(re.findall(r"`(sglang_tuner_[a-z_]+)", DOCS.read_text()))
     assert exported == documented
@@ -433,6 +444,6 @@ def test_every_canonical_signal_is_exported_in_one_unit():
     assert len(labels) == len(set(labels))  # no two signals share a family and label
 
 
-def test_database_metrics_say_whether_state_is_being_saved(registry: CollectorRegistry) -> None:
+def test_database_metrics_say_whether_state_is_being_saved(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_database_writable") == 1.0
     assert _value(registry, "sglang_tuner_database_save_failures_total") == 2.0

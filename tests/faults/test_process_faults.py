@@ -121,6 +121,37 @@ def test_sighup_refuses_a_bad_config_keeps_running_then_applies_a_good_one(
         daemon.stop()
 
 
+def test_reload_by_http_refuses_a_bad_config_with_its_problems_then_applies_a_good_one(
+    servers: SimFleet, tmp_path: Path
+):
+    """POST /-/reload, as the Prometheus Operator's config reloader sends it: 500 and the
+    problems for a broken file (the running config kept, the reload metrics say so), 200 and
+    the new targets for a good one."""
+    one, two = servers.urls
+    daemon = DaemonProcess(tmp_path, {**FAST, "targets": [{"url": one}]}).start()
+    try:
+        daemon.wait_for(lambda d: d.get("/targets").json()["data"])
+        started = _metric(daemon, "sglang_tuner_config_last_reload_success_timestamp_seconds")
+        assert _metric(daemon, "sglang_tuner_config_last_reload_successful") == 1.0
+        assert started is not None and started > 0
+        daemon.config_path.write_text("targets: [{url: 'http://127.0.0.1:99999'}]\nbogus: 1\n")
+        refused = daemon.post("/-/reload")
+        assert refused.status_code == 500
+        assert "99999" in refused.json()["detail"] and "bogus" in refused.json()["detail"]
+        assert _metric(daemon, "sglang_tuner_config_last_reload_successful") == 0.0
+        assert _metric(daemon, "sglang_tuner_config_reload_failures_total") == 1.0
+        assert [t["url"] for t in daemon.get("/targets").json()["data"]] == [one]
+        daemon.write_config({**daemon.config, "targets": [{"url": one}, {"url": two}]})
+        assert daemon.post("/-/reload").json() == {"status": "reloaded", "detail": None}
+        urls = sorted(t["url"] for t in daemon.get("/targets").json()["data"])
+        assert urls == sorted([one, two])  # applied before the answer
+        assert _metric(daemon, "sglang_tuner_config_last_reload_successful") == 1.0
+        after = _metric(daemon, "sglang_tuner_config_last_reload_success_timestamp_seconds")
+        assert after is not None and after > started
+    finally:
+        daemon.stop()
+
+
 def _metric(daemon: DaemonProcess, name: str) -> float | None:
     for line in daemon.get("/metrics").text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):

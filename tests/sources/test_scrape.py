@@ -10,9 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 from sglang_tuner.evaluation import TunerState
-from sglang_tuner.exporter.collector import TunerCollector, render_metrics
+from sglang_tuner.exporter.collector import TunerCollector
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, ScrapeResult
 from sglang_tuner.rules import ALL_RULES
@@ -30,9 +29,7 @@ TOKEN = "sk-test-token"
 
 def _own_page() -> bytes:
     """sglang-tuner's own /metrics, as its exporter renders it."""
-    registry = CollectorRegistry()
-    registry.register(TunerCollector(TunerState().latest, ALL_RULES))
-    return render_metrics(registry)[0]
+    return TunerCollector(ALL_RULES).text(TunerState().latest()).encode()
 
 
 OWN_PAGE = _own_page()

@@ -7,10 +7,11 @@ import time
 import bcrypt
 import pytest
 from fastapi.testclient import TestClient
-from prometheus_client import CollectorRegistry
 from sglang_tuner.api.app import create_app
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import TunerState
+from sglang_tuner.exporter.collector import TunerCollector
+from sglang_tuner.exporter.page import MetricsPage
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.web.auth import PasswordCheck, RateLimiter, WebGuard
 from sglang_tuner.web.config import WebConfig
@@ -20,7 +21,9 @@ BOB = bcrypt.hashpw(b"bob-pw", bcrypt.gensalt(4))
 
 
 def _client(web: WebConfig, open_paths: tuple[str, ...] = ()) -> tuple[TestClient, WebGuard]:
-    app = create_app(TunerState(), CollectorRegistry(), rules=ALL_RULES, settings=Settings())
+    state = TunerState()
+    page = MetricsPage(TunerCollector(ALL_RULES), state.latest)
+    app = create_app(state, page, rules=ALL_RULES, settings=Settings())
     guard = WebGuard(app, web, open_paths)
     return TestClient(guard), guard
 
@@ -68,6 +71,14 @@ def test_web_guard_open_paths_answer_without_credentials_and_only_them():
     assert client.get("/readyz").status_code == 401
     assert client.get("/healthz/").status_code == 401
     assert client.get("/metrics").status_code == 401
+
+
+def test_web_guard_auth_excluded_paths_of_the_web_config_join_the_open_paths():
+    web = WebConfig(users={"alice": ALICE}, auth_excluded_paths=frozenset({"/metrics"}))
+    client, _ = _client(web, open_paths=("/healthz",))
+    assert client.get("/metrics").status_code == 200
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/advice").status_code == 401
 
 
 def test_web_guard_adds_the_configured_headers_to_every_answer():

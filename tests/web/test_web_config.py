@@ -134,6 +134,7 @@ def test_web_config_takes_inline_certificate_and_key(tls_dir):
         ),
         ("rate_limit: {interval: 1s}\n", "rate_limit.burst: must be at least 1"),
         ("rate_limit: {burst: 1, interval: soon}\n", "rate_limit.interval: must be a duration"),
+        ("auth_excluded_paths: [metrics]\n", "paths must start with '/': 'metrics'"),
     ],
 )
 def test_web_config_refuses_a_bad_file_in_one_line(tls_dir, text, problem):
@@ -166,3 +167,9 @@ def test_web_config_example_in_the_operations_guide_is_valid(tmp_path):
     ca.issue("tuner")
     web = _load(tmp_path, example.replace("<bcrypt hash>", HASH))
     assert web.tls is not None and set(web.users) == {"prometheus", "ops"}
+
+
+def test_web_config_auth_excluded_paths_open_those_paths_only(tmp_path):
+    """exporter-toolkit's newer key: listed paths skip basic auth, the rest still ask."""
+    web = _load(tmp_path, "auth_excluded_paths: [/metrics, /-/healthy]\n")
+    assert web.auth_excluded_paths == {"/metrics", "/-/healthy"}

@@ -93,6 +93,9 @@ def secured(ca: CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon
 def _endpoints(daemon: DaemonProcess) -> list[str]:
     """Every API path from /openapi.json (parameters filled in), plus the pages outside it."""
     paths = daemon.get("/openapi.json").json()["paths"]
+    posts = {path for path, methods in paths.items() if "post" in methods}
+    assert posts == {"/-/reload"}  # tested on its own: it changes the daemon
+    paths = {path: methods for path, methods in paths.items() if path not in posts}
     assert all(set(methods) == {"get"} for methods in paths.values())
     filled = [p.replace("{target}", "dead").replace("{rule}", "queue_empty") for p in paths]
     filled = [p.replace("{name}", "queue_empty") for p in filled]
@@ -112,6 +115,11 @@ def test_secured_daemon_every_endpoint_needs_credentials(secured):
         assert refused.headers["X-Content-Type-Options"] == "nosniff"
         answered = secured.get(path)
         assert answered.status_code in ((200, 503) if path == "/readyz" else (200,)), path
+
+
+def test_secured_daemon_reload_by_http_needs_credentials(secured):
+    assert secured.post("/-/reload", auth=None).status_code == 401
+    assert secured.post("/-/reload").status_code == 200
 
 
 def test_secured_daemon_refuses_a_wrong_password_and_an_unknown_user(secured):

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from prometheus_client.registry import CollectorRegistry
 
 from sglang_tuner import __version__
 from sglang_tuner.api import advice as api_advice
@@ -25,7 +24,8 @@ from sglang_tuner.api.schemas.advice import StatusOut
 from sglang_tuner.api.schemas.inventory import QueryOut, RuleList, RuleOut, TargetList, TargetOut
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, TargetStatus, TunerState
-from sglang_tuner.exporter.collector import health_score, render_metrics
+from sglang_tuner.exporter.collector import METRICS_CONTENT_TYPE, health_score
+from sglang_tuner.exporter.page import MetricsPage, wants_gzip
 from sglang_tuner.rules.base import Rule
 
 logger = logging.getLogger(__name__)
@@ -110,10 +110,27 @@ def readyz(ev: EvaluationDep) -> StatusOut | JSONResponse:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, tags=["daemon"])
-def metrics(ctx: ContextDep) -> Response:
-    """Our self-metrics and tuning-health metrics, Prometheus text format 0.0.4."""
-    body, content_type = render_metrics(ctx.registry)
-    return Response(body, media_type=content_type)
+def metrics(ctx: ContextDep, request: Request) -> Response:
+    """Our self-metrics and tuning-health metrics, Prometheus text format 0.0.4; gzip when the
+    request's Accept-Encoding allows it (Prometheus asks for it on every scrape)."""
+    gzip = wants_gzip(request.headers.get("accept-encoding", ""))
+    headers = {"Vary": "Accept-Encoding"} | ({"Content-Encoding": "gzip"} if gzip else {})
+    return Response(ctx.metrics.body(gzip), media_type=METRICS_CONTENT_TYPE, headers=headers)
+
+
+@router.post("/-/reload", tags=["daemon"], response_model=StatusOut)
+async def reload_config(ctx: ContextDep) -> StatusOut | JSONResponse:
+    """Re-read the config file and the web config, as SIGHUP does (the Prometheus Operator's
+    config reloader calls this). 200 when applied; 500 with the problems when either file is
+    invalid, the running configuration kept; 400 when the daemon was started without a file."""
+    if ctx.reload is None:
+        body = StatusOut(status="not reloaded", detail="started without --config: no file to read")
+        return JSONResponse(body.model_dump(), status_code=400)
+    problem = await ctx.reload()
+    if problem is not None:
+        body = StatusOut(status="not reloaded", detail=problem)
+        return JSONResponse(body.model_dump(), status_code=500)
+    return StatusOut(status="reloaded")
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -124,13 +141,14 @@ def landing() -> HTMLResponse:
 
 def create_app(
     state: TunerState,
-    registry: CollectorRegistry,
+    metrics: MetricsPage,
     *,
     rules: Sequence[Rule],
     settings: Settings,
     clock: Callable[[], float] = time.time,
+    reload: Callable[[], Awaitable[str | None]] | None = None,
 ) -> FastAPI:
-    """The API over `state`; `/metrics` serves `registry` (register a `TunerCollector` there)."""
+    """The API over `state`; `/metrics` serves `metrics` (a page over the same state)."""
     app = FastAPI(
         title="sglang-tuner",
         version=__version__,
@@ -140,7 +158,7 @@ def create_app(
         redoc_url=None,
     )
     mount_docs(app)
-    ctx = ApiContext(state, registry, {r.id: r for r in rules}, settings, clock)
+    ctx = ApiContext(state, metrics, {r.id: r for r in rules}, settings, clock, reload=reload)
     app.state.ctx = ctx
 
     state.subscribe(lambda ev: api_advice.prerender(ctx, ev))

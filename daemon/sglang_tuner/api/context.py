@@ -4,15 +4,15 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, HTTPException, Query, Request
-from prometheus_client.registry import CollectorRegistry
 
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, TargetStatus, TunerState
+from sglang_tuner.exporter.page import MetricsPage
 from sglang_tuner.rules.base import Rule
 
 
@@ -21,11 +21,13 @@ class ApiContext:
     """What the handlers read: the published state and fixed wiring."""
 
     state: TunerState
-    registry: CollectorRegistry
+    metrics: MetricsPage
     rules: dict[str, Rule]
     settings: Settings
     clock: Callable[[], float] = time.time
     rendered: "RenderCache" = field(default_factory=lambda: RenderCache())
+    # POST /-/reload: re-read the config; None when it worked, else why not (None: no file)
+    reload: Callable[[], Awaitable[str | None]] | None = None
 
 
 Rendered = tuple[bytes, str]  # body, media type

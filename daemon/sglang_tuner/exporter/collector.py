@@ -1,19 +1,23 @@
-"""Prometheus collector: self-metrics and tuning-health metrics read from the latest evaluation."""
+"""The tuning-health page: self-metrics and tuning-health metrics built from one evaluation."""
 
+import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.core import (
-    Metric,
-)
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
 from sglang_tuner import __version__
 from sglang_tuner.alerting.texts import DEFAULT_EXTERNAL_URL
 from sglang_tuner.changes.verdict import VERDICTS
 from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus
-from sglang_tuner.exporter.families import add, add_info, new_families
+from sglang_tuner.exporter.families import (
+    Family,
+    add,
+    add_info,
+    escape_label_value,
+    exposition,
+    new_families,
+)
 from sglang_tuner.exporter.labels import advice_labels, change_labels, target_info
 from sglang_tuner.model.advice import AlertState, Health, Severity
 from sglang_tuner.model.scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS, QueryStatus
@@ -40,15 +44,10 @@ def health_score(target: TargetStatus, results: Iterable[RuleResult]) -> float:
     return max(0.0, 100.0 - penalty)
 
 
-def render_metrics(registry: CollectorRegistry) -> tuple[bytes, str]:
-    """The registry as 0.0.4 text exposition, with its content type (for the `/metrics` route)."""
-    return generate_latest(registry), METRICS_CONTENT_TYPE
+class TunerCollector:
+    """Builds every `sglang_tuner_*` family from an evaluation; never scrapes.
 
-
-class TunerCollector(Collector):
-    """Builds every `sglang_tuner_*` family fresh from the latest evaluation; never scrapes.
-
-    A removed target simply has no series on the next collect. Output, abridged::
+    A removed target simply has no series on the next page. Output, abridged::
 
         # HELP sglang_tuner_target_up 1 if the last scrape of the SGLang server succeeded; ...
         # TYPE sglang_tuner_target_up gauge
@@ -63,22 +62,18 @@ class TunerCollector(Collector):
         sglang_tuner_health_score{target="gpu-a"} 95.0
     """
 
-    def __init__(
-        self, latest: Callable[[], Evaluation], rules: Sequence[Rule], external_url: str = ""
-    ) -> None:
-        """`latest` returns the published evaluation; `rules` are the enabled tuning rules;
-        `external_url` is the daemon's API as users reach it (for runbook links)."""
-        self._latest = latest
+    def __init__(self, rules: Sequence[Rule], external_url: str = "") -> None:
+        """`rules` are the enabled tuning rules; `external_url` is the daemon's API as users
+        reach it (for runbook links)."""
         self._rules = tuple(rules)
         self._external_url = external_url or DEFAULT_EXTERNAL_URL
 
-    def describe(self) -> Iterator[Metric]:
-        """Empty families, so registering checks names without calling `collect()`."""
-        yield from new_families().values()
+    def text(self, evaluation: Evaluation) -> str:
+        """The evaluation's families as Prometheus text format 0.0.4."""
+        return exposition(self.families(evaluation).values())
 
-    def collect(self) -> Iterator[Metric]:
-        """Every family, built from the evaluation published at this moment."""
-        evaluation = self._latest()
+    def families(self, evaluation: Evaluation) -> dict[str, Family]:
+        """Every family, built from `evaluation` (empty families keep their header)."""
         families = new_families()
         _add_daemon(families, evaluation, self._rules, self._external_url)
         _add_advice(families, evaluation, self._external_url)
@@ -88,11 +83,11 @@ class TunerCollector(Collector):
             _add_target(families, target)
             _add_rules(families, target, evaluation.results.get(target.name, ()), self._rules)
             _add_changes(families, target.name, evaluation)
-        yield from families.values()
+        return families
 
 
 def _add_daemon(
-    families: Mapping[str, Metric], ev: Evaluation, rules: Sequence[Rule], external_url: str
+    families: Mapping[str, Family], ev: Evaluation, rules: Sequence[Rule], external_url: str
 ) -> None:
     """Build info, evaluation freshness, rule failures and the Alertmanager push path."""
     info = {"version": __version__, "external_url": external_url}
@@ -125,7 +120,7 @@ def _add_daemon(
         add(families, "sglang_tuner_database_recreated", [], db.recreated_total)
 
 
-def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:
+def _add_query(families: Mapping[str, Family], q: QueryStatus) -> None:
     """One Prometheus-source query: last run, size, and counts (every reason at 0)."""
     name = q.name
     if q.ts is not None:
@@ -141,27 +136,31 @@ def _add_query(families: Mapping[str, Metric], q: QueryStatus) -> None:
     add(families, "sglang_tuner_prometheus_query_warnings", [name], q.warnings_total)
 
 
-def _add_target(families: Mapping[str, Metric], t: TargetStatus) -> None:
+def _add_target(families: Mapping[str, Family], t: TargetStatus) -> None:
     """Scrape self-metrics, latest signals and window size of one target."""
-    name = t.name
-    add(families, "sglang_tuner_target_up", [name], 1.0 if t.up else 0.0)
+    tl = f'target="{escape_label_value(t.name)}"'
+    families["sglang_tuner_target_up"].sample(tl, 1.0 if t.up else 0.0)
     if t.scrape_duration_seconds is not None:
-        add(families, "sglang_tuner_scrape_duration_seconds", [name], t.scrape_duration_seconds)
-    add(families, "sglang_tuner_scrapes", [name], t.scrapes_total)
-    failures = dict.fromkeys(SCRAPE_FAILURE_REASONS, 0) | dict(t.failures_by_reason)
-    for reason, count in failures.items():
-        add(families, "sglang_tuner_scrape_failures", [name, reason], count)
-    add(families, "sglang_tuner_scrape_duplicate_samples", [name], t.duplicate_samples_total)
-    add(families, "sglang_tuner_last_success_timestamp_seconds", [name], t.last_success_ts or 0.0)
+        families["sglang_tuner_scrape_duration_seconds"].sample(tl, t.scrape_duration_seconds)
+    families["sglang_tuner_scrapes"].sample(tl, t.scrapes_total)
+    failures = families["sglang_tuner_scrape_failures"]
+    for reason, count in (_NO_FAILURES | dict(t.failures_by_reason)).items():
+        failures.sample(f'{tl},reason="{escape_label_value(reason)}"', count)
+    families["sglang_tuner_scrape_duplicate_samples"].sample(tl, t.duplicate_samples_total)
+    last_success = families["sglang_tuner_last_success_timestamp_seconds"]
+    last_success.sample(tl, t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):
         unit, label, factor = EXPORTED_AS.get(signal, ("", "", 1.0))
         if unit and not math.isnan(value):  # NaN means "not exposed": no series, no fake value
-            add(families, f"sglang_tuner_signal_{unit}", [name, label], value * factor)
-    add(families, "sglang_tuner_window_samples", [name], t.samples_in_window)
-    add_info(families, "sglang_tuner_target", [name], target_info(t))
+            families[f"sglang_tuner_signal_{unit}"].sample(f'{tl},signal="{label}"', value * factor)
+    families["sglang_tuner_window_samples"].sample(tl, t.samples_in_window)
+    add_info(families, "sglang_tuner_target", [t.name], target_info(t))
 
 
-def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: str) -> None:
+_NO_FAILURES = dict.fromkeys(SCRAPE_FAILURE_REASONS, 0)
+
+
+def _add_advice(families: Mapping[str, Family], ev: Evaluation, external_url: str) -> None:
     """Each pending and firing advice with its change, and each target's next change."""
     for a in ev.advice:
         add_info(
@@ -175,30 +174,46 @@ def _add_advice(families: Mapping[str, Metric], ev: Evaluation, external_url: st
 
 
 def _add_rules(
-    families: Mapping[str, Metric],
+    families: Mapping[str, Family],
     t: TargetStatus,
     results: Sequence[RuleResult],
     rules: Sequence[Rule],
 ) -> None:
-    """Advice state for every rule x target, rule health, condition ratios and the health score."""
+    """Advice state for every rule x target, rule health, condition ratios and the health score.
+
+    About 130 samples a target (a million and more at 10,000 targets): each line is the
+    target's label, rendered once, and the rule's labels, rendered once per page."""
+    tl = f'target="{escape_label_value(t.name)}"'
     by_rule = {r.rule: r for r in results}
     severities = {rule.id: rule.severity for rule in rules} | {r.rule: r.severity for r in results}
+    active = families["sglang_tuner_advice_active"]
+    pending = families["sglang_tuner_advice_pending"]
     for rule_id, severity in severities.items():
         state = by_rule[rule_id].state if rule_id in by_rule else AlertState.INACTIVE
-        labels = [t.name, rule_id, str(severity)]
-        add(families, "sglang_tuner_advice_active", labels, float(state == AlertState.FIRING))
-        add(families, "sglang_tuner_advice_pending", labels, float(state == AlertState.PENDING))
+        labels = f"{tl},{_rule_labels(rule_id, severity)}"
+        active.sample(labels, 1.0 if state == AlertState.FIRING else 0.0)
+        pending.sample(labels, 1.0 if state == AlertState.PENDING else 0.0)
+    health = families["sglang_tuner_rule_health"]
+    ratio = families["sglang_tuner_rule_condition_ratio"]
     for r in results:
-        for health in Health:
-            value = float(r.health == health)
-            add(families, "sglang_tuner_rule_health", [t.name, r.rule, health.value], value)
+        rule = f'{tl},rule="{escape_label_value(r.rule)}"'
+        for value in _HEALTHS:
+            health.sample(f'{rule},health="{value}"', 1.0 if r.health == value else 0.0)
         if r.condition_ratio is not None:
-            add(families, "sglang_tuner_rule_condition_ratio", [t.name, r.rule], r.condition_ratio)
+            ratio.sample(rule, r.condition_ratio)
     if t.up is not None:  # before the first scrape ends there is nothing to score
-        add(families, "sglang_tuner_health_score", [t.name], health_score(t, results))
+        families["sglang_tuner_health_score"].sample(tl, health_score(t, results))
 
 
-def _add_changes(families: Mapping[str, Metric], target: str, ev: Evaluation) -> None:
+_HEALTHS = tuple(h.value for h in Health)
+
+
+@functools.cache
+def _rule_labels(rule_id: str, severity: Severity) -> str:
+    return f'rule="{escape_label_value(rule_id)}",severity="{escape_label_value(str(severity))}"'
+
+
+def _add_changes(families: Mapping[str, Family], target: str, ev: Evaluation) -> None:
     """Judged changes by verdict, and the effect of the latest judged change on each metric."""
     counts = dict.fromkeys(VERDICTS, 0) | dict(ev.verdict_counts.get(target, {}))
     for verdict, count in sorted(counts.items()):

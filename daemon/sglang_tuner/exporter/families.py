@@ -1,21 +1,17 @@
-"""The metric families the collector emits: names, HELP texts, labels, and how to add samples."""
+"""The metric families the daemon exports: names, HELP texts, labels, and their text exposition.
 
-from collections.abc import Callable, Mapping, Sequence
+A family is written as Prometheus text format 0.0.4 lines as its samples are added: at 10,000
+targets the page has about two million samples, and building prometheus_client's sample tuples
+for each, then formatting them, took 17 to 31 s a page (docs/performance.md). The lines are the
+ones prometheus_client writes (its float formatting, its escaping); tests parse them with its
+parser and check them with `promtool check metrics`.
+"""
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    InfoMetricFamily,
-    Metric,
-)
+from collections.abc import Iterable, Mapping, Sequence
+
+from prometheus_client.utils import floatToGoString
 
 from sglang_tuner.model.signals import SIGNAL_UNITS
-
-_KINDS: Mapping[str, Callable[..., Metric]] = {
-    "gauge": GaugeMetricFamily,
-    "counter": CounterMetricFamily,
-    "info": InfoMetricFamily,
-}
 
 # name -> (kind, HELP text saying why it matters, label names). Counters drop `_total` here and
 # info families drop `_info`; prometheus_client adds the suffix back on the samples.
@@ -177,21 +173,85 @@ SPECS: Mapping[str, Spec] = {
 }
 
 
-def new_families() -> dict[str, Metric]:
-    return {
-        name: _KINDS[kind](name, doc, labels=labels) for name, (kind, doc, labels) in SPECS.items()
-    }
+class Family:
+    """One metric family as text: its `# HELP` and `# TYPE` header and its sample lines.
+
+    Counters are named without `_total` in SPECS and info families without `_info`; the samples
+    carry the suffix, as prometheus_client writes them. Label values are escaped as the text
+    format asks (backslash, double quote, newline).
+    """
+
+    __slots__ = ("name", "kind", "sample_name", "label_names", "header", "lines")
+
+    def __init__(self, name: str, kind: str, doc: str, label_names: Sequence[str]) -> None:
+        self.name = name
+        self.kind = kind
+        suffix = {"counter": "_total", "info": "_info"}.get(kind, "")
+        self.sample_name = name + suffix
+        self.label_names = tuple(label_names)
+        help_text = doc.replace("\\", r"\\").replace("\n", r"\n")
+        text_type = "gauge" if kind == "info" else kind
+        self.header = (
+            f"# HELP {self.sample_name} {help_text}\n# TYPE {self.sample_name} {text_type}\n"
+        )
+        self.lines: list[str] = []
+
+    def sample(self, labels: str, value: float) -> None:
+        """One sample; `labels` is the text between the braces (`target="a",rule="b"`), its
+        values escaped already (the collector renders each target's label once per page)."""
+        self.lines.append(f"{self.sample_name}{{{labels}}} {number(value)}\n")
+
+    def text(self) -> str:
+        """The header and every sample line, each ending in a newline."""
+        return self.header + "".join(self.lines)
 
 
-def add(families: Mapping[str, Metric], name: str, labels: Sequence[str], value: float) -> None:
+def new_families() -> dict[str, Family]:
+    """An empty family for every name in SPECS, in SPECS's order (the page's order)."""
+    return {name: Family(name, kind, doc, labels) for name, (kind, doc, labels) in SPECS.items()}
+
+
+def number(value: float) -> str:
+    """A sample value as prometheus_client writes it (`1.0`, `1e+20`, `NaN`, `+Inf`); 0 and 1,
+    most of the page's values, without the general formatter."""
+    if value == 0:
+        return "0.0"
+    if value == 1:
+        return "1.0"
+    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
+    return text
+
+
+def escape_label_value(value: str) -> str:
+    """A label value as the text format writes it between double quotes."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+    return value
+
+
+def label_text(pairs: Iterable[tuple[str, str]]) -> str:
+    """`a="x",b="y"` for the pairs in their order, the values escaped."""
+    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs)
+
+
+def add(families: Mapping[str, Family], name: str, labels: Sequence[str], value: float) -> None:
+    """One gauge or counter sample with its label values, in SPECS's label order."""
     family = families[name]
-    assert isinstance(family, GaugeMetricFamily | CounterMetricFamily)
-    family.add_metric(labels, value)
+    assert family.kind != "info", name
+    family.sample(label_text(zip(family.label_names, labels, strict=True)), value)
 
 
 def add_info(
-    families: Mapping[str, Metric], name: str, labels: Sequence[str], value: dict[str, str]
+    families: Mapping[str, Family], name: str, labels: Sequence[str], value: Mapping[str, str]
 ) -> None:
+    """One info sample (value 1): the family's labels, then the info labels by name."""
     family = families[name]
-    assert isinstance(family, InfoMetricFamily)
-    family.add_metric(labels, value)
+    assert family.kind == "info", name
+    own = dict(zip(family.label_names, labels, strict=True))
+    extra = sorted((k, v) for k, v in value.items() if k not in own)
+    family.sample(label_text([*own.items(), *extra]), 1.0)
+
+
+def exposition(families: Iterable[Family]) -> str:
+    """The families as one text-format page."""
+    return "".join(family.text() for family in families)

@@ -89,7 +89,7 @@ class _Policy:
         self.headers = [(k.lower().encode(), v.encode()) for k, v in web.headers.items()]
         self.limiter = RateLimiter(*web.rate_limit) if web.rate_limit else None
         self.passwords = PasswordCheck(web.users) if web.users else None
-        self.open_paths = frozenset(open_paths)
+        self.open_paths = frozenset(open_paths) | web.auth_excluded_paths
 
 
 class WebGuard:

@@ -77,6 +77,17 @@ class _File(_Strict):
     http_server_config: _HTTPServerConfig = Field(default_factory=_HTTPServerConfig)
     rate_limit: _RateLimit = Field(default_factory=_RateLimit)
     basic_auth_users: dict[str, SecretStr] = Field(default_factory=dict)
+    # exporter-toolkit 0.14's key: paths answered without basic auth (exact paths)
+    auth_excluded_paths: list[str] = Field(default_factory=list)
+
+    @field_validator("auth_excluded_paths")
+    @classmethod
+    def paths_are_absolute(cls, value: list[str]) -> list[str]:
+        """Each entry is a path as requested: it starts with '/'."""
+        bad = [p for p in value if not p.startswith("/")]
+        if bad:
+            raise ValueError(f"paths must start with '/': {', '.join(map(repr, bad))}")
+        return value
 
     @field_validator("basic_auth_users")
     @classmethod
@@ -98,6 +109,7 @@ class WebConfig:
     users: Mapping[str, bytes] = field(default_factory=dict, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict)
     rate_limit: tuple[float, int] | None = None  # (seconds per request, burst)
+    auth_excluded_paths: frozenset[str] = frozenset()  # answered without basic auth
 
 
 def load_web_config(path: Path | None) -> WebConfig:
@@ -123,6 +135,7 @@ def load_web_config(path: Path | None) -> WebConfig:
         users=users,
         headers=parsed.http_server_config.headers,
         rate_limit=(limit.interval, limit.burst) if limit.interval else None,
+        auth_excluded_paths=frozenset(parsed.auth_excluded_paths),
     )
 
 
