@@ -36,6 +36,9 @@ def test_each_change_is_one_line_and_a_target_staying_down_is_silent(
         "target t0 is down: timeout!",
         "target t0 is up (http://h0:30000)",
     ]
+    # JSON logs carry these as fields of their own (cli/logsetup.py)
+    fields = [(r.target, getattr(r, "reason", None)) for r in caplog.records]  # type: ignore[attr-defined]
+    assert fields == [("t0", None), ("t0", "conn_refused"), ("t0", "timeout"), ("t0", None)]
 
 
 def test_a_mass_change_logs_a_burst_then_one_sum_per_period(

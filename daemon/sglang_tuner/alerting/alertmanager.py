@@ -19,7 +19,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from enum import Enum
 from itertools import islice
 from typing import Any
@@ -44,7 +44,7 @@ LabelSet = tuple[tuple[str, str], ...]
 
 def rfc3339(ts: float) -> str:
     """Unix seconds -> `2026-11-22T10:00:00.000Z`."""
-    text = datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+    text = datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")
 
 
@@ -152,9 +152,14 @@ class AlertmanagerClient:
 
     async def run(self) -> None:
         """Drain every Alertmanager's queue until cancelled (one task per URL)."""
-        async with asyncio.TaskGroup() as group:
-            for sink in self._sinks:
-                group.create_task(self._drain(sink))
+        # asyncio.TaskGroup's contract on Python 3.10: a failing or cancelled drain stops them all
+        tasks = [asyncio.create_task(self._drain(sink)) for sink in self._sinks]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _drain(self, sink: _Sink) -> None:
         """Post batches oldest first; back off while the Alertmanager fails."""
@@ -200,11 +205,17 @@ class AlertmanagerClient:
         sink.failures += 1
         self._last_error = f"{sink.name}: {error}"
         if not retry:
-            logger.warning("Alertmanager %s rejected a batch, dropping it: %s", sink.name, error)
+            logger.warning(
+                "Alertmanager %s rejected a batch, dropping it: %s", sink.name, error,
+                extra={"alertmanager": sink.name, "reason": error},
+            )  # fmt: skip
             return _Outcome.REJECTED
         if not sink.failing:
             sink.failing = True
-            logger.warning("Alertmanager %s failing, queueing and retrying: %s", sink.name, error)
+            logger.warning(
+                "Alertmanager %s failing, queueing and retrying: %s", sink.name, error,
+                extra={"alertmanager": sink.name, "reason": error},
+            )  # fmt: skip
         return _Outcome.RETRY
 
     def status(self) -> AlertmanagerStatus:
@@ -225,7 +236,7 @@ class AlertmanagerClient:
         waits = [sink.idle.wait() for sink in self._sinks]
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout_seconds)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not the built-in TimeoutError on Python 3.10
             return False
         return True
 

@@ -107,7 +107,8 @@ class Outputs:
         for change in changes:
             target, rule = change.key
             action = change.advice.action.text
-            logger.info("advice %s for %s: %s %s", change.shown, target, rule, action)
+            fields = {"target": target, "rule": rule, "state": change.shown}
+            logger.info("advice %s for %s: %s %s", change.shown, target, rule, action, extra=fields)
             self.history.append(change.history_row(now))
 
     def _notify(self, now: float) -> None:

@@ -53,7 +53,8 @@ async def read_due(
             asked[name] = Asked()  # a new configuration: asked afresh from here
             moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
             by = f" (asked by {change.rule})" if change.rule else ""
-            logger.info("target %s restarted with new flags: %s%s", name, moved, by)
+            fields = {"target": name}
+            logger.info("target %s restarted with new flags: %s%s", name, moved, by, extra=fields)
 
     try:
         await asyncio.gather(*(read(n) for n in due))

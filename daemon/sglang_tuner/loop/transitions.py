@@ -42,9 +42,11 @@ class TransitionLog:
             return
         self._lines += 1
         if went_up:
-            logger.info("target %s is up (%s)", target.name, redact_userinfo(target.spec.url))
+            url = redact_userinfo(target.spec.url)
+            logger.info("target %s is up (%s)", target.name, url, extra={"target": target.name})
         else:
-            logger.warning("target %s is down: %s", target.name, result.error)
+            fields = {"target": target.name, "reason": result.error_reason}
+            logger.warning("target %s is down: %s", target.name, result.error, extra=fields)
 
     def flush(self, now: float) -> None:
         """Once the period is over: log the sum of the changes held back, start a new one."""
