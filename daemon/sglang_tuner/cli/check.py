@@ -1,28 +1,39 @@
 """`sglang-tuner check URL…`: watch servers a while (with a progress bar), then print advice;
-`sglang-tuner check --log FILE`: replay a log's history through the rules and print it at once."""
+`sglang-tuner check --log FILE`: replay a log's history through the rules and print it at once;
+`sglang-tuner check --prometheus URL`: judge the stored history of every SGLang server a
+Prometheus holds and print the advice at once (`loop/history.py` reads and judges it)."""
 
 import argparse
 import asyncio
+import csv
+import io
 import json
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit, urlunsplit
 
+import yaml
+
 from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 from sglang_tuner.api.advice_text import advice_text
+from sglang_tuner.api.schemas.advice import AdviceList
 from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.config.loading import load_settings
+from sglang_tuner.config.problems import ConfigError
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation
+from sglang_tuner.loop.history import judge_history
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.log.history import LogSample, log_samples
+from sglang_tuner.sources.prometheus.history import History
 
 # SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
 # of the server's base URL. Anything before them is the base (it may be a proxy's path prefix).
@@ -92,13 +103,15 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
 def run_check(args: argparse.Namespace) -> int:
     """Watch (or replay a log), print the advice; exit 1 when no server could be scraped at
     all or the log held no SGLang lines, 2 on a bad URL or an unreadable log."""
+    if sum(map(bool, (args.urls, args.log is not None, args.prometheus))) > 1:
+        print("error: give server URLs, --log or --prometheus, only one", file=sys.stderr)
+        return 2
+    if args.prometheus:
+        return run_check_prometheus(args)
     if args.log is not None:
-        if args.urls:
-            print("error: give server URLs or --log, not both", file=sys.stderr)
-            return 2
         return run_check_log(args)
     if not args.urls:
-        print("error: give one or more server URLs, or --log FILE", file=sys.stderr)
+        print("error: give server URLs, --log FILE or --prometheus URL", file=sys.stderr)
         return 2
     try:
         urls = [server_url(u) for u in args.urls]
@@ -117,14 +130,24 @@ def run_check(args: argparse.Namespace) -> int:
     return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1
 
 
-def _print(ev: Evaluation, settings: Settings, fmt: str) -> None:
+def _print(ev: Evaluation, settings: Settings, fmt: str | None) -> None:
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
     )
+    print(report_text(report, fmt or "text"), end="")
+
+
+def report_text(report: AdviceList, fmt: str) -> str:
+    """The report in one of `check`'s formats: text, table, json, yaml or csv."""
     if fmt == "json":
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(advice_text(report), end="")
+        return json.dumps(report.model_dump(mode="json"), indent=2) + "\n"
+    if fmt == "yaml":
+        return str(yaml.safe_dump(report.model_dump(mode="json"), sort_keys=False))
+    if fmt == "table":
+        return advice_table(report)
+    if fmt == "csv":
+        return advice_csv(report)
+    return advice_text(report)
 
 
 def log_settings(args: argparse.Namespace) -> Settings:
@@ -193,3 +216,235 @@ def run_check_log(args: argparse.Namespace) -> int:
         return 1
     _print(ev, settings, args.format)
     return 0
+
+
+# -- check --prometheus: every server's stored history, judged at once ---------------------------
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_UNIT["y"] = 365 * 86400.0
+HISTORY_STEP_SECONDS = 15.0  # Prometheus's default scrape interval
+HISTORY_SAMPLES = 60  # at most, per window: a longer --since takes a longer step
+# Latency quantiles (every bucket series, per step: most of Prometheus's work) every 4th step
+# of a window of 40 samples or more, each over 4 steps' rate window: at least 10 per window.
+LATENCY_EVERY, LATENCY_EVERY_FROM = 4, 40
+
+
+def seconds_of(text: str) -> float:
+    """Seconds in a Prometheus duration (`90s`, `1h30m`) or a plain number; ValueError else."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        parts = _DURATION_PART.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise ValueError(f"{text!r} is not a duration (e.g. 30m, 1h, 6h or seconds)") from None
+        value = sum(float(n) * _UNIT[u] for n, u in parts)
+    if not value > 0:
+        raise ValueError(f"{text!r} is not a positive duration")
+    return value
+
+
+def time_of(text: str | None, now: float) -> float:
+    """Unix seconds of `--at` (Unix seconds or RFC 3339), `now` when not given."""
+    if text is None:
+        return now
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ValueError(f"--at {text!r} is neither Unix seconds nor RFC 3339") from None
+
+
+def history_settings(args: argparse.Namespace, since: float) -> Settings:
+    """Settings for judging a history: the whole --since is the window, one sample per step
+    (a query step, as the daemon's rounds; 15 s, or --since / 60 if longer), rates over two
+    steps (one minute at least); advice fires without a hold (the window's verdict, as the
+    other `check`s)."""
+    step = args.interval or max(HISTORY_STEP_SECONDS, since / HISTORY_SAMPLES)
+    selector = args.selector.strip()
+    selector = selector[1:-1] if selector.startswith("{") and selector.endswith("}") else selector
+    prometheus = {
+        "url": args.prometheus if "://" in args.prometheus else f"http://{args.prometheus}",
+        "selector": selector, "profile": args.profile, "api_key_env": args.api_key_env,
+        "rate_window_seconds": max(60.0, 2 * step), "timeout_seconds": min(30.0, step * 0.9),
+        "backfill": False, "forget_after_seconds": since + step,
+    }  # fmt: skip
+    return load_settings(
+        None,
+        {
+            "prometheus": prometheus,
+            "scrape_interval_seconds": step,
+            "scrape_timeout_seconds": min(3.0, step * 0.8),
+            "evaluation_interval_seconds": step,
+            "window_seconds": since,
+            "hold_for_seconds": 0.0,
+            "keep_firing_for_seconds": 0.0,
+        },
+    )
+
+
+class _Progress:
+    """A line on stderr once the work takes over a second (rewritten in place on a terminal)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.shown = False
+
+    async def run(self) -> None:
+        await asyncio.sleep(1.0)
+        tty = sys.stderr.isatty()
+        while True:
+            self.shown = True
+            elapsed = time.monotonic() - self.started
+            sys.stderr.write(f"\r{self.what} {elapsed:4.1f} s " if tty else f"{self.what} ...\n")
+            sys.stderr.flush()
+            if not tty:
+                return
+            await asyncio.sleep(0.25)
+
+
+def latency_every(settings: Settings, since: float) -> int:
+    """Every how many steps the latency quantiles are read (1: every step)."""
+    samples = since / settings.evaluation_interval_seconds
+    return LATENCY_EVERY if samples >= LATENCY_EVERY_FROM else 1
+
+
+async def _judge_prometheus(settings: Settings, end: float, since: float) -> tuple[Tuner, History]:
+    tuner = Tuner(settings, clock=lambda: end)
+    await tuner.start(scheduled=False)
+    try:
+        past = await judge_history(tuner, end, since, latency_every(settings, since))
+    finally:
+        await tuner.stop()
+    return tuner, past
+
+
+def run_check_prometheus(args: argparse.Namespace) -> int:
+    """Judge every SGLang server's history in Prometheus and print the advice; exit 2 on bad
+    arguments, 1 when Prometheus cannot be read or holds no SGLang series for the selector."""
+    try:
+        since = seconds_of(args.since)
+        end = time_of(args.at, time.time())
+        settings = history_settings(args, since)
+    except (ValueError, ConfigError) as exc:
+        print(f"error: {_first_error(exc)}", file=sys.stderr)
+        return 2
+    configure_logging("error")
+    prom = settings.prometheus
+    assert prom is not None
+    progress = _Progress(f"reading {args.since} of history from {prom.url}")
+
+    async def main() -> tuple[Tuner, History]:
+        shown = asyncio.get_running_loop().create_task(progress.run())
+        try:
+            return await _judge_prometheus(settings, end, since)
+        finally:
+            shown.cancel()
+
+    tuner, past = asyncio.run(main())
+    if progress.shown and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    problem = _history_problem(tuner, past, settings)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    ev = tuner.state.latest()
+    servers = len(ev.targets)
+    took = time.monotonic() - progress.started
+    print(
+        f"{servers} server(s) from {prom.url}: {past.steps} samples each, {past.step:g} s apart, "
+        f"judged at {_utc(end)}; {past.queries} range queries ({past.seconds:.1f} s), "
+        f"{took:.1f} s in all",
+        file=sys.stderr,
+    )
+    _print(ev, settings, args.format or "table")
+    return 0
+
+
+def _history_problem(tuner: Tuner, past: History, settings: Settings) -> str | None:
+    """Why there is nothing to judge: the first failed query, or no SGLang series at all."""
+    prom = settings.prometheus
+    assert prom is not None
+    if past.error is not None:
+        return f"cannot read the history from Prometheus: {past.error}"
+    if tuner.targets:
+        return None
+    matchers = f"{{{prom.selector}}}" if prom.selector else "no selector"
+    example = next(q.expr for q in tuner.fleet.source.queries) if tuner.fleet else ""
+    return (
+        f"{prom.url} holds no SGLang series (sglang:* or sglang_*, {matchers}) between "
+        f"{_utc(past.start)} and {_utc(past.end)}: {past.queries} range queries, every "
+        f"{past.step:g} s, e.g. {example}"
+    )
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+_FLAGS = {"prometheus.url": "--prometheus", "prometheus.selector": "--selector"}
+
+
+def _first_error(exc: Exception) -> str:
+    """One line: a settings problem under the flag that gave it (`--selector: ...`)."""
+    if not isinstance(exc, ConfigError):
+        return str(exc)
+    where, _, what = exc.problems[0].partition(": ")
+    return f"{_FLAGS.get(where, where)}: {what.removeprefix('Value error, ')}"
+
+
+# -- one line per server (table), one row per server and advice (csv) -----------------------------
+def _per_server(report: AdviceList) -> dict[str, list[str]]:
+    """Per target: severity, rule, what to do (its plan's next change, else its most severe
+    advice, else why there is none)."""
+    rows: dict[str, list[str]] = {}
+    plans = {p.target: p for p in report.plans}
+    for a in report.data:  # most severe first
+        if a.target not in rows:
+            rows[a.target] = [a.severity, a.rule, a.action.text or a.summary]
+    for target, plan in plans.items():
+        if plan.next is not None:
+            step = plan.next
+            rows[target] = [step.severity, step.rule, step.action.text or step.summary]
+    no_data = dict(report.no_data_counts)
+    for item in report.no_data:
+        no_data[item.target] = no_data.get(item.target, 0) + 1
+    for target, count in no_data.items():
+        rows.setdefault(target, ["-", "-", f"no advice ({count} rule(s) without data)"])
+    return rows
+
+
+def advice_table(report: AdviceList, servers: Iterable[str] = ()) -> str:
+    """One line per server: severity, rule and the change to make (or why there is none)."""
+    rows = _per_server(report)
+    for name in servers:
+        rows.setdefault(name, ["-", "-", "no advice"])
+    if not rows:
+        return "no server was judged\n"
+    table = [["SERVER", "SEVERITY", "RULE", "ADVICE"]]
+    table += [[name, *rows[name]] for name in sorted(rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(3)] + [0]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def advice_csv(report: AdviceList) -> str:
+    """CSV: a row per advice (most severe first), and one per server without any."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["server", "rule", "severity", "state", "flag", "current", "suggested",
+                     "action", "summary"])  # fmt: skip
+    seen = set()
+    for a in report.data:
+        seen.add(a.target)
+        act = a.action
+        writer.writerow([a.target, a.rule, a.severity, a.state, act.flag or "",
+                         act.current or "", act.suggested or "", act.text, a.summary])  # fmt: skip
+    for target, row in sorted(_per_server(report).items()):
+        if target not in seen:
+            writer.writerow([target, "", "", "", "", "", "", "", row[2]])
+    return out.getvalue()

@@ -3,10 +3,14 @@ flags override. Parsing only; `main.py` runs the commands.
 """
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from sglang_tuner import __version__
+from sglang_tuner.config.duration import DURATION_HINT, parse_duration
 
 DESCRIPTION = """\
 Watches running SGLang servers and tells you, with evidence and the exact flag change,
@@ -15,6 +19,7 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
   sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
   sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
   sglang-tuner check --log server.log      advice from a log's history, at once (- : stdin)
+  sglang-tuner check --prometheus URL      advice for every server from Prometheus's history
   sglang-tuner demo                        simulated SGLang servers + the daemon
   sglang-tuner changes                     did the last flag changes help? (asks the daemon)
   sglang-tuner assets export DIR           alert rules, dashboards, systemd unit, example config
@@ -24,8 +29,16 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
 def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="YAML config file (see deploy/config.example.yaml)")
     p.add_argument("--database", type=Path, help="SQLite file (default ./sglang-tuner.db)")
-    p.add_argument("--listen-host", help="API address (default 0.0.0.0)")
-    p.add_argument("--listen-port", type=int, help="API port (default 9877)")
+    p.add_argument(
+        "--web.listen-address",
+        dest="listen_addresses",
+        action="append",
+        metavar="HOST:PORT",
+        help="address to serve the API and /metrics on (repeatable; default :9877 on 0.0.0.0; "
+        "':9877' every interface, '[::1]:9877' IPv6)",
+    )
+    p.add_argument("--listen-host", help="API address (default 0.0.0.0; --web.listen-address)")
+    p.add_argument("--listen-port", type=int, help="API port (default 9877; --web.listen-address)")
     p.add_argument("--external-url", help="our URL as users reach it, for alert links")
     p.add_argument(
         "--shard-index", type=int, help="this replica's shard, 0..count-1 (e.g. a pod ordinal)"
@@ -55,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     _run_flags(sub.add_parser("run", help="run the daemon (scrape, evaluate, serve, alert)"))
     check = sub.add_parser(
         "check",
-        help="watch servers for a while, or replay a log, and print the advice",
-        description="Watch SGLang servers for --duration seconds, or replay an SGLang log's "
-        "history (--log FILE, or - for standard input) at once, and print the advice.",
+        help="watch servers for a while, or judge a log's or Prometheus's history",
+        description="Watch SGLang servers for --duration seconds, or judge at once an SGLang "
+        "log's history (--log FILE, or - for standard input) or the history of every SGLang "
+        "server a Prometheus holds (--prometheus URL), and print the advice.",
     )
     check.add_argument("urls", nargs="*", metavar="URL", help="SGLang servers: http://host:30000")
     check.add_argument(
@@ -77,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval",
         type=float,
         default=None,
-        help="seconds between scrapes (2); with --log, seconds of log time per sample (5)",
+        help="seconds between scrapes (2); with --log, seconds of log time per sample (5); "
+        "with --prometheus, seconds between history samples (15, or --since / 60 if longer)",
     )
     check.add_argument(
         "--profile",
@@ -85,9 +100,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="offline|online|long_context|multi_turn (default: inferred from the traffic)",
     )
     check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
-    check.add_argument("--format", choices=["text", "json"], default="text")
+    _history_flags(check)
+    check.add_argument(
+        "--format",
+        choices=["text", "table", "json", "yaml", "csv"],
+        default=None,
+        help="text: advice blocks (default; with --prometheus: table, one line per server); "
+        "json, yaml: the /advice report; csv: one row per server and advice",
+    )
     demo = sub.add_parser("demo", help="simulated SGLang servers + the daemon, advice in a minute")
-    demo.add_argument("--duration", type=float, default=120.0, help="seconds to run; 0 = forever")
+    demo.add_argument(
+        "--duration",
+        type=_demo_seconds,
+        default=0.0,
+        help="stop after this long: seconds or 2m, 1h30m (default 0: until Ctrl-C)",
+    )
     demo.add_argument("--port", type=int, default=9877, help="daemon API port (9877)")
     sub.add_parser("sim", help="simulated SGLang servers (sglang-tuner sim --help)", add_help=False)
     rules = sub.add_parser("rules", help="list the tuning rules")
@@ -110,6 +137,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _demo_seconds(text: str) -> float:
+    """`demo --duration`: seconds or a Prometheus duration (`2m`); 0 runs until Ctrl-C."""
+    try:
+        seconds = float(parse_duration(text))
+    except (PydanticCustomError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration ({DURATION_HINT})") from None
+    if not 0 <= seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration ({DURATION_HINT})")
+    return seconds
+
+
+def _history_flags(check: argparse.ArgumentParser) -> None:
+    """`check --prometheus`: every server's stored history judged at once."""
+    check.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="a Prometheus-compatible query API (Prometheus, Thanos, Mimir, VictoriaMetrics): "
+        "judge the stored history of every SGLang server it holds, at once",
+    )
+    check.add_argument(
+        "--selector",
+        default="",
+        help="with --prometheus: label matchers for the SGLang series, e.g. '{job=\"sglang\"}'",
+    )
+    check.add_argument(
+        "--since",
+        default="1h",
+        help="with --prometheus: how much history each rule judges, ending now (1h; 30m, 6h, "
+        "or seconds)",
+    )
+    check.add_argument(
+        "--at",
+        default=None,
+        help="with --prometheus: judge the history as of this time (Unix seconds or RFC 3339; "
+        "default now)",
+    )
+
+
 def _client_flags(p: argparse.ArgumentParser) -> None:
     """Credentials and TLS for a daemon whose API has a web config."""
     p.add_argument("--username", help="basic auth user (with --password-file)")
@@ -130,8 +195,11 @@ def _assets_parser(p: argparse.ArgumentParser) -> None:
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The settings the `run` flags give (unset flags left out, shard merged with the file's)."""
     keys = ["database", "listen_host", "listen_port", "external_url", "log_level", "log_format"]
+    keys.append("listen_addresses")
     keys.append("web_config_file")
     flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
+    if "listen_addresses" not in flags and ("listen_host" in flags or "listen_port" in flags):
+        flags["listen_addresses"] = []  # the old flags win over the file's addresses
     shard = {k: getattr(args, f"shard_{k}", None) for k in ("index", "count")}
     if any(v is not None for v in shard.values()):  # merged with shard: from the file and env
         flags["shard"] = {k: v for k, v in shard.items() if v is not None}

@@ -320,7 +320,7 @@ class Tuner:
             self._spawn(source.aclose())
         self.outputs.forget(name, self.clock())
         self._scrapers.remove(name)
-        logger.info("target %s removed", name)
+        logger.info("target %s removed", name, extra={"target": name})
 
     # -- the Prometheus source: made, scheduled, and restarted when its settings change ----
     def _new_fleet(self) -> Fleet:

@@ -1,12 +1,11 @@
 """Read the NVIDIA DCGM exporter: GPU model and free framebuffer memory."""
 
-import asyncio
-
 from sglang_tuner.model import signals as s
 from sglang_tuner.sources.exposition import parse_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body
+from sglang_tuner.sources.timeout import timeout
 
 FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB, one series per GPU, label modelName
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -33,7 +32,7 @@ async def fetch_dcgm(
     """GET the exporter's `/metrics` (appended if missing); {} when unreachable or empty."""
     metrics_url = url if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
     try:
-        async with asyncio.timeout(timeout_seconds):
+        async with timeout(timeout_seconds):
             body = await fetch_body(client, metrics_url, MAX_BODY_BYTES)
         return parse_dcgm(body)
     except (TimeoutError, ScrapeError, ValueError):

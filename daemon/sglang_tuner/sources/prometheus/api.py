@@ -1,7 +1,6 @@
 """A client for the Prometheus HTTP query API (`/api/v1/query`, `/api/v1/query_range`), as
 Prometheus, Thanos, Mimir and VictoriaMetrics serve it. Failures are returned, never raised."""
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from sglang_tuner.config.credentials import auth_headers, ssl_context
 from sglang_tuner.config.settings import PrometheusSettings
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.sources.prometheus.promql import duration
+from sglang_tuner.sources.timeout import timeout as time_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ class PrometheusClient:
         # Prometheus stops evaluating at its own `timeout` too, instead of working on for nobody.
         params["timeout"] = duration(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with time_limit(timeout):
                 response = await self._client.post(path, data=params, timeout=timeout)
             body = _parse(response)
             result, warnings = _result(body, result_type)

@@ -37,6 +37,8 @@ UP = "up"  # targets Prometheus fails to scrape (up == 0), to say why their seri
 _DECODE_MODES = ("decode_cuda_graph", "decode_none")
 _AGGREGATIONS = {"sum": "sum", "max": "max", "min": "min", "mean": "avg"}
 _SIGNALS = frozenset(s.ALL_SIGNALS)
+# The latency quantile queries: by far the dearest (every bucket series of a family per step).
+LATENCY_QUERIES = frozenset(name for pair in _HISTOGRAMS for name in pair)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,16 +3,15 @@
 Every round sends the same fixed set of instant queries (`promql.py`: one per canonical signal,
 each for every server at once), groups the answers into targets by their labels, and gives the
 loop one `ScrapeResult` per target of this replica's shard, as a direct scrape would. At start,
-the same queries as `query_range` fill the windows with the recent past. A failed query fails
+the same queries as `query_range` fill the windows with the recent past (`history.py`; `check
+--prometheus` judges the same history). A failed query fails
 the round for every target (their windows stay as they were); answers with warnings (partial
 responses) are used and the warnings reported per query.
 """
 
 import asyncio
 import logging
-import math
 import time
-from array import array
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -21,11 +20,18 @@ from sglang_tuner.model.scrape import QueryStatus, ScrapeResult
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.prometheus.api import Answer, PrometheusClient
-from sglang_tuner.sources.prometheus.promql import UP, FleetQuery, PromQL, build_queries, part_name
+from sglang_tuner.sources.prometheus.history import History, columns_of, history_steps
+from sglang_tuner.sources.prometheus.promql import (
+    LATENCY_QUERIES,
+    UP,
+    FleetQuery,
+    PromQL,
+    build_queries,
+    part_name,
+)
 from sglang_tuner.sources.prometheus.targets import FleetTargets, Parts
 
 logger = logging.getLogger(__name__)
-Columns = dict[str, dict[str, "array[float]"]]  # target -> part -> one value per step
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +58,7 @@ class PrometheusSource:
         self.interval_seconds = interval_seconds
         promql = PromQL(settings.target_labels, settings.selector, settings.rate_window_seconds)
         self.queries = build_queries(promql)
+        self._settings = settings
         self.client = client or PrometheusClient(settings)
         self.targets = FleetTargets(settings, shard)
         # /server_info of the fleet's servers: one small shared pool, reads are rare
@@ -84,22 +91,59 @@ class PrometheusSource:
         """The recent past as rounds, oldest first, from `query_range` (steps one interval
         apart, ending one interval before `now`); none when the history cannot be read."""
         step = self.interval_seconds
-        steps = math.ceil(span_seconds / step) - 1
-        if steps < 1:
+        if span_seconds - step <= 0:
             return iter(())
-        start, end = now - steps * step, now - step
+        past = await self.history(now - step, span_seconds - step, step)
+        if past.error is not None:
+            logger.warning("no history from Prometheus, windows fill from now on: %s", past.error)
+            return iter(())
+        return self.replay(past)
+
+    async def history(
+        self, end: float, span_seconds: float, step: float, latency_every: int = 1
+    ) -> History:
+        """Every query but `up` as one `query_range` over `span_seconds` up to `end` (included),
+        `step` apart: the fleet's history, or why there is none (`History.error`).
+        `latency_every` > 1: the latency quantiles only every that many steps (ending at `end`),
+        each over as long a rate window, so no request is left out; they cost the most."""
+        start, steps = history_steps(end, span_seconds, step)
         queries = [q for q in self.queries if q.name != UP]
+        every = max(1, min(latency_every, steps))
+        if every > 1:
+            queries = [q for q in queries if q.name not in LATENCY_QUERIES]
+            queries += self._latency_queries(step * every)
         started = time.perf_counter()
-        answers = await self._ask_all(
-            queries, lambda q: self.client.query_range(q.expr, start, end, step)
-        )
-        self._record(answers, now, queries)
+
+        def ask(query: FleetQuery) -> Awaitable[Answer]:
+            stride = step * every if query.name in LATENCY_QUERIES else step
+            first = end - ((end - start) // stride) * stride
+            return self.client.query_range(query.expr, first, end, stride)
+
+        answers = await self._ask_all(queries, ask)
+        seconds = time.perf_counter() - started
+        self._record(answers, end, queries)
+        series = sum(len(a.result) for a in answers)
         failed = _first_failure(queries, answers)
         if failed is not None:
-            logger.warning("no history from Prometheus, windows fill from now on: %s", failed[1])
-            return iter(())
-        columns = self._columns(queries, answers, start, step, steps)
-        return self._replay(columns, start, step, steps, time.perf_counter() - started)
+            return History(start, step, steps, {}, len(queries), series, seconds, failed[1])
+        results = [a.result for a in answers]
+        columns = columns_of(queries, results, self.targets.name_of, start, step, steps)
+        return History(start, step, steps, columns, len(queries), series, seconds)
+
+    def _latency_queries(self, seconds: float) -> list[FleetQuery]:
+        """The latency quantile queries over a rate window of at least `seconds`."""
+        s = self._settings
+        window = max(s.rate_window_seconds, seconds)
+        promql = PromQL(s.target_labels, s.selector, window)
+        return [q for q in build_queries(promql) if q.name in LATENCY_QUERIES]
+
+    def replay(self, past: History) -> Iterator[FleetRound]:
+        """The history as rounds, oldest first: each step a snapshot of every target with
+        values there (a gap is no sample, not a failure)."""
+        for k in range(past.steps):
+            ts = past.start + k * past.step
+            results = self.targets.replay(past.at(k), ts, past.seconds)
+            yield FleetRound(ts, results, dict(self.targets.specs), self.statuses)
 
     async def aclose(self) -> None:
         """Close the connection pools."""
@@ -155,48 +199,6 @@ class PrometheusSource:
                     target = parts.get(name) or parts.setdefault(name, {})
                     target[part_name(query, split)] = float(item["value"][1])
         return parts, up
-
-    def _columns(
-        self,
-        queries: Sequence[FleetQuery],
-        answers: Sequence[Answer],
-        start: float,
-        step: float,
-        steps: int,
-    ) -> Columns:
-        """Range answers by target and part, one value per step (NaN where absent)."""
-        columns: Columns = {}
-        for query, answer in zip(queries, answers, strict=True):
-            for item in answer.result:
-                labels = item["metric"]
-                name = self.targets.name_of(labels)
-                if name is None:
-                    continue
-                split = labels.get(query.split_by) if query.split_by else None
-                column = array("d", [math.nan]) * steps
-                for ts, value in item["values"]:
-                    k = round((float(ts) - start) / step)
-                    if 0 <= k < steps:
-                        column[k] = float(value)
-                columns.setdefault(name, {})[part_name(query, split)] = column
-        return columns
-
-    def _replay(
-        self,
-        columns: Columns,
-        start: float,
-        step: float,
-        steps: int,
-        duration: float,
-    ) -> Iterator[FleetRound]:
-        for k in range(steps):
-            ts = start + k * step
-            parts = {
-                name: {p: col[k] for p, col in cols.items() if not math.isnan(col[k])}
-                for name, cols in columns.items()
-            }
-            results = self.targets.replay(parts, ts, duration)
-            yield FleetRound(ts, results, dict(self.targets.specs), self.statuses)
 
 
 def _first_failure(
