@@ -1,17 +1,35 @@
-# sglang-tuner: make demo | make test | make bench | make lint | make container-test
-# Every target creates .venv on first use; nothing needs installing by hand.
+# sglang-tuner: make demo | make test | make bench | make lint | make container-test | make release
+# Every target creates its venv on first use; nothing needs installing by hand.
+# Another Python: `make test PYTHON=python3.10 VENV=.venv/py310` (a venv per interpreter).
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The demo's own venv: the package and its runtime dependencies only, no dev tools. Under .venv/
+# so that git and the linters ignore it and `make clean` removes it.
+DEMO_VENV ?= .venv/demo
+DEMO_STAMP := $(DEMO_VENV)/.installed
+DEMO_ARGS ?=
+DIST ?= dist
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+# Where the release's image is pushed (.github/workflows/release.yml sets the real one); the
+# Kubernetes bundle in dist/ names it.
+IMAGE ?= ghcr.io/sglang-tuner/sglang-tuner
 
-.PHONY: demo test bench lint generate system-deps container-deps container-test clean
+.PHONY: demo test bench lint generate system-deps container-deps container-test release release-k8s clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# A plain (non-editable) install, as a user gets from the wheel: rebuilt when the code changes.
+$(DEMO_STAMP): pyproject.toml setup.py $(shell find daemon -name '*.py' -not -path '*/__pycache__/*')
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install --quiet --upgrade pip
+	$(DEMO_VENV)/bin/pip install --quiet .
+	touch $(DEMO_STAMP)
 
 # Prometheus, promtool and Alertmanager come from Debian; the integration tests use them.
 system-deps:
@@ -32,8 +50,9 @@ container-deps:
 			debootstrap podman buildah runc slirp4netns uidmap >/dev/null; \
 	else echo "note: debootstrap/podman/buildah/runc missing and not root: the container test will be skipped"; fi
 
-demo: $(STAMP)
-	$(BIN)/sglang-tuner demo
+# Runs until Ctrl-C (the final advice, exit 0); `make demo DEMO_ARGS="--duration 2m"` for scripts.
+demo: $(DEMO_STAMP)
+	$(DEMO_VENV)/bin/sglang-tuner demo $(DEMO_ARGS)
 
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
@@ -53,6 +72,31 @@ generate: $(STAMP)
 container-test: $(STAMP) container-deps
 	$(BIN)/python -m pytest -m container tests/test_container.py
 
+# dist/: the sdist and wheel (twine-checked), the container image as an OCI archive (built as
+# `make container-test` builds it: root, Debian; skipped with the reason elsewhere) and the
+# Kubernetes manifests, rendered per overlay and as a kustomize tree.
+release: $(STAMP)
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	$(BIN)/python -m build --outdir $(DIST) .
+	$(BIN)/twine check --strict $(DIST)/*
+	@$(MAKE) --no-print-directory release-k8s
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory container-deps; fi
+	$(BIN)/python -m tests.test_release image $(DIST) sglang-tuner:$(VERSION)
+	@ls -l $(DIST)
+
+release-k8s:
+	@command -v kubectl >/dev/null || { echo "release: kubectl (its kustomize) is needed for the Kubernetes bundle" >&2; exit 1; }
+	for overlay in standalone sidecar; do \
+		work=$(DIST)/.k8s-$$overlay && mkdir -p $$work && \
+		rel=$$(realpath --relative-to=$$work deploy/kubernetes/overlays/$$overlay) && \
+		printf 'resources: [%s]\nimages: [{name: sglang-tuner, newName: %s, newTag: "%s"}]\n' \
+			$$rel $(IMAGE) $(VERSION) > $$work/kustomization.yaml && \
+		kubectl kustomize $$work > $(DIST)/sglang-tuner-k8s-$$overlay.yaml && rm -rf $$work || exit 1; \
+	done
+	cp $(DIST)/sglang-tuner-k8s-standalone.yaml $(DIST)/sglang-tuner-k8s.yaml
+	tar -czf $(DIST)/sglang-tuner-$(VERSION)-kustomize.tar.gz --exclude=__pycache__ --exclude=generate.py \
+		-C deploy kubernetes
+
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
@@ -62,4 +106,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(DEMO_VENV) $(DIST) .pytest_cache .ruff_cache .mypy_cache

@@ -23,6 +23,7 @@ from scale import free_port_block
 
 FETCHER = r"""
 import asyncio, json, resource, sys, time, zlib
+from sglang_tuner.sources.timeout import timeout  # asyncio.timeout on 3.11+
 kind, urls = sys.argv[1], json.loads(sys.argv[2])
 interval, seconds = float(sys.argv[3]), float(sys.argv[4])
 HEADERS = {"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip"}
@@ -72,7 +73,7 @@ async def one(client, url, start, counts):
     while True:
         began = time.monotonic()
         try:
-            async with asyncio.timeout(3.0):
+            async with timeout(3.0):
                 status, body = await fetch(client, url + "/metrics")
             counts["ok" if status == 200 and len(body) > 50000 else "bad"] += 1
         except Exception:

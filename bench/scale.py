@@ -31,6 +31,7 @@ MIX = "healthy,scheduler_too_conservative,retraction_storm,client_too_slow,queue
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FETCHER = """
 import asyncio, json, resource, sys, time, zlib
+from sglang_tuner.sources.timeout import timeout  # asyncio.timeout on 3.11+
 from sglang_tuner.sources.http import HttpClient, HttpError
 urls, interval, seconds = json.loads(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 HEADERS = {"Accept": "text/plain;version=0.0.4", "Accept-Encoding": "gzip"}
@@ -39,7 +40,7 @@ async def one(client, url, until, counts):
     while time.monotonic() < until:
         started = time.monotonic()
         try:
-            async with asyncio.timeout(3):
+            async with timeout(3):
                 await client.get(url + "/metrics", HEADERS)
             counts[0] += 1
         except (HttpError, TimeoutError):

@@ -57,7 +57,7 @@ def _build(
     is_ca: bool,
     server: bool = True,
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
     builder = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))

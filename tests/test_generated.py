@@ -1,5 +1,6 @@
 """`make generate` owns docs/rules.md, the advice alert rules and the dashboards: none is stale."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ GENERATORS = {
 
 @pytest.mark.parametrize("owned", GENERATORS)
 def test_generated_files_are_current(owned):
+    if owned == "dashboards/" and importlib.util.find_spec("grafana_foundation_sdk") is None:
+        pytest.skip("grafana-foundation-sdk (dashboards/generate.py) needs Python 3.11+")
     result = subprocess.run(
         GENERATORS[owned], cwd=ROOT, capture_output=True, text=True, timeout=120
     )

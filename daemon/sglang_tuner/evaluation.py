@@ -74,8 +74,14 @@ class DatabaseStatus:
     recreated: str | None = None  # why, the last time
 
 
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class Evaluation:
+class _WeakReferenceable:
+    """A `__weakref__` slot for a slotted dataclass (`weakref_slot=True` needs Python 3.11)."""
+
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation(_WeakReferenceable):
     """The latest complete evaluation; replaced whole, never mutated."""
 
     ts: float | None = None

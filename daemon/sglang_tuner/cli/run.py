@@ -6,21 +6,24 @@ import gc
 import logging
 import resource
 import signal
+import socket
 import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import suppress
 
 import uvicorn
-from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp
 
 from sglang_tuner.api.app import create_app
-from sglang_tuner.config.settings import ConfigError, Settings, external_url
+from sglang_tuner.config.listen import ALL_INTERFACES, format_listen_address
+from sglang_tuner.config.settings import ConfigError, Settings, external_url, listen_endpoints
 from sglang_tuner.evaluation import Evaluation, TunerState
 from sglang_tuner.exporter.collector import TunerCollector
+from sglang_tuner.exporter.page import MetricsPage, process_registry
+from sglang_tuner.exporter.reloads import ReloadStatus
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.store.database import Store
@@ -62,20 +65,25 @@ class WebFront:
 
 
 def build(
-    settings: Settings, web: WebConfig | None = None, *, with_store: bool = True
+    settings: Settings,
+    web: WebConfig | None = None,
+    *,
+    with_store: bool = True,
+    reloads: ReloadStatus | None = None,
+    reload: Callable[[], Awaitable[str | None]] | None = None,
 ) -> tuple[Tuner, uvicorn.Server, WebFront]:
-    """Wire state, tuner, collector, API and uvicorn for `settings`, behind `web`."""
+    """Wire state, tuner, collector, API and uvicorn for `settings`, behind `web`; `reload`
+    serves POST /-/reload, `reloads` says on /metrics how the last one went."""
     state = TunerState()
     store = Store(settings.database) if with_store else None
     tuner = Tuner(settings, ALL_RULES, state, store)
-    registry = CollectorRegistry()
-    registry.register(TunerCollector(state.latest, ALL_RULES, external_url(settings)))
-    app = create_app(state, registry, rules=ALL_RULES, settings=settings)
+    live = process_registry()
+    live.register(reloads or ReloadStatus())
+    page = MetricsPage(TunerCollector(ALL_RULES, external_url(settings)), state.latest, live)
+    app = create_app(state, page, rules=ALL_RULES, settings=settings, reload=reload)
     front = WebFront(app, web or WebConfig(), settings.web_auth_exempt_paths)
     config = uvicorn.Config(
         front.guard,
-        host=settings.listen_host,
-        port=settings.listen_port,
         log_config=None,  # keep our logging setup
         access_log=False,
         lifespan="off",
@@ -144,6 +152,35 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
+def bind_listening(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port for uvicorn to listen on; host "" is every interface
+    (IPv6 and IPv4 on one socket where the host has IPv6, else 0.0.0.0), as Go binds ":port"."""
+    if host == ALL_INTERFACES:
+        if socket.has_ipv6:
+            with suppress(OSError):
+                sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                    sock.bind(("::", port))
+                except OSError:
+                    sock.close()
+                    raise
+                return sock
+        host = "0.0.0.0"
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class ServeError(Exception):
     """The daemon could not start serving (the API could not listen, say)."""
 
@@ -152,17 +189,28 @@ class ApiThread:
     """uvicorn in a thread with its own event loop: the API answers from the published
     evaluation and never waits behind scrape work in the tuner's loop."""
 
-    def __init__(self, server: uvicorn.Server) -> None:
+    def __init__(self, server: uvicorn.Server, endpoints: Sequence[tuple[str, int]]) -> None:
         self.server = server
+        self.endpoints = list(endpoints)
+        self.sockets: list[socket.socket] = []
         self.thread = threading.Thread(target=self._run, name="api", daemon=True)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def _run(self) -> None:
         factory = self.server.config.get_loop_factory()
+        if sys.version_info < (3, 11):  # no asyncio.Runner: the loop by hand
+            self.loop = loop = (factory or asyncio.new_event_loop)()
+            with suppress(SystemExit):
+                try:
+                    loop.run_until_complete(self.server.serve(sockets=self.sockets))
+                finally:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                    loop.close()
+            return
         # uvicorn exits when it cannot bind; `start` reports it
         with suppress(SystemExit), asyncio.Runner(loop_factory=factory) as runner:
             self.loop = runner.get_loop()
-            runner.run(self.server.serve())
+            runner.run(self.server.serve(sockets=self.sockets))
 
     def call_soon(self, callback: Callable[..., None], *args: object) -> None:
         """Run `callback(*args)` on the API's event loop, between two of its steps."""
@@ -170,14 +218,28 @@ class ApiThread:
         self.loop.call_soon_threadsafe(callback, *args)
 
     def start(self, timeout_seconds: float = 15.0) -> None:
-        """Start and wait until it listens; ServeError when it cannot (port in use, say)."""
+        """Bind every address, start and wait until it serves; ServeError when it cannot (port
+        in use, say)."""
+        for host, port in self.endpoints:
+            try:
+                self.sockets.append(bind_listening(host, port))
+            except OSError as exc:
+                for sock in self.sockets:
+                    sock.close()
+                where = format_listen_address(host or "0.0.0.0", port)
+                raise ServeError(f"could not listen on {where}: {exc.strerror or exc}") from None
         self.thread.start()
         deadline = time.monotonic() + timeout_seconds
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                config = self.server.config
-                raise ServeError(f"could not listen on {config.host}:{config.port} (see above)")
+                raise ServeError(f"could not serve on {self.addresses} (see above)")
             time.sleep(0.02)
+
+    @property
+    def addresses(self) -> str:
+        """The bound addresses, for the log (the real port where 0 was asked)."""
+        bound = [sock.getsockname()[:2] for sock in self.sockets]
+        return ", ".join(format_listen_address(h, p) for h, p in bound) or "nothing"
 
     @property
     def running(self) -> bool:
@@ -187,43 +249,57 @@ class ApiThread:
     def stop(self, timeout_seconds: float = 5.0) -> None:
         """Ask uvicorn to finish its requests and stop; wait for it."""
         self.server.should_exit = True
-        self.thread.join(timeout_seconds)
+        if self.thread.is_alive():
+            self.thread.join(timeout_seconds)
+        for sock in self.sockets:
+            sock.close()
 
 
 async def serve(settings: Settings, reload: Callable[[], Settings] | None = None) -> None:
     """Run until SIGINT/SIGTERM; SIGHUP re-reads the config and the web config, and keeps the
     old ones if either is invalid. WebConfigError before anything starts if the web config is."""
     raise_open_files_limit()
-    tuner, server, front = build(settings, load_web_config(settings.web_config_file))
+    reloads, loop = ReloadStatus(), asyncio.get_running_loop()
+    reloader: Reloader | None = None
+
+    async def reload_from_api() -> str | None:  # on the API's loop: the reload runs on ours
+        assert reloader is not None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(reloader.run(), loop))
+
+    web = load_web_config(settings.web_config_file)
+    api_reload = reload_from_api if reload is not None else None
+    tuner, server, front = build(settings, web, reloads=reloads, reload=api_reload)
     await tuner.start()
     tune_runtime(tuner.state)
-    api = ApiThread(server)
+    api = ApiThread(server, listen_endpoints(settings))
+    if reload is not None:
+        reloader = Reloader(api, tuner, front, reload, reloads)
     try:
         await asyncio.to_thread(api.start)
         logger.info(
-            "sglang-tuner listening on %s://%s:%d (%d target(s))",
-            "https" if front.tls else "http", settings.listen_host, settings.listen_port,
-            len(tuner.targets),
+            "sglang-tuner listening on %s://%s (%d target(s))",
+            "https" if front.tls else "http", api.addresses, len(tuner.targets),
         )  # fmt: skip
-        await _until_stopped(api, tuner, front, reload)
+        await _until_stopped(api, reloader)
     finally:
         await asyncio.to_thread(api.stop)
         await tuner.stop()
 
 
-async def _until_stopped(
-    api: ApiThread, tuner: Tuner, front: WebFront, reload: Callable[[], Settings] | None
-) -> None:
+async def _until_stopped(api: ApiThread, reloader: "Reloader | None") -> None:
     """Wait for SIGINT or SIGTERM (or the API thread dying); SIGHUP reloads meanwhile."""
     loop, stop = asyncio.get_running_loop(), asyncio.Event()
-    handlers = {signal.SIGINT: stop.set, signal.SIGTERM: stop.set}
-    if reload is not None:
-        handlers[signal.SIGHUP] = _reloader(api, tuner, front, reload)
+    handlers: dict[signal.Signals, Callable[[], object]] = {
+        signal.SIGINT: stop.set,
+        signal.SIGTERM: stop.set,
+    }
+    if reloader is not None:
+        handlers[signal.SIGHUP] = reloader.__call__
     for signum, handler in handlers.items():
         loop.add_signal_handler(signum, handler)
     try:
         while api.running and not stop.is_set():
-            with suppress(TimeoutError):
+            with suppress(asyncio.TimeoutError):  # not the built-in TimeoutError on 3.10
                 await asyncio.wait_for(stop.wait(), 1.0)
     finally:
         for signum in handlers:
@@ -231,20 +307,40 @@ async def _until_stopped(
                 loop.remove_signal_handler(signum)
 
 
-def _reloader(
-    api: ApiThread, tuner: Tuner, front: WebFront, reload: Callable[[], Settings]
-) -> Callable[[], None]:
-    def on_sighup() -> None:
-        try:
-            settings = reload()
-            web = load_web_config(settings.web_config_file)
-            front.check_reload(web)
-            tuner.reload(settings)
-        except ConfigError as exc:
-            logger.error("reload failed, keeping the running configuration:\n%s", exc)
-        except (WebConfigError, OSError) as exc:
-            logger.error("reload failed, keeping the running configuration: %s", exc)
-        else:
-            api.call_soon(front.apply, web, settings.web_auth_exempt_paths)
+class Reloader:
+    """Re-reads the config and the web config (SIGHUP, POST /-/reload) and applies them; keeps
+    the running ones when either is invalid. Runs on the tuner's loop."""
 
-    return on_sighup
+    def __init__(
+        self,
+        api: ApiThread,
+        tuner: Tuner,
+        front: WebFront,
+        read: Callable[[], Settings],
+        status: ReloadStatus,
+    ) -> None:
+        self._api, self._tuner, self._front, self._read = api, tuner, front, read
+        self.status = status
+
+    def __call__(self) -> str | None:
+        """Reload now; None when it worked, else why not (also logged, and on /metrics)."""
+        try:
+            settings = self._read()
+            web = load_web_config(settings.web_config_file)
+            self._front.check_reload(web)
+            self._tuner.reload(settings)
+        except ConfigError as exc:
+            problem = f"reload failed, keeping the running configuration:\n{exc}"
+        except (WebConfigError, OSError) as exc:
+            problem = f"reload failed, keeping the running configuration: {exc}"
+        else:
+            self._api.call_soon(self._front.apply, web, settings.web_auth_exempt_paths)
+            self.status.record(True)
+            return None
+        logger.error("%s", problem)
+        self.status.record(False)
+        return problem
+
+    async def run(self) -> str | None:
+        """`self()` as a coroutine, for the API thread to run on the tuner's loop."""
+        return self()

@@ -5,9 +5,10 @@ Nothing here knows what the work is; the loop hands in the coroutines to run.
 
 import asyncio
 import math
+import sys
 import zlib
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -42,7 +43,7 @@ class Jobs:
         self._scheduler.add_job(
             func, "interval", seconds=seconds, id=job_id, replace_existing=True,
             max_instances=1, coalesce=True, misfire_grace_time=max(1, int(seconds)),
-            next_run_time=datetime.fromtimestamp(self.clock() + first, UTC),
+            next_run_time=datetime.fromtimestamp(self.clock() + first, timezone.utc),
         )  # fmt: skip
 
     def remove(self, job_id: str) -> None:
@@ -117,7 +118,11 @@ class ScrapeLoops:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         due = loop.time() + offset(name, interval)
-        while task is None or not task.cancelling():
+        # Stopped when removed from _tasks, or (3.11+) cancelled: a scrape swallows its own
+        # CancelledError, and Python 3.10 has no Task.cancelling() to see the request by.
+        while self._tasks.get(name) is task and not (
+            sys.version_info >= (3, 11) and task is not None and task.cancelling()
+        ):
             await asyncio.sleep(
                 math.ceil(due / SCRAPE_TICK_SECONDS) * SCRAPE_TICK_SECONDS - loop.time()
             )

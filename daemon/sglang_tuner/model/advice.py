@@ -3,7 +3,8 @@ confidence, health, alert state, the action (a flag change), the outcomes, the a
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from sglang_tuner.model.strenum import StrEnum
 
 
 class Severity(StrEnum):
@@ -39,6 +40,36 @@ class AlertState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Prediction:
+    """What the server model predicts one change does to the profile's objective on THIS server.
+
+    `gain` is the relative improvement of `objective` (+0.38: 38 % more tokens/s, or 38 % less
+    latency), `low`-`high` its range; `gain` None means no prediction, and `basis` says why.
+    """
+
+    objective: str  # "tok/s", "TTFT p99", "ITL p50"
+    gain: float | None
+    low: float | None = None
+    high: float | None = None
+    basis: str = ""
+
+    def text(self) -> str:
+        """'+38 % tok/s (25-50 %): basis', or 'no prediction: why'."""
+        if self.gain is None:
+            return f"no prediction: {self.basis}"
+        if self.objective == "tok/s":
+            head = f"{self.gain * 100:+.0f} % {self.objective}"
+        else:  # a latency: its gain is a fall
+            head = f"{-self.gain * 100:+.0f} % {self.objective}"
+        if self.low is not None and self.high is not None:
+            lo, hi = sorted((self.low, self.high))
+            sign = 1 if self.objective == "tok/s" else -1
+            lo, hi = sorted((sign * lo * 100, sign * hi * 100))
+            head += f" ({lo:+.0f} to {hi:+.0f} %)"
+        return f"{head}: {self.basis}" if self.basis else head
+
+
+@dataclass(frozen=True, slots=True)
 class Action:
     """The change to make: `flag current -> suggested`, or a non-flag instruction in `text`.
 
@@ -54,6 +85,7 @@ class Action:
     note: str = ""
     expected: str = ""
     companions: tuple["Action", ...] = ()
+    prediction: Prediction | None = None  # the server model's figure for this change here
 
     def flags(self) -> dict[str, str]:
         """Every flag this change sets, with its value (the restart's command-line delta)."""

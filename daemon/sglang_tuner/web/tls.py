@@ -92,7 +92,10 @@ def server_context(tls: TLSServerConfig) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_protocol(context, tls)
     if len(tls.curve_preferences) == 1:  # Python's ssl can set one curve, not a list
-        context.set_ecdh_curve(_CURVES[tls.curve_preferences[0]])
+        try:
+            context.set_ecdh_curve(_CURVES[tls.curve_preferences[0]])
+        except ssl.SSLError:  # X25519 on Python 3.10, whose ssl sets only EC curves
+            logger.warning("%s.curve_preferences: OpenSSL's defaults are used", _WHERE)
     elif tls.curve_preferences:
         logger.warning("%s.curve_preferences: several curves: OpenSSL's defaults are used", _WHERE)
     context.set_alpn_protocols(["http/1.1"])

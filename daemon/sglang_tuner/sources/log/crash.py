@@ -13,7 +13,8 @@ ranks is one event); `other_crash` counts once, and only for a burst with no spe
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import StrEnum
+
+from sglang_tuner.model.strenum import StrEnum
 
 BURST_SECONDS = 60.0  # TP ranks print the same traceback within about a second of each other
 
