@@ -20,8 +20,12 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIX = "healthy,scheduler_too_conservative,retraction_storm,client_too_slow,queue_flood,idle"
 
 
+# The daemon package the benchmark runs: this checkout's, or another build's (an A/B comparison).
+DAEMON_PATH = ROOT / "daemon"
+
+
 def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "daemon")}
+    return {**os.environ, "PYTHONPATH": str(DAEMON_PATH)}
 
 
 def free_port() -> int:

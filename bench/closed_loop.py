@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sglang_physics import gpu_named
 from sglang_sim import SCENARIOS, Measurement, ServerSpec, SimFleet, measure
 from sglang_sim.model import ServerConfig as SimConfig
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
@@ -84,6 +85,23 @@ class Applied:
     verdict: str | None = None  # the daemon's own, from its change log
     verdict_detail: str = ""  # its per-metric ratios
     attributed: str | None = None  # the rule the daemon says asked for it
+    severity: str = ""  # the advice's severity when applied
+    objective: str = ""  # what the prediction is about: tok/s, TTFT p99, ITL p50
+    predicted: float | None = None  # the server model's gain on it (None: no prediction)
+    predicted_low: float | None = None
+    predicted_high: float | None = None
+    prediction: str = ""  # its text
+
+    @property
+    def measured(self) -> float | None:
+        """The measured gain on the prediction's objective (a fall, for a latency)."""
+        metric = {"tok/s": "gen_throughput", "TTFT p99": "ttft_p99", "ITL p50": "itl_p50"}
+        name = metric.get(self.objective or "tok/s", "gen_throughput")
+        before, after = getattr(self.before, name), getattr(self.after, name)
+        if not before or math.isnan(before) or math.isnan(after):
+            return None
+        change = (after - before) / before
+        return change if name == "gen_throughput" else -change
 
 
 @dataclass
@@ -101,20 +119,33 @@ class Run:
 
 
 async def run_one(
-    name: str, scenario: str, version: str, flags: Mapping[str, str], limit_seconds: float
+    name: str,
+    scenario: str,
+    version: str,
+    flags: Mapping[str, str],
+    limit_seconds: float,
+    gpu: str | None = None,
+    model: str | None = None,
+    seed: int = 0,
 ) -> Run:
-    """Drive one server and the daemon until the advice is quiet for a window, or the limit."""
+    """Drive one server and the daemon until the advice is quiet for a window, or the limit.
+
+    gpu, model: a `sglang_physics` GPU and model key (default: the scenario's 8B on an H100);
+    seed: the simulated traffic's."""
     profile = "online" if scenario in ONLINE else "offline"
     clock = [0.0]
+    gpu_model = gpu_named(gpu).name if gpu else "NVIDIA H100 80GB HBM3"
     with tempfile.TemporaryDirectory() as tmp:
         log = str(Path(tmp) / "sglang.log")
-        spec = ServerSpec(scenario, version, log_file=log, flags=tuple(flags.items()))
-        fleet = SimFleet([spec], warmup_seconds=60.0, clock=lambda: clock[0])
+        spec = ServerSpec(
+            scenario, version, log_file=log, flags=tuple(flags.items()), gpu=gpu, model=model
+        )
+        fleet = SimFleet([spec], warmup_seconds=60.0, clock=lambda: clock[0], seed=seed)
         await fleet.start()
         url = fleet.urls[0]
         settings = load_settings(None, {
             "targets": [{"url": url, "name": name, "profile": profile, "log_file": log,
-                         "gpu_model": "NVIDIA H100 80GB HBM3"}],
+                         "gpu_model": gpu_model}],
             "database": str(Path(tmp) / "tuner.db"),
             "scrape_interval_seconds": STEP_SECONDS,
         })  # fmt: skip
@@ -202,10 +233,15 @@ async def _maybe_apply(
     response = await http.post(f"{url}/_sim/restart", json={"flags": flags})
     response.raise_for_status()
     after = fleet.servers[0].model.config
-    run.changes.append(Applied(
+    applied = Applied(
         now, step.rule, step.action.text, step.action.expected, flags,
-        Figures.of(before), Figures.of(after),
-    ))  # fmt: skip
+        Figures.of(before), Figures.of(after), severity=str(step.severity),
+    )  # fmt: skip
+    p = step.action.prediction
+    if p is not None:
+        applied.objective, applied.predicted, applied.prediction = p.objective, p.gain, p.text()
+        applied.predicted_low, applied.predicted_high = p.low, p.high
+    run.changes.append(applied)
     return True
 
 
@@ -256,12 +292,21 @@ def _ms(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds * 1e3:.0f}"
 
 
+def _predicted(c: Applied) -> str:
+    """The server model's gain beside the measured one on the same objective."""
+    if c.predicted is None:
+        return "none"
+    measured = c.measured
+    seen = "n/a" if measured is None else f"{measured * 100:+.1f} %"
+    return f"{c.predicted * 100:+.1f} % {c.objective} (measured {seen})"
+
+
 def report(runs: Sequence[Run]) -> str:
     """A markdown table per change, then one line per run."""
     head = (
-        "| server | version | # | rule | change | tok/s | usage | retr/min | TTFT p99 s | "
-        "ITL p99 ms | crashes/10 min | daemon's verdict |\n|---|---|---|---|---|---|---|---|---|"
-        "---|---|---|"
+        "| server | version | # | rule | change | predicted | tok/s | usage | retr/min | "
+        "TTFT p99 s | ITL p99 ms | crashes/10 min | daemon's verdict |\n|---|---|---|---|---|"
+        "---|---|---|---|---|---|---|---|"
     )
     rows = [head]
     for run in runs:
@@ -269,7 +314,7 @@ def report(runs: Sequence[Run]) -> str:
             b, a = c.before, c.after
             rows.append(
                 f"| {run.name} | {run.version} | {i} | {c.rule} | `{c.action}` | "
-                f"{b.gen_throughput:,.0f} → {a.gen_throughput:,.0f} "
+                f"{_predicted(c)} | {b.gen_throughput:,.0f} → {a.gen_throughput:,.0f} "
                 f"({_pct(b.gen_throughput, a.gen_throughput)}) | "
                 f"{b.token_usage:.2f} → {a.token_usage:.2f} | "
                 f"{b.retractions_per_min:.1f} → {a.retractions_per_min:.1f} | "

@@ -9,20 +9,25 @@ process) runs two phases of S seconds each, measured in the same run:
 For each phase: the answering targets' scrapes made vs the schedule, the daemon's CPU seconds
 per second; for the loaded phase: GET `/metrics` time (p50, max), body size, series count.
 
+With `--compare-with REF` the same phases run first on that git revision's daemon (checked out
+in a temporary worktree), so a change is measured against its baseline in the same run.
+
     PYTHONPATH=daemon python bench/metrics_load.py [--targets 10000] [--healthy 100]
-        [--seconds 60] [--gzip]
+        [--seconds 60] [--gzip] [--compare-with REF]
 """
 
 import argparse
 import json
+import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import bench_process
 import httpx
-from bench_process import Daemon, cpu_seconds, peak_rss_mib, percentile
+from bench_process import ROOT, Daemon, cpu_seconds, peak_rss_mib, percentile
 from refused import INTERVAL, closed_ports, scrape_times, start_pages
 
 
@@ -119,10 +124,27 @@ def main() -> None:
     parser.add_argument("--healthy", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--gzip", action="store_true", help="ask for gzip, as Prometheus does")
+    parser.add_argument("--compare-with", metavar="REF", help="run REF's daemon first (git)")
     args = parser.parse_args()
-    result = run(args.targets, args.healthy, args.seconds, args.gzip)
-    report(result)
-    print(json.dumps(result))
+    results = []
+    if args.compare_with:
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "baseline"
+            git = ["git", "-C", str(ROOT)]
+            add = ["worktree", "add", "-q", "--detach", str(tree), args.compare_with]
+            subprocess.run([*git, *add], check=True)
+            try:
+                bench_process.DAEMON_PATH = tree / "daemon"
+                print(f"baseline: {args.compare_with}", flush=True)
+                results.append(run(args.targets, args.healthy, args.seconds, args.gzip))
+                report(results[-1])
+            finally:
+                bench_process.DAEMON_PATH = ROOT / "daemon"
+                subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
+        print("this checkout:", flush=True)
+    results.append(run(args.targets, args.healthy, args.seconds, args.gzip))
+    report(results[-1])
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":
