@@ -143,8 +143,14 @@ def test_reload_by_http_refuses_a_bad_config_with_its_problems_then_applies_a_go
         assert [t["url"] for t in daemon.get("/targets").json()["data"]] == [one]
         daemon.write_config({**daemon.config, "targets": [{"url": one}, {"url": two}]})
         assert daemon.post("/-/reload").json() == {"status": "reloaded", "detail": None}
-        urls = sorted(t["url"] for t in daemon.get("/targets").json()["data"])
-        assert urls == sorted([one, two])  # applied before the answer
+        urls = daemon.wait_for(  # published with the next evaluation
+            lambda d: (
+                sorted(t["url"] for t in d.get("/targets").json()["data"])
+                if len(d.get("/targets").json()["data"]) == 2
+                else None
+            )
+        )
+        assert urls == sorted([one, two])
         assert _metric(daemon, "sglang_tuner_config_last_reload_successful") == 1.0
         after = _metric(daemon, "sglang_tuner_config_last_reload_success_timestamp_seconds")
         assert after is not None and after > started
