@@ -97,7 +97,8 @@ class Applied:
         """The measured gain on the prediction's objective (a fall, for a latency)."""
         metric = {"tok/s": "gen_throughput", "TTFT p99": "ttft_p99", "ITL p50": "itl_p50"}
         name = metric.get(self.objective or "tok/s", "gen_throughput")
-        before, after = getattr(self.before, name), getattr(self.after, name)
+        before: float = getattr(self.before, name)
+        after: float = getattr(self.after, name)
         if not before or math.isnan(before) or math.isnan(after):
             return None
         change = (after - before) / before
@@ -335,7 +336,9 @@ def report(runs: Sequence[Run]) -> str:
 
 
 def _servers(names: Sequence[str] | None) -> dict[str, tuple[str, dict[str, str]]]:
-    every = {s: (s, {}) for s in SCENARIOS if s not in ("metrics_disabled",)}
+    every: dict[str, tuple[str, dict[str, str]]] = {
+        s: (s, {}) for s in SCENARIOS if s not in ("metrics_disabled",)
+    }
     every.update(UNSCRIPTED)
     if not names:
         return every

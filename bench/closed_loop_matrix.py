@@ -77,7 +77,9 @@ class Cell:
 
 
 def servers(quick: bool) -> dict[str, tuple[str, dict[str, str]]]:
-    every = {s: (s, {}) for s in SCENARIOS if s not in ("metrics_disabled", "idle")}
+    every: dict[str, tuple[str, dict[str, str]]] = {
+        s: (s, {}) for s in SCENARIOS if s not in ("metrics_disabled", "idle")
+    }
     every.update(MISSET)
     return {k: every[k] for k in QUICK_SERVERS} if quick else every
 

@@ -237,3 +237,27 @@ def test_a_flag_the_version_has_is_planned():
     plan = plan_target("t", _one_finding(action), FlagHistory(), ORDER, (),
                        ServerConfig(version="0.5.9"))  # fmt: skip
     assert plan.next is not None
+
+
+def test_among_warnings_the_larger_predicted_gain_comes_first():
+    from sglang_tuner.model.advice import Prediction, Severity
+    from sglang_tuner.rules import RULES_BY_ID
+
+    def judged(rule_id: str, flag: str, gain: float) -> Judgement:
+        rule = RULES_BY_ID[rule_id]
+        prediction = Prediction("tok/s", gain, gain - 0.02, gain + 0.02, "x")
+        action = Action(f"{flag} a -> b", flag, "1", "2", prediction=prediction)
+        finding = Finding("evidence", action, Confidence.HIGH, 0.9, 60)
+        return Judgement(rule, Health.OK, Severity.WARNING, finding)
+
+    # the guide lists scheduler_too_conservative before mem_fraction_too_low
+    small = judged("scheduler_too_conservative", "--schedule-conservativeness", 0.06)
+    large = judged("mem_fraction_too_low", "--mem-fraction-static", 0.40)
+    judgement = TargetJudgement(0.0, True, 60, (small, large))
+    plan = plan_target("t", judgement, FlagHistory(), ORDER)
+    assert plan.next is not None and plan.next.rule == "mem_fraction_too_low"
+    assert [s.rule for s in plan.after] == ["scheduler_too_conservative"]
+    # equal gains: the guide's order
+    same = judged("scheduler_too_conservative", "--schedule-conservativeness", 0.40)
+    even = plan_target("t", TargetJudgement(0.0, True, 60, (large, same)), FlagHistory(), ORDER)
+    assert even.next is not None and even.next.rule == "scheduler_too_conservative"

@@ -101,6 +101,7 @@ def test_scenario_advice_names_the_flag_with_current_and_suggested_value(scenari
 # The log shows no latency: a latency rule needs the metrics' TTFT and ITL histograms.
 LATENCY_ONLY = {"online_batch_too_large", "metrics_disabled"}
 
+
 @pytest.mark.parametrize("version", ["0.4.10", "0.5.9", "0.5.23"])
 @pytest.mark.parametrize("scenario", sorted(set(EXPECTED) - LATENCY_ONLY))
 def test_scenario_from_the_log_alone_gives_the_same_next_change(scenario, version):

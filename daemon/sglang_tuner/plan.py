@@ -1,7 +1,8 @@
 """Plan: one target's findings become one ordered plan — the next change, and why the rest wait.
 
 The guide says to change one thing at a time. Findings are ranked by precedence: a crash or
-out-of-memory first, then by severity, the guide's advice before ours, and the guide's order.
+out-of-memory first, then by severity, the guide's advice before ours, the larger gain the
+server model predicts for this server, and the guide's order.
 The first is the next change. A finding that would move a flag the other way of a higher-ranked
 one, change a flag a higher-ranked one already changes, or set a value this server crashed with,
 is held back with the reason; the others follow the next change, in order.
@@ -36,15 +37,24 @@ def asked_of(plan: Plan, judgement: TargetJudgement) -> Asked:
     return Asked(flags, ratios)
 
 
-def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, int]:
-    """Crash and OOM first; then severity; the guide's advice before ours; the guide's order."""
+def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, float, int]:
+    """Crash and OOM first; then severity; the guide's advice before ours; the larger predicted
+    gain on the profile's objective first (none predicted counts as none); the guide's order."""
     rule = j.rule
     return (
         0 if rule.stability else 1,
         _SEVERITY_RANK[j.severity],
         1 if rule.ours else 0,
+        -predicted_gain(j),
         order.get(rule.id, len(order)),
     )
+
+
+def predicted_gain(j: Judgement) -> float:
+    """The server model's predicted gain of the judgement's change (0 when none)."""
+    finding = j.finding
+    prediction = finding.action.prediction if finding is not None else None
+    return prediction.gain if prediction is not None and prediction.gain is not None else 0.0
 
 
 def plan_target(

@@ -99,11 +99,12 @@ def rule_results(
     out = []
     for j in judgement.judgements:
         state, active_at, fired_at = tracker.state_of((name, j.rule.id))
+        severity = tracker.severity_of((name, j.rule.id)) or j.severity  # a live alert's own
         out.append(
             RuleResult(
                 name,
                 j.rule.id,
-                j.severity,
+                severity,
                 j.health,
                 j.outcome,
                 j.error,

@@ -1,5 +1,7 @@
 """Alert lifecycle tables in the style of Prometheus's `TestKeepFiringFor`: time starts at 0."""
 
+from dataclasses import replace
+
 import pytest
 from sglang_tuner.alerting.alertmanager import rfc3339, to_alertmanager_json
 from sglang_tuner.alerting.lifecycle import (
@@ -269,3 +271,20 @@ def test_alert_tracker_forget_target_returns_resolves_of_sent_alerts() -> None:
 
 def test_resolved_retention_is_prometheus_fifteen_minutes() -> None:
     assert RESOLVED_RETENTION_SECONDS == 15 * 60
+
+
+def test_a_live_alert_keeps_its_severity_until_it_resolves() -> None:
+    """A finding graded by a prediction near its threshold (warning, then info, then warning)
+    stays one alert in Alertmanager: the severity label is the one it was raised with; raised
+    again after resolving, it takes the new one."""
+    tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
+    warning, info = make_advice(), replace(make_advice(), severity=Severity.INFO)
+    for now, advice in enumerate([warning, info, warning, info]):
+        tracker.update({KEY: advice}, float(now))
+        [alert] = tracker.alerts()
+        assert alert.labels["severity"] == "warning" and alert.advice.severity is Severity.WARNING
+        assert tracker.severity_of(KEY) is Severity.WARNING
+    tracker.update({}, 10.0)  # resolved
+    assert tracker.severity_of(KEY) is None
+    tracker.update({KEY: info}, 11.0)
+    assert tracker.severity_of(KEY) is Severity.INFO

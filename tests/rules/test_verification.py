@@ -106,3 +106,34 @@ def test_plan_holds_the_reverse_of_the_latest_change_no_lpm_fcfs_flip_flop():
     # once the change is judged to hurt, undoing it is what tuning_regression asks for
     plan = plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, (_policy_change("hurt"),))
     assert plan.next is not None and plan.next.action.suggested == "fcfs"
+
+
+def test_tuning_regression_reverts_a_request_cap_in_the_flags_units_under_dp_attention():
+    # the change record keeps --max-running-requests per DP rank; the flag counts all 8 ranks
+    change = Change(
+        target="t", at=1_795_000_000.0, kind="flags",
+        before={"--max-running-requests": "128"}, after={"--max-running-requests": "116"},
+        rule="batch_too_large_for_latency", profile="online", before_window=EMPTY, due=0.0,
+        verdict=Verdict("hurt", "worse: gen_throughput", (WORSE,)),
+    )  # fmt: skip
+    config = ServerConfig(
+        max_running_requests=928, max_running_requests_per_dp=116, dp_size=8, tp_size=8,
+        enable_dp_attention=True,
+    )  # fmt: skip
+    out = evaluate(TUNING_REGRESSION, window_from(), config=config, changes=(change,))
+    assert isinstance(out, Finding)
+    assert out.action.flags() == {"--max-running-requests": "1024"}
+    assert out.action.text == "revert: --max-running-requests 928 -> 1024"
+
+
+def test_an_unattributed_revert_that_hurt_is_not_reverted_again():
+    first = _change()  # 1 -> 0.3, hurt
+    back = Change(
+        target="t", at=1_795_000_900.0, kind="flags",
+        before={"--schedule-conservativeness": "0.3"}, after={"--schedule-conservativeness": "1"},
+        rule=None, profile="offline", before_window=EMPTY, due=0.0,
+        verdict=Verdict("hurt", "worse: ttft_p99_seconds", (WORSE,)),
+    )  # fmt: skip
+    config = ServerConfig(schedule_conservativeness=1.0)
+    out = evaluate(TUNING_REGRESSION, window_from(), config=config, changes=(first, back))
+    assert isinstance(out, Pass) and "each setting costs something" in out.detail

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from sglang_tuner.alerting.texts import alert_annotations, alert_labels
-from sglang_tuner.model.advice import Advice, AlertState
+from sglang_tuner.model.advice import Advice, AlertState, Severity
 
 # Kept after resolving so the resolve reaches Alertmanager even if some sends fail
 # (Prometheus's resolvedRetention).
@@ -125,10 +125,17 @@ class AlertTracker:
         return changes
 
     def _observe(self, key: Key, advice: Advice, now: float) -> None:
-        """Condition true: refresh a live alert's text, or start a new pending one."""
+        """Condition true: refresh a live alert's text, or start a new pending one.
+
+        A live alert keeps the severity it was raised with: the severity is an identity label
+        (Alertmanager would hold the old and the new as two alerts), and a rule may grade a
+        finding by a prediction that wavers around its threshold from one evaluation to the
+        next. A new severity takes effect when the alert resolves and is raised again."""
+        alert = self._alerts.get(key)
+        if alert is not None and alert.state is not AlertState.INACTIVE:
+            advice = replace(advice, severity=alert.advice.severity)
         labels = alert_labels(advice)
         annotations = alert_annotations(advice, self._external_url)
-        alert = self._alerts.get(key)
         if alert is not None and alert.state is not AlertState.INACTIVE:
             self._alerts[key] = replace(
                 alert,
@@ -168,6 +175,13 @@ class AlertTracker:
         alert = self._alerts[key]
         if alert.state is AlertState.PENDING and now - alert.active_at >= self._hold_for(key[1]):
             self._alerts[key] = replace(alert, state=AlertState.FIRING, fired_at=now)
+
+    def severity_of(self, key: Key) -> Severity | None:
+        """The severity a live alert was raised with (None when there is none)."""
+        alert = self._alerts.get(key)
+        if alert is None or alert.state is AlertState.INACTIVE:
+            return None
+        return alert.advice.severity
 
     def state_of(self, key: Key) -> tuple[AlertState, float | None, float | None]:
         """(state, active_at, fired_at) for `RuleResult`; timestamps are None when inactive."""

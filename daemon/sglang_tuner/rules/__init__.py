@@ -1,7 +1,8 @@
 """The tuning rules: one module per section of the guide, each rule data plus one pure function,
 and SGLang's per-version facts in `sglang/`. Rules are listed here explicitly, never discovered.
 
-May import: `model`, `changes`. Pure: no I/O, no clock.
+May import: `model`, `changes`, and the physics package `sglang_physics`. Pure: no I/O, no
+clock.
 """
 
 from sglang_tuner.rules.base import Rule

@@ -10,7 +10,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from sglang_tuner.changes.record import Change
-from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Prediction,
+    Severity,
+)
 from sglang_tuner.model.flags import FlagHistory
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, PROFILES, ServerConfig
 from sglang_tuner.model.window import Frequency, WindowView
@@ -67,8 +76,8 @@ class Rule:
     # The metrics its change is meant to improve: they decide the verdict on that change
     # (default: the profile's, throughput offline, p99 TTFT and ITL online).
     verifies: tuple[str, ...] = ()
-    # What applying its advice did in the closed-loop benchmark (bench/closed_loop.py: the
-    # simulator's GPU model, an 8B model on one H100): the claim behind the severity.
+    # What applying its advice did in the closed-loop benchmark (bench/closed_loop.py), or how
+    # its severity is graded per server (rules/server_model.py): the claim behind the severity.
     measured: str = ""
     # Where each threshold comes from: "guide <seed>: ..." or "ours: <reason>".
     provenance: Mapping[str, str] = field(default_factory=dict)
@@ -233,6 +242,13 @@ def with_note(action: Action, extra: str) -> Action:
 def with_expected(action: Action, expected: str) -> Action:
     """The action, saying what it should move, by about how much, on what basis."""
     return replace(action, expected=expected)
+
+
+def predicted(action: Action, prediction: Prediction) -> Action:
+    """The action carrying the server model's prediction, its text leading `expected`."""
+    text = prediction.text()
+    expected = f"{text}. {action.expected}" if action.expected else text
+    return replace(action, prediction=prediction, expected=expected)
 
 
 def _num(value: float | int | None) -> str | None:

@@ -30,19 +30,29 @@ startup line and the 5-8 GB rule), *torch.compile notes*. "Ours" numbers are def
 guide gives none, each with its reason; a rule marked **ours** is not in the guide at all.
 
 **One change at a time.** The findings of one target become a plan (`/advice` leads with it): a
-crash or out-of-memory comes first, then by severity, the guide's advice before ours, and the
-guide's order (this page's order). A finding that would move a flag the other way of a
-higher-ranked one, change a flag it already changes, or set a value this server crashed with, is
-held back with the reason.
+crash or out-of-memory comes first, then by severity, the guide's advice before ours, the larger
+gain the server model predicts for this server, and the guide's order (this page's order). A
+finding that would move a flag the other way of a higher-ranked one, change a flag it already
+changes, or set a value this server crashed with, is held back with the reason.
+
+**What will the change do here?** A model of each server (`rules/server_model.py`) predicts the
+effect of the throughput knobs on the profile's objective (tokens/s offline; queue wait or ITL
+online), with a range and its basis: the decode step of the server's model on its GPU
+(`sglang_physics`, where `model_path` and `gpu_model` are recognised), calibrated on the step
+time, ITL and batch the window observed, or a fit of step time on batch where the batch moved.
+The KV pool grows with `--mem-fraction-static` and the batch follows it only where the pool binds
+the batch while requests wait; lower conservativeness admits up to the usage target; CUDA graphs
+save the eager launches of the uncovered steps. `mem_fraction_too_low`,
+`scheduler_too_conservative` and `cuda_graph_not_covering` are warnings where the predicted gain
+is 5 % or more and hints (`info`) where it is less, or where nothing can be predicted (the advice
+then says `no prediction: ...` and why). The prediction is in each action (`prediction` in
+`/advice`, and at the head of `expected`).
 
 **Does the advice help?** `bench/closed_loop.py` applies the advice to simulated servers whose
-step times follow GPU physics and whose scheduler follows SGLang's code, and measures each change
-(docs/performance.md has the table). What it found is under **Measured** in each rule below. Where
-the guide's fix did not help in that model, the rule says so and is a hint (`info`) rather than a
-warning: lowering `--schedule-conservativeness` raises token usage but not throughput; more KV
-memory or CUDA-graph coverage gains under 3 % on a busy 8B model; raising conservativeness from
-its default does nothing measurable. A rule may also lower its own severity for one finding when
-it predicts too little from the change (e.g. `cuda_graph_not_covering` under a 3 % predicted gain).
+step times follow GPU physics and whose scheduler follows SGLang's code, and measures each change;
+`bench/closed_loop_matrix.py` does it over model x GPU pairs and sets each change's prediction
+beside its measured effect (docs/performance.md has the tables). What it found, or how the
+severity is graded, is under **Measured** in each rule below.
 """
 
 

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Prediction, Severity
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     CUDA_GRAPH_FALSE_RATIO,
@@ -22,10 +22,12 @@ from sglang_tuner.rules.base import (
     format_duration,
     idle,
     judged,
+    predicted,
     with_expected,
     with_note,
 )
 from sglang_tuner.rules.memory import surplus_memory
+from sglang_tuner.rules.server_model import predict_graphs, severity_for
 from sglang_tuner.rules.sglang.flags import flag_name
 from sglang_tuner.rules.sglang.graph_sizes import graph_bs_for
 from sglang_tuner.rules.sglang.hardware import model_params_billion
@@ -34,9 +36,6 @@ from sglang_tuner.rules.units import batch_signal, per_rank_batch
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
-# What a decode step pays without a CUDA graph: kernel-launch gaps, ~1.5 ms for a 7B model at
-# batch 1 (vllm-project/vllm#1440; more layers or tp > 1 pay more). The simulator uses the same.
-EAGER_STEP_SECONDS = 0.0015
 
 
 def graph_flag(version: str | None) -> str:
@@ -96,36 +95,34 @@ def _check_coverage(inp: RuleInput) -> Outcome:
         f"{format_duration(inp.view.window_seconds)}; running batch per rank p90 "
         f"{'n/a' if p90 is None else f'{p90:.0f}'}"
     )
-    action, gain = _raise_graph_bs(inp), predicted_gain(inp, gap.ratio)
-    if gain is None:
-        return Finding(evidence, action, confidence_for(inp), gap.ratio, gap.samples)
-    action = replace(
-        action,
-        expected=f"{action.expected} (about {gain:+.0%} tokens/s: "
-        f"{EAGER_STEP_SECONDS * 1e3:g} ms of launch gaps saved per uncovered step)",
-    )
-    small = gain < inp.thresholds["min_gain"]  # too little to warn about: a hint
+    action = _raise_graph_bs(inp)
+    prediction = _predict(inp, action, gap.ratio)
+    action = predicted(action, prediction)
     return Finding(evidence, action, confidence_for(inp), gap.ratio, gap.samples,
-                   Severity.INFO if small else None)  # fmt: skip
+                   severity_for(prediction, Severity.INFO))  # fmt: skip
 
 
-def predicted_gain(inp: RuleInput, uncovered: float) -> float | None:
-    """Throughput gain from graphs for the uncovered decode steps: the launch gaps they would
-    save, as a share of the time (decode steps per second = tokens per second / batch)."""
-    tokens, batch = inp.view.quantile(GEN_THROUGHPUT, 0.5), inp.view.quantile(NUM_RUNNING_REQS, 0.5)
-    if not tokens or not batch:
-        return None
-    saved = min(0.9, EAGER_STEP_SECONDS * tokens / batch * uncovered)
-    return saved / (1 - saved)
+def _predict(inp: RuleInput, action: Action, uncovered: float) -> Prediction:
+    """The server model's figure for graphs up to the suggested size (re-enabled: the default
+    160), with the companion --mem-fraction-static cut where there is one."""
+    try:
+        new_bs = int(float(action.suggested or "160"))
+    except ValueError:
+        return Prediction("tok/s", None, basis="the suggested CUDA-graph size is not a number")
+    companion = next((c for c in action.companions if c.flag == MEM_FLAG), None)
+    fraction = float(companion.suggested) if companion and companion.suggested else None
+    return predict_graphs(inp, new_bs, uncovered, fraction)
 
 
 CUDA_GRAPH_NOT_COVERING = Rule(
     id="cuda_graph_not_covering",
     roles=DECODING_ROLES,
+    # The finding's severity is the server model's: a warning where the eager launches saved
+    # are predicted to gain >= 5 % tokens/s on this server, else (or without a prediction) info.
     measured=(
-        "--cuda-graph-max-bs 32 -> 144 on a busy prefill-heavy server: tokens/s +0.7 %, as "
-        "predicted (launch gaps are ~1.5 ms of a ~20 ms step, on a few steps per second); a "
-        "warning only where the predicted gain is 3 % or more."
+        "graded per server by the predicted gain (rules/server_model.py: the eager steps' "
+        "launch cost on this model and GPU); the closed-loop matrix (docs/performance.md) "
+        "compares prediction and measurement"
     ),
     severity=Severity.WARNING,
     summary="Decode batches frequently run without a CUDA graph (batch above --cuda-graph-max-bs).",
@@ -139,15 +136,12 @@ CUDA_GRAPH_NOT_COVERING = Rule(
         NUM_RUNNING_REQS,
     ),  # fmt: skip
     thresholds={
-        "min_gain": 0.03,
         "graph_pass_ratio_min": 0.5,
         "graph_bs_max": 768.0,
         "mem_fraction_cost": 0.02,
         "free_gb_no_pay": 8.0,
     },
     provenance={
-        "min_gain": "ours: under a 3 % predicted throughput gain the advice is info, not a "
-        "warning (the daemon's no-change band for verdicts)",
         "graph_pass_ratio_min": "ours: a sample counts when most of its decode passes ran "
         "without a graph",
         "graph_bs_max": "guide (newest): 'to a larger value (e.g., 512, 768)'; the largest "

@@ -1,6 +1,7 @@
 """Guide section "Troubleshooting / High Latency" (online serving): batch, queue, prefill."""
 
 import math
+from dataclasses import replace
 
 from sglang_tuner.model.advice import Action, NoData, Outcome, Severity
 from sglang_tuner.model.signals import (
@@ -27,6 +28,7 @@ from sglang_tuner.rules.base import (
 )
 from sglang_tuner.rules.itl_model import PROPORTIONAL, batch_for_itl_target
 from sglang_tuner.rules.oom import default_chunked_prefill
+from sglang_tuner.rules.server_model import predict_itl_cap
 from sglang_tuner.rules.sglang.flags import has_flag
 from sglang_tuner.rules.units import (
     batch_signal,
@@ -69,7 +71,9 @@ def _lower_max_running(inp: RuleInput) -> Action:
         f"requests per rank (batch p50 now {batch:.0f}), from {basis}; {cost_text}, and queue "
         "wait (TTFT) longer while the load stays"
     )
-    return with_expected(action, expected)
+    prediction = predict_itl_cap(itl, predicted, f"{basis}; {cost_text}")
+    # `expected` already says it in milliseconds: the prediction rides along for /advice
+    return replace(with_expected(action, expected), prediction=prediction)
 
 
 def _check_batch(inp: RuleInput) -> Outcome:

@@ -2,7 +2,16 @@
 
 import math
 
-from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Prediction,
+    Severity,
+)
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
@@ -22,10 +31,12 @@ from sglang_tuner.rules.base import (
     confidence_for,
     flag_action,
     format_duration,
+    predicted,
     with_expected,
     with_note,
 )
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
+from sglang_tuner.rules.server_model import no_prediction, predict_pool_change, severity_for
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
@@ -50,7 +61,20 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     if calm:
         return Pass(detail=f"{what} {free:.2f} GB, but {calm}: a larger pool would sit empty")
     evidence = f"{what} {free:.2f} GB, above the guide's 5-8 GB band"
-    return Finding(evidence, raise_mem_fraction(inp), Confidence.HIGH)
+    action = raise_mem_fraction(inp)
+    prediction = _predict_fraction(inp, action)
+    action = predicted(action, prediction)
+    return Finding(evidence, action, Confidence.HIGH, severity=severity_for(prediction, INFO))
+
+
+def _predict_fraction(inp: RuleInput, action: Action) -> Prediction:
+    """What the larger pool does here: only a pool that binds the batch while requests wait
+    turns into throughput (or, online, shorter queue wait)."""
+    try:
+        new = float(action.suggested or "")
+    except ValueError:
+        return no_prediction(inp.profile, "the current --mem-fraction-static is unknown")
+    return predict_pool_change(inp, new)
 
 
 def _pool_not_binding(inp: RuleInput) -> str:
@@ -78,14 +102,21 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
     ooms = sum(inp.view.total(signal) or 0.0 for signal in GPU_OOM_SIGNALS)
     if restarts >= th["oom_restarts"] and ooms > 0:
         evidence = f"{restarts:.0f} restart(s) with {ooms:.0f} CUDA OOM crash(es) in the window"
-        return Finding(evidence, lower_mem_fraction(inp), Confidence.HIGH)
+        return Finding(evidence, _with_cost(inp, lower_mem_fraction(inp)), Confidence.HIGH)
     if free is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
     floor, why = _free_floor(inp)
     if free >= floor:
         return Pass(detail=f"available_gpu_mem {free:.2f} GB")
     evidence = f"startup available_gpu_mem {free:.2f} GB, under {why}: OOM risk"
-    return Finding(evidence, lower_mem_fraction(inp), Confidence.HIGH)
+    return Finding(evidence, _with_cost(inp, lower_mem_fraction(inp)), Confidence.HIGH)
+
+
+def _with_cost(inp: RuleInput, action: Action) -> Action:
+    """A safety margin's price on this server: the smaller pool's effect, where it binds."""
+    if action.flag != MEM_FLAG:
+        return action
+    return predicted(action, _predict_fraction(inp, action))
 
 
 def _free_floor(inp: RuleInput) -> tuple[float, str]:
@@ -104,13 +135,17 @@ def _free_floor(inp: RuleInput) -> tuple[float, str]:
     )
 
 
+INFO = Severity.INFO
+
 MEM_FRACTION_TOO_LOW = Rule(
     id="mem_fraction_too_low",
+    # The finding's severity is the server model's: a warning where the larger pool is
+    # predicted to gain >= 5 % on the profile's objective, else (or without a prediction) info.
     measured=(
-        "0.75 -> 0.89: tokens/s +0.3 %, TTFT p99 -7 %: a larger pool barely helps a "
-        "compute-bound server. Info."
+        "graded per server by the predicted gain (rules/server_model.py): the closed-loop "
+        "matrix (docs/performance.md) compares prediction and measurement per model and GPU"
     ),
-    severity=Severity.INFO,
+    severity=Severity.WARNING,
     summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
     action="Raise --mem-fraction-static by the surplus over ~6.5 GB, as a share of GPU memory.",
     source=MEMORY_SOURCE,

@@ -2,7 +2,7 @@
 
 import math
 
-from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Prediction, Severity
 from sglang_tuner.model.flags import SCHEDULE_CONSERVATIVENESS as FLAG
 from sglang_tuner.model.signals import (
     NUM_QUEUE_REQS,
@@ -20,9 +20,11 @@ from sglang_tuner.rules.base import (
     format_duration,
     format_value,
     judged,
+    predicted,
     with_expected,
     with_note,
 )
+from sglang_tuner.rules.server_model import predict_admission, predict_cap_raise, severity_for
 from sglang_tuner.rules.sglang.flags import conservativeness_scale
 from sglang_tuner.rules.units import (
     flag_from_per_rank,
@@ -86,8 +88,7 @@ def _computed_conservativeness(inp: RuleInput) -> Action:
     expected = (
         f"token usage from p50 {usage:.2f} to about {target:g}: more requests running, less "
         "queue wait (TTFT), longer decode steps (ITL); throughput rises only where the decode "
-        "step is not already compute- or bandwidth-bound: in our GPU model an 8B model on one "
-        "H100 gained nothing"
+        "step is not already compute- or bandwidth-bound"
     )
     action = with_expected(action, expected)
     return with_note(action, note) if note else action
@@ -151,18 +152,32 @@ def _check_conservative(inp: RuleInput) -> Outcome:
     if veto is not None:
         return Pass(freq.ratio, freq.considered, veto)
     signals = (TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS)
-    return judged(freq, inp, signals, _lower_conservativeness)
+    outcome = judged(freq, inp, signals, _lower_conservativeness)
+    if not isinstance(outcome, Finding):
+        return outcome
+    prediction = _predict_admission(inp, outcome.action)
+    outcome.action = predicted(outcome.action, prediction)
+    outcome.severity = severity_for(prediction, Severity.INFO)
+    return outcome
+
+
+def _predict_admission(inp: RuleInput, action: Action) -> Prediction:
+    """More admitted per rank: up to the usage target, or into a raised request cap."""
+    if action.flag == "--max-running-requests":
+        cap = max_running_per_rank(inp.config)
+        return predict_cap_raise(inp, 2 * cap) if cap else predict_admission(inp, 0.9)
+    return predict_admission(inp, inp.thresholds["token_usage_target"])
 
 
 SCHEDULER_TOO_CONSERVATIVE = Rule(
     id="scheduler_too_conservative",
+    # The finding's severity is the server model's: a warning where the larger batch is
+    # predicted to gain >= 5 % on the profile's objective, else (or without a prediction) info.
     measured=(
-        "3 -> 0.3 on a prefill-heavy load: token usage 0.64 -> 0.87, tokens/s +0 %, TTFT p99 "
-        "-16 %, ITL p99 +34 %; on a decode-heavy load (300-token prompts) also +0 % tokens/s: "
-        "past ~200 running requests an 8B decode step on an H100 is compute-bound. Hence info."
+        "graded per server by the predicted gain of the larger batch (rules/server_model.py): "
+        "the closed-loop matrix (docs/performance.md) compares prediction and measurement"
     ),
-    # The guide's fix raises token usage, not throughput, in a faithful model (docs/rules.md).
-    severity=Severity.INFO,
+    severity=Severity.WARNING,
     summary="Token usage stays below 0.9 while requests wait: the scheduler admits too few.",
     action="Lower --schedule-conservativeness (the guide suggests about 0.3).",
     source=SOURCE,

@@ -5,7 +5,9 @@ from datetime import datetime, timezone
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
 from sglang_tuner.changes.verdict import HURT, MetricVerdict
 from sglang_tuner.model.advice import Action, Confidence, Finding, Outcome, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.base import Rule, RuleInput
+from sglang_tuner.rules.units import ranks_per_flag
 
 SOURCE = (
     "ours: sglang-tuner checks every applied change (the guide: 'test performance after each "
@@ -31,12 +33,14 @@ def _effect(m: MetricVerdict) -> str:
     return f"{m.metric} {pct:+.0f}% [{(m.low - 1) * 100:+.0f}%, {(m.high - 1) * 100:+.0f}%]"
 
 
-def revert_action(change: Change) -> Action:
-    """Back to the values before the change (every flag it moved, in one restart)."""
-    moves = [
-        Action(f"{flag} {change.after[flag]} -> {value}", flag, change.after[flag], value)
-        for flag, value in change.revert.items()
-    ]
+def revert_action(change: Change, config: ServerConfig | None = None) -> Action:
+    """Back to the values before the change (every flag it moved, in one restart), in the
+    flags' own units: the change record keeps --max-running-requests per DP rank."""
+    moves = []
+    for flag, value in change.revert.items():
+        after = _flag_unit(flag, change.after[flag], config)
+        before = _flag_unit(flag, value, config)
+        moves.append(Action(f"{flag} {after} -> {before}", flag, after, before))
     head, rest = moves[0], tuple(moves[1:])
     text = "revert: " + ", ".join(m.text for m in moves)
     expected = "the metrics back where they were before the change"
@@ -53,7 +57,9 @@ def _check_regression(inp: RuleInput) -> Outcome:
         return Pass(detail=f"the latest change: {change.verdict.verdict}")
     if not _still_running(change, inp):
         return Pass(detail="the change has been undone since")
-    if change.rule == "tuning_regression":  # both settings hurt something: no ping-pong
+    # both settings hurt something: no ping-pong (a revert is known by its rule, or by setting
+    # back what the change before it moved, when no advice was matched to it)
+    if change.rule == "tuning_regression" or _undid_previous(change, inp.changes):
         return Pass(detail=(
             f"the latest change was itself a revert and hurt too ({change.verdict.reason}): "
             "each setting costs something; choose by what matters most"
@@ -63,7 +69,27 @@ def _check_regression(inp: RuleInput) -> Outcome:
     asked = f", asked by {change.rule}" if change.rule else ", not asked by any advice"
     worse = "; ".join(_effect(m) for m in change.verdict.metrics if m.verdict == HURT)
     evidence = f"after {moved} ({when}{asked}): {worse}"
-    return Finding(evidence, revert_action(change), Confidence.HIGH)
+    return Finding(evidence, revert_action(change, inp.config), Confidence.HIGH)
+
+
+def _undid_previous(change: Change, changes: tuple[Change, ...]) -> bool:
+    """The change set back exactly the flags the change of flags before it had moved."""
+    flagged = [c for c in changes if c.kind == FLAGS]
+    index = next((i for i, c in enumerate(flagged) if c is change), 0)
+    if index == 0:
+        return False
+    previous = flagged[index - 1]
+    return dict(previous.before) == dict(change.after) and dict(previous.after) == dict(
+        change.before
+    )
+
+
+def _flag_unit(flag: str, value: str, config: ServerConfig | None) -> str:
+    """A recorded value as the flag takes it (per-rank request limits times the DP ranks)."""
+    ranks = ranks_per_flag(config)
+    if flag != "--max-running-requests" or ranks == 1 or not value.isdigit():
+        return value
+    return str(int(value) * ranks)
 
 
 TUNING_REGRESSION = Rule(

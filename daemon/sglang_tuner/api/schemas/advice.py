@@ -1,13 +1,20 @@
 """API response models: what /advice, /targets and /rules return (pydantic only at this edge)."""
 
-from datetime import UTC, datetime
-from typing import Literal
+from datetime import datetime, timezone
+from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from sglang_tuner.evaluation import RuleResult
-from sglang_tuner.model.advice import Advice, Confidence, Health, NoData, Severity
+from sglang_tuner.model.advice import Advice, Confidence, Health, NoData, Prediction, Severity
 from sglang_tuner.model.next_change import Plan, Step
 from sglang_tuner.rules.base import Rule
 
@@ -16,7 +23,11 @@ def rfc3339(ts: float | None) -> str | None:
     """Unix seconds as an RFC 3339 UTC timestamp, e.g. '2026-11-22T09:00:00Z'."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ts, timezone.utc)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def api_path(*parts: str) -> str:
@@ -28,6 +39,30 @@ class FromAttributes(BaseModel):
     """Base for models read straight off a dataclass of the same field names."""
 
     model_config = ConfigDict(from_attributes=True)
+
+
+class PredictionOut(FromAttributes):
+    """What the server model predicts the change does on this server, or why it cannot."""
+
+    objective: str = Field(description="What is predicted: 'tok/s', 'TTFT p99' or 'ITL p50'")
+    gain: float | None = Field(
+        description="Relative improvement (0.38: 38 % more tok/s or 38 % less latency); "
+        "None: no prediction (see basis)"
+    )
+    low: float | None = Field(None, description="Low end of the predicted gain")
+    high: float | None = Field(None, description="High end of the predicted gain")
+    basis: str = Field("", description="Why: what binds, what was fitted, or why none")
+    text: str = Field("", description="e.g. '+38 % tok/s (+25 to +50 %): the KV pool binds ...'")
+
+    @classmethod
+    def from_prediction(cls, p: Prediction | None) -> "PredictionOut | None":
+        """The API view of a `Prediction` (None stays None)."""
+        if p is None:
+            return None
+        return cls(
+            objective=p.objective, gain=p.gain, low=p.low, high=p.high, basis=p.basis,
+            text=p.text(),
+        )  # fmt: skip
 
 
 class ActionOut(FromAttributes):
@@ -42,6 +77,22 @@ class ActionOut(FromAttributes):
     companions: list["ActionOut"] = Field(
         default_factory=list, description="Flags changed in the same restart"
     )
+    prediction: PredictionOut | None = Field(
+        None, description="The server model's predicted effect of this change on this server"
+    )
+
+    @field_validator("prediction", mode="before")
+    @classmethod
+    def _prediction(cls, value: object) -> object:
+        return PredictionOut.from_prediction(value) if isinstance(value, Prediction) else value
+
+    @model_serializer(mode="wrap")
+    def _without_absent_prediction(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """`prediction` only where the rule made one (client-side advice has none)."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("prediction") is None:
+            data.pop("prediction", None)
+        return data
 
 
 class AdviceOut(BaseModel):

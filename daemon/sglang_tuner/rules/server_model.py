@@ -1,0 +1,446 @@
+"""A model of one server: what a candidate change would do to THIS server's objective.
+
+Built per judgement from the server's config (`ServerConfig`) and its window. The decode step is
+the unit: one step of a rank's running batch `b` takes `T(b)` seconds, prefill interleaved, so
+the rank makes `b / T(b)` tokens per second. `T` comes from
+
+* the window's own points: (per-rank batch, batch / gen throughput) fitted as `T = a + s·b`,
+  usable when the batch moved enough over the window;
+* the physics (`sglang_physics`), where the model path and GPU name are recognised: the decode
+  step `D(b)` of the model on the GPU, the prefill a decode step carries (`b x c`, with `c` the
+  prefill seconds per output token from the window's prompt and generation rates), calibrated
+  so that `T(b0)` is the step observed now: `T(b) = k·D(b) + b·c`.
+
+The physics shape is preferred (it extrapolates), the fit widens the range; with neither the
+answer is "no prediction" and why. Predictions are relative: gain on tokens/s offline, on TTFT
+(queue wait) or ITL online. Pure: no I/O, no clock.
+"""
+
+import math
+from dataclasses import dataclass
+
+from sglang_physics import GPUS, MODELS, Deployment, Gpu, ModelSpec, StepModel, gpu_named
+from sglang_physics import kv_pool_tokens as physics_pool_tokens
+
+from sglang_tuner.model.advice import Prediction, Severity
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.signals import (
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS_RATE,
+    ITL_P50_SECONDS,
+    MAX_TOTAL_NUM_TOKENS,
+    NUM_DP_RANKS,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    PREFIX_CACHE_HIT_RATIO,
+    PROMPT_TOKENS_RATE,
+    RETRACTIONS_PER_MINUTE,
+    TOKEN_USAGE,
+)
+from sglang_tuner.rules.base import RuleInput
+from sglang_tuner.rules.units import max_running_per_rank
+
+THROUGHPUT, TTFT, ITL = "tok/s", "TTFT p99", "ITL p50"
+MIN_GAIN = 0.05  # a change predicted to gain this much on the objective is a warning
+# The range around the central figure: the calibration's spread (k from 0.5x to 2x the
+# physics) is taken as +-30 % of the predicted change, never narrower than 2 points.
+SPREAD, FLOOR = 0.3, 0.02
+_FIT_MIN_POINTS, _FIT_MIN_SPREAD = 4, 0.2  # batch range >= 20 % of its mean to fit a slope
+_CALIBRATION = (0.5, 3.0)  # the physics' decode step may be off by this much, no more
+_BINDING_USAGE = 0.7  # the pool binds admission from here (SGLang reserves room for outputs)
+
+
+def objective(profile: str) -> str:
+    """What a profile is tuned for: latency online (TTFT), throughput otherwise."""
+    return TTFT if profile == "online" else THROUGHPUT
+
+
+def severity_for(prediction: Prediction, unknown: Severity | None = None) -> Severity | None:
+    """Warning from `MIN_GAIN` up, a hint below; `unknown` where there is no prediction."""
+    if prediction.gain is None:
+        return unknown
+    return Severity.WARNING if prediction.gain >= MIN_GAIN else Severity.INFO
+
+
+def no_prediction(profile: str, why: str) -> Prediction:
+    return Prediction(objective(profile), None, basis=why)
+
+
+# -- the server's specs ----------------------------------------------------------------------
+def model_spec(path: str | None) -> ModelSpec | None:
+    """The physics model a model path names ('meta-llama/Llama-3.1-8B-Instruct'), if known."""
+    if not path:
+        return None
+    name = path.rsplit("/", 1)[-1].lower()
+    hits = [key for key, spec in MODELS.items() if path == spec.path or key in name]
+    return MODELS[max(hits, key=len)] if hits else None
+
+
+def gpu_spec(name: str | None) -> Gpu | None:
+    """The physics GPU a reported name means ('NVIDIA H100 80GB HBM3', 'L40S'), if known."""
+    if not name:
+        return None
+    try:
+        return gpu_named(name)
+    except ValueError:
+        squeezed = name.upper().replace(" ", "").replace("-", "")
+        hits = [k for k in GPUS if k.replace("-", "") in squeezed]
+        return GPUS[max(hits, key=len)] if hits else None
+
+
+def deployment(config: ServerConfig) -> Deployment:
+    """The parallel layout and formats /server_info reports."""
+    return Deployment(
+        tp=config.tp_size or 1,
+        dp=config.dp_size or 1,
+        dp_attention=bool(config.enable_dp_attention),
+        kv_dtype_bytes=1 if (config.kv_cache_dtype or "").startswith("fp8") else 2,
+        weight_bytes_per_param=1.0 if "fp8" in (config.quantization or "") else 0.0,
+    )
+
+
+def physics_for(config: ServerConfig | None) -> StepModel | None:
+    """The step model of this server's model on its GPU, when both are recognised."""
+    if config is None:
+        return None
+    model, gpu = model_spec(config.model_path), gpu_spec(config.gpu_model)
+    if model is None or gpu is None:
+        return None
+    try:
+        return StepModel(gpu, model, deployment(config))
+    except (ValueError, KeyError, ZeroDivisionError):
+        return None
+
+
+# -- what the window observed ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One rank's busy-sample medians: batch, step time, queue, pool use, prefill per token."""
+
+    ranks: int
+    batch: float  # running requests per rank
+    step: float  # seconds per decode step, prefill interleaved: batch / tokens per second
+    queue: float  # waiting requests per rank
+    usage: float  # token usage (0-1)
+    pool: float | None  # KV pool tokens per rank
+    prefill_per_output: float  # prompt tokens computed (not cached) per output token
+    retracting: bool
+    itl: float | None = None  # ITL p50: a decode step without the prefills between steps
+
+    @property
+    def kv_per_request(self) -> float:
+        """Cached tokens per running request (token usage x pool / batch)."""
+        if not self.pool or self.batch <= 0:
+            return 0.0
+        return self.usage * self.pool / self.batch
+
+
+def observe(inp: RuleInput) -> Observed | None:
+    """The window's busy medians per rank; None while nothing decodes."""
+    view = inp.view
+    rows = [
+        r
+        for r in view.rows((NUM_RUNNING_REQS, GEN_THROUGHPUT))
+        if r[NUM_RUNNING_REQS] > 0 and r[GEN_THROUGHPUT] > 0
+    ]
+    if not rows:
+        return None
+    ranks = max(1, int(view.last(NUM_DP_RANKS) or 1))
+    running = _median([r[NUM_RUNNING_REQS] for r in rows])
+    tokens = _median([r[GEN_THROUGHPUT] for r in rows])
+    pool = _pool(inp, ranks)
+    prompt, gen = view.quantile(PROMPT_TOKENS_RATE, 0.5), view.quantile(GENERATION_TOKENS_RATE, 0.5)
+    hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
+    per_output = prompt * (1 - hit) / gen if prompt and gen else 0.0
+    return Observed(
+        ranks=ranks,
+        batch=running / ranks,
+        step=running / tokens,
+        queue=(view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0) / ranks,
+        usage=view.quantile(TOKEN_USAGE, 0.5) or 0.0,
+        pool=pool,
+        prefill_per_output=per_output,
+        retracting=(view.total(RETRACTIONS_PER_MINUTE) or 0.0) > 0,
+        itl=view.quantile(ITL_P50_SECONDS, 0.5),
+    )
+
+
+def _pool(inp: RuleInput, ranks: int) -> float | None:
+    config = inp.config
+    if config is not None and config.max_total_num_tokens:
+        return float(config.max_total_num_tokens)
+    total = inp.view.last(MAX_TOTAL_NUM_TOKENS)
+    return None if not total else total / ranks
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def step_fit(inp: RuleInput) -> tuple[float, float, int] | None:
+    """(a, s, points) of step = a + s x per-rank batch over the busy samples, when the batch
+    moved enough for a slope; a negative slope or intercept is no fit."""
+    ranks = max(1, int(inp.view.last(NUM_DP_RANKS) or 1))
+    pts = [
+        (r[NUM_RUNNING_REQS] / ranks, r[NUM_RUNNING_REQS] / r[GEN_THROUGHPUT])
+        for r in inp.view.rows((NUM_RUNNING_REQS, GEN_THROUGHPUT))
+        if r[NUM_RUNNING_REQS] > 0 and r[GEN_THROUGHPUT] > 0
+    ]
+    if len(pts) < _FIT_MIN_POINTS:
+        return None
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    if (max(xs) - min(xs)) < _FIT_MIN_SPREAD * mx:
+        return None
+    spread = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread
+    intercept = my - slope * mx
+    return None if slope < 0 or intercept < 0 else (intercept, slope, len(pts))
+
+
+# -- the server model --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ServerModel:
+    """Step time against batch for one server: physics calibrated on the window, or a fit."""
+
+    obs: Observed
+    physics: StepModel | None
+    fit: tuple[float, float, int] | None
+    graph_max_bs: int | None  # None: graphs off, or unknown
+    graphs_off: bool
+
+    @property
+    def basis(self) -> str:
+        if self.physics is not None:
+            m, g = self.physics.model.path.rsplit("/", 1)[-1], self.physics.gpu.name
+            return f"{m} on {g}, calibrated on the observed step"
+        assert self.fit is not None
+        return f"a fit of step time on batch over {self.fit[2]} samples"
+
+    def decode(self, batch: float, cuda_graph: bool | None = None) -> float:
+        """The physics' decode step at `batch` (KV per request as observed), graph or eager."""
+        assert self.physics is not None
+        b = max(1, round(batch))
+        graph = self.uses_graph(b) if cuda_graph is None else cuda_graph
+        kv = b * self.obs.kv_per_request
+        return self.physics.decode_seconds(b, kv, cuda_graph=graph)
+
+    def uses_graph(self, batch: float) -> bool:
+        if self.graphs_off:
+            return False
+        return self.graph_max_bs is None or batch <= self.graph_max_bs
+
+    @property
+    def split_by_itl(self) -> bool:
+        """ITL p50 is the decode step alone: the rest of the observed step is prefill."""
+        itl = self.obs.itl
+        return itl is not None and 0 < itl < self.obs.step
+
+    def prefill_per_step(self, batch: float) -> float:
+        """Prefill seconds a decode step of `batch` carries (each output token's prompt share):
+        from the observed step less ITL p50, else from the physics' prefill and the window's
+        prompt / generation token rates."""
+        if self.split_by_itl:
+            assert self.obs.itl is not None
+            return batch * (self.obs.step - self.obs.itl) / self.obs.batch
+        if self.physics is None or self.obs.prefill_per_output <= 0:
+            return 0.0
+        chunk = 4096
+        per_token = self.physics.prefill_seconds(chunk) / chunk
+        return batch * self.obs.prefill_per_output * per_token
+
+    def scale(self) -> float:
+        """k in T(b) = k·D(b) + prefill: the observed decode step over the physics' (clamped)."""
+        d0 = self.decode(self.obs.batch)
+        decode = self.obs.step - self.prefill_per_step(self.obs.batch)
+        k = decode / d0 if d0 > 0 else 1.0
+        return min(max(k, _CALIBRATION[0]), _CALIBRATION[1])
+
+    def step(self, batch: float, cuda_graph: bool | None = None) -> float:
+        """T(batch): predicted seconds per decode step of one rank."""
+        if self.physics is not None:
+            return self.scale() * self.decode(batch, cuda_graph) + self.prefill_per_step(batch)
+        assert self.fit is not None
+        return self.fit[0] + self.fit[1] * batch
+
+    def throughput_ratio(self, batch: float) -> float:
+        """Tokens/s at `batch` over tokens/s now."""
+        b0 = self.obs.batch
+        return (batch / self.step(batch)) / (b0 / self.step(b0))
+
+    def fit_ratio(self, batch: float) -> float | None:
+        if self.fit is None:
+            return None
+        a, s, _ = self.fit
+        b0 = self.obs.batch
+        return (batch / (a + s * batch)) / (b0 / (a + s * b0))
+
+
+def server_model(inp: RuleInput) -> ServerModel | str:
+    """The model of this server, or why there is none."""
+    obs = observe(inp)
+    if obs is None:
+        return "nothing decoded in the window (no running batch with generation throughput)"
+    config = inp.config
+    physics, fit = physics_for(config), step_fit(inp)
+    if physics is None and fit is None:
+        return (
+            "model or GPU not recognised (model_path, gpu_model) and the batch did not vary "
+            "enough over the window to fit step time on batch"
+        )
+    off = bool(config and config.disable_cuda_graph)
+    max_bs = config.cuda_graph_max_bs if config else None
+    return ServerModel(obs, physics, fit, max_bs, off)
+
+
+# -- predictions --------------------------------------------------------------------------------
+def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Prediction:
+    """The prediction for a change that moves the running batch from now to `batch`."""
+    ratio = model.throughput_ratio(batch)
+    other = model.fit_ratio(batch)
+    gain = _objective_gain(inp, model.obs, batch, ratio)
+    spread = max(FLOOR, SPREAD * abs(gain))
+    low, high = gain - spread, gain + spread
+    if other is not None and model.physics is not None:
+        alt = _objective_gain(inp, model.obs, batch, other)
+        low, high = min(low, alt), max(high, alt)
+    return Prediction(objective(inp.profile), gain, low, high, f"{why}; {model.basis}")
+
+
+def _objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
+    """Throughput gain offline; online, the fall of queue wait: the waiting requests left
+    (closed loop: those the larger batch does not take in) drained at the new rate."""
+    if objective(inp.profile) == THROUGHPUT:
+        return ratio - 1
+    if obs.queue <= 0:
+        return 0.0
+    left = max(0.0, obs.batch + obs.queue - batch)
+    return max(-1.0, 1 - (left / ratio) / obs.queue)  # at worst the wait doubles
+
+
+def admitted(obs: Observed, cap: int | None, wanted: float) -> float:
+    """The batch admission reaches: what the pool allows, capped by what waits and the flag."""
+    batch = min(wanted, obs.batch + obs.queue)
+    return min(batch, cap) if cap else batch
+
+
+def pool_binds(inp: RuleInput, obs: Observed) -> str:
+    """Why the KV pool binds the batch ('' when it does not: then a larger pool sits empty)."""
+    cap = max_running_per_rank(inp.config)
+    if obs.queue <= 0:
+        return ""
+    if cap and obs.batch >= 0.95 * cap:
+        return ""
+    if obs.usage < _BINDING_USAGE and not obs.retracting:
+        return ""
+    return (
+        f"the KV pool binds the batch at {obs.batch:.0f} per rank with {obs.queue:.0f} waiting "
+        f"(token usage p50 {obs.usage:.2f})"
+    )
+
+
+def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
+    """--mem-fraction-static current -> new: the pool grows (or shrinks) by the freed memory;
+    where the pool binds the batch while requests wait, the batch follows it."""
+    config = inp.config
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(inp.profile, model)
+    current = config.mem_fraction_static if config else None
+    if current is None or model.physics is None or not model.obs.pool:
+        return no_prediction(
+            inp.profile,
+            "the pool's growth needs the current --mem-fraction-static, the KV pool size and a "
+            "recognised model and GPU (model_path, gpu_model)",
+        )
+    obs, physics, pool = model.obs, model.physics, model.obs.pool
+    pools = [
+        physics_pool_tokens(physics.gpu, physics.model, physics.deployment, f)
+        for f in (current, new_fraction)
+    ]
+    new_pool = pool + pools[1] - pools[0]
+    binds = pool_binds(inp, obs)
+    if not binds:
+        why = f"the KV pool does not bind the batch (queue p50 {obs.queue:.0f} per rank, "
+        why += f"token usage p50 {obs.usage:.2f}): a larger pool would sit empty"
+        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
+    wanted = obs.batch * new_pool / pool
+    batch = admitted(obs, max_running_per_rank(config), wanted)
+    why = f"{binds}; pool {pool:,.0f} -> {new_pool:,.0f} tokens, batch -> {batch:.0f}"
+    return _ranged(inp, model, batch, why)
+
+
+def predict_admission(inp: RuleInput, target_usage: float) -> Prediction:
+    """Lower conservativeness: admission fills the pool to `target_usage` while requests wait."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(inp.profile, model)
+    obs = model.obs
+    if obs.queue <= 0 or obs.usage <= 0 or obs.usage >= target_usage:
+        why = f"nothing to admit (queue p50 {obs.queue:.0f}, token usage p50 {obs.usage:.2f})"
+        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
+    batch = admitted(obs, max_running_per_rank(inp.config), obs.batch * target_usage / obs.usage)
+    why = (
+        f"token usage p50 {obs.usage:.2f} -> {target_usage:g} with {obs.queue:.0f} waiting: "
+        f"batch {obs.batch:.0f} -> {batch:.0f} per rank"
+    )
+    return _ranged(inp, model, batch, why)
+
+
+def predict_graphs(
+    inp: RuleInput, new_max_bs: int, uncovered: float, pool_fraction: float | None = None
+) -> Prediction:
+    """CUDA graphs up to `new_max_bs`: the uncovered share of steps loses its eager launch cost
+    (~11.5 launches per layer at 12.5 us of host time each, gpu-physics.md); a companion
+    --mem-fraction-static cut shrinks a binding pool."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(THROUGHPUT, model)
+    if model.physics is None:
+        return no_prediction(
+            THROUGHPUT,
+            "an eager step's launch cost needs a recognised model and GPU (model_path, gpu_model)",
+        )
+    obs = model.obs
+    b = obs.batch
+    eager, graph = model.decode(b, cuda_graph=False), model.decode(b, cuda_graph=True)
+    saved = max(0.0, eager - graph) * model.scale() * uncovered
+    if new_max_bs < b:
+        saved *= 0.5  # half the steps, roughly, still above the new size
+    ratio = obs.step / max(obs.step - saved, 1e-9)
+    why = (
+        f"{uncovered:.0%} of decode steps run eager at batch ~{b:.0f}: "
+        f"{(eager - graph) * 1e3:.1f} ms of launches per step ({obs.step * 1e3:.1f} ms observed)"
+    )
+    if pool_fraction is not None:
+        pool = predict_pool_change(inp, pool_fraction)
+        if pool.gain is not None and pool.gain < 0:
+            ratio *= 1 + pool.gain
+            why += f"; the companion memory cut: {pool.gain:+.0%}"
+    gain = ratio - 1
+    spread = max(FLOOR, SPREAD * abs(gain))
+    return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, f"{why}; {model.basis}")
+
+
+def predict_itl_cap(itl_now: float, itl_then: float, basis: str) -> Prediction:
+    """--max-running-requests lowered for latency: ITL p50 from now to then."""
+    if itl_now <= 0 or itl_then <= 0 or math.isnan(itl_then):
+        return Prediction(ITL, None, basis="ITL was not observed")
+    gain = 1 - itl_then / itl_now
+    spread = max(FLOOR, SPREAD * abs(gain))
+    return Prediction(ITL, gain, gain - spread, gain + spread, basis)
+
+
+def predict_cap_raise(inp: RuleInput, new_cap: int) -> Prediction:
+    """--max-running-requests raised: the batch grows into the new cap, as far as requests
+    wait and the pool has room (token usage up to 0.9)."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(inp.profile, model)
+    obs = model.obs
+    room = obs.batch * 0.9 / obs.usage if obs.usage > 0 else obs.batch
+    batch = admitted(obs, new_cap, max(obs.batch, room))
+    why = f"batch {obs.batch:.0f} -> {batch:.0f} per rank ({obs.queue:.0f} waiting)"
+    return _ranged(inp, model, batch, why)

@@ -1,0 +1,192 @@
+"""The server model (rules/server_model.py): each prediction kind, and the severity it grades."""
+
+from helpers import evaluate, rule_input, window_from
+from sglang_tuner.model.advice import Finding, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING
+from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
+from sglang_tuner.rules.server_model import (
+    gpu_spec,
+    model_spec,
+    predict_pool_change,
+    server_model,
+    step_fit,
+)
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+L40S = "NVIDIA L40S"
+# An 8B on an L40S at --mem-fraction-static 0.5 under a closed-loop load, as the simulator
+# shows it: 15 running, 725 waiting, the pool full, 48 ms per step of which ITL p50 33 ms.
+L40S_AT_HALF = ServerConfig(
+    model_path=LLAMA_8B, gpu_model=L40S, mem_fraction_static=0.5,
+    max_total_num_tokens=56_835, startup_available_gpu_mem_gb=20.0, cuda_graph_max_bs=160,
+)  # fmt: skip
+BOUND = window_from(
+    num_running_reqs="15x20", num_queue_reqs="725x20", token_usage="0.9x20",
+    gen_throughput="310x20", itl_p50_seconds="0.033x20", startup_available_gpu_mem_gb="20x20",
+)  # fmt: skip
+
+
+def test_the_model_path_and_gpu_name_map_to_the_physics_specs():
+    assert model_spec(LLAMA_8B) is not None and model_spec(LLAMA_8B).layers == 32  # type: ignore[union-attr]
+    assert model_spec("Qwen/Qwen3-30B-A3B-FP8").experts == 128  # type: ignore[union-attr]
+    assert model_spec("someone/my-own-model") is None
+    assert gpu_spec("NVIDIA H100 80GB HBM3").bandwidth_tb_s == 3.35  # type: ignore[union-attr]
+    assert gpu_spec("NVIDIA L40S").memory_gib == 44.39  # type: ignore[union-attr]
+    assert gpu_spec("Some Accelerator") is None
+
+
+def test_an_l40s_at_mem_fraction_half_gets_a_warning_with_a_large_predicted_gain():
+    out = evaluate(MEM_FRACTION_TOO_LOW, BOUND, config=L40S_AT_HALF)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    p = out.action.prediction
+    assert p is not None and p.objective == "tok/s"
+    assert p.gain is not None and 0.25 < p.gain < 0.6  # the simulator measures +46 %
+    assert p.low is not None and p.high is not None and p.low < p.gain < p.high
+    assert "the KV pool binds the batch at 15 per rank with 725 waiting" in p.basis
+    assert out.action.expected.startswith(f"{p.gain * 100:+.0f} % tok/s (")
+
+
+def test_a_server_with_no_kv_pressure_gets_no_mem_fraction_warning():
+    idle_pool = window_from(
+        num_running_reqs="15x20", num_queue_reqs="0x20", token_usage="0.4x20",
+        gen_throughput="310x20", startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, idle_pool, config=L40S_AT_HALF)
+    assert isinstance(out, Pass)  # a larger pool would sit empty
+
+
+def test_a_full_pool_with_nothing_waiting_is_a_hint_predicting_no_gain_and_saying_why():
+    full_no_queue = window_from(
+        num_running_reqs="15x20", num_queue_reqs="0x20", token_usage="0.95x20",
+        gen_throughput="310x20", startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, full_no_queue, config=L40S_AT_HALF)
+    assert isinstance(out, Finding) and out.severity is Severity.INFO
+    p = out.action.prediction
+    assert p is not None and p.gain == 0.0
+    assert "the KV pool does not bind the batch" in p.basis
+
+
+def test_an_unknown_model_with_a_steady_batch_is_no_prediction_and_a_hint():
+    config = ServerConfig(
+        model_path="someone/my-own-model", gpu_model=L40S, mem_fraction_static=0.5,
+        max_total_num_tokens=56_835,
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, BOUND, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.INFO
+    assert out.action.prediction is not None and out.action.prediction.gain is None
+    assert out.action.expected.startswith("no prediction: ")
+
+
+def test_without_the_physics_a_moving_batch_is_fitted():
+    moving = window_from(
+        num_running_reqs="10 12 14 16 18 20 10 12 14 16", gen_throughput=[
+            b / (0.02 + 0.001 * b) for b in (10, 12, 14, 16, 18, 20, 10, 12, 14, 16)
+        ],
+    )  # fmt: skip
+    inp = rule_input(MEM_FRACTION_TOO_LOW, moving, config=ServerConfig(model_path="x/unknown"))
+    fit = step_fit(inp)
+    assert fit is not None and abs(fit[0] - 0.02) < 1e-6 and abs(fit[1] - 0.001) < 1e-6
+    model = server_model(inp)
+    assert not isinstance(model, str)
+    assert abs(model.throughput_ratio(28) - (28 / 0.048) / (14 / 0.034)) < 0.01
+
+
+def test_a_lower_mem_fraction_for_safety_carries_its_predicted_cost():
+    config = ServerConfig(
+        model_path=LLAMA_8B, gpu_model=L40S, mem_fraction_static=0.89,
+        max_total_num_tokens=200_000, startup_available_gpu_mem_gb=3.0,
+    )  # fmt: skip
+    view = window_from(
+        num_running_reqs="60x20", num_queue_reqs="600x20", token_usage="0.93x20",
+        gen_throughput="600x20", itl_p50_seconds="0.06x20", startup_available_gpu_mem_gb="3x20",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_HIGH, view, config=config)
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.gain is not None and p.gain < 0  # a price, still a warning
+    assert out.severity is None  # the rule's own severity: a safety margin
+
+
+def test_lower_conservativeness_is_a_warning_where_the_bigger_batch_pays():
+    view = window_from(
+        num_running_reqs="15x20", num_queue_reqs="725x20", token_usage="0.45x20",
+        gen_throughput="310x20", itl_p50_seconds="0.033x20",
+    )  # fmt: skip
+    config = ServerConfig(
+        model_path=LLAMA_8B, gpu_model=L40S, schedule_conservativeness=2.2,
+        max_total_num_tokens=160_000,
+    )  # fmt: skip
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, view, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    p = out.action.prediction
+    assert p is not None and p.gain is not None and p.gain >= 0.05
+    assert "token usage p50 0.45 -> 0.9" in p.basis
+
+
+def test_lower_conservativeness_on_a_batch_bound_step_is_a_hint():
+    # a small batch share of a long step: the step grows as fast as the batch (fit: all slope)
+    view = window_from(
+        num_running_reqs="200x20", num_queue_reqs="300x20", token_usage="0.6x20",
+        gen_throughput="2000x20", itl_p50_seconds="0.099x20",
+    )  # fmt: skip
+    config = ServerConfig(
+        model_path=LLAMA_8B, gpu_model="NVIDIA H100 80GB HBM3", schedule_conservativeness=1.0,
+        max_total_num_tokens=400_000,
+    )  # fmt: skip
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, view, config=config)
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.gain is not None
+    assert out.severity is (Severity.WARNING if p.gain >= 0.05 else Severity.INFO)
+
+
+def test_cuda_graphs_for_a_small_model_with_eager_batches_are_a_warning():
+    # a 1B model on an H100: a decode forward is ~1 ms, launching it eagerly ~2.3 ms of host
+    config = ServerConfig(
+        model_path="meta-llama/Llama-3.2-1B-Instruct", gpu_model="NVIDIA H100 80GB HBM3",
+        cuda_graph_max_bs=16, max_total_num_tokens=100_000, version="0.5.23",
+    )  # fmt: skip
+    view = window_from(  # 1,000 cached tokens per request
+        num_running_reqs="40x20", gen_throughput="13000x20", token_usage="0.4x20",
+        startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    p = out.action.prediction
+    assert p is not None and p.gain is not None and p.gain >= 0.05
+    assert "run eager" in p.basis
+
+
+def test_cuda_graphs_where_the_gpu_is_the_bound_are_a_hint_predicting_little():
+    # an 8B on an L4-class bandwidth: an 80 ms step hides the launches
+    config = ServerConfig(
+        model_path=LLAMA_8B, gpu_model="NVIDIA L40S", cuda_graph_max_bs=32,
+        max_total_num_tokens=160_000, version="0.5.23",
+    )  # fmt: skip
+    view = window_from(
+        num_running_reqs="80x20", gen_throughput="1000x20", token_usage="0.9x20",
+        startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.INFO
+    p = out.action.prediction
+    assert p is not None and p.gain is not None and p.gain < 0.05
+
+
+def test_the_pool_prediction_scales_the_pool_by_the_freed_memory():
+    inp = rule_input(MEM_FRACTION_TOO_LOW, BOUND, config=L40S_AT_HALF)
+    p = predict_pool_change(inp, 0.8)
+    # 0.3 of 44.4 GiB at 128 KiB per token: about 104,000 more tokens
+    assert "pool 56,835 -> 16" in p.basis
+
+
+def test_online_the_larger_pool_is_predicted_on_queue_wait():
+    out = evaluate(MEM_FRACTION_TOO_LOW, BOUND, config=L40S_AT_HALF, profile="online")
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.objective == "TTFT p99"
+    assert p.gain is not None and 0 < p.gain <= 1  # the queue drains faster: TTFT falls
+    assert p.text().startswith("-")  # a latency gain reads as a fall
