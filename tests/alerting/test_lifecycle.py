@@ -273,18 +273,32 @@ def test_resolved_retention_is_prometheus_fifteen_minutes() -> None:
     assert RESOLVED_RETENTION_SECONDS == 15 * 60
 
 
-def test_a_live_alert_keeps_its_severity_until_it_resolves() -> None:
-    """A finding graded by a prediction near its threshold (warning, then info, then warning)
-    stays one alert in Alertmanager: the severity label is the one it was raised with; raised
-    again after resolving, it takes the new one."""
+def test_a_changed_severity_resolves_the_old_label_set_once_and_goes_on_under_the_new() -> None:
+    """Severity is an identity label in Alertmanager: a finding graded anew (a warning, then a
+    hint once the log gives the load) must not leave the warning there beside the hint, and a
+    grade wavering between evaluations must not flap it."""
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
     warning, info = make_advice(), replace(make_advice(), severity=Severity.INFO)
-    for now, advice in enumerate([warning, info, warning, info]):
-        tracker.update({KEY: advice}, float(now))
-        [alert] = tracker.alerts()
-        assert alert.labels["severity"] == "warning" and alert.advice.severity is Severity.WARNING
+    tracker.update({KEY: warning}, 0.0)
+    [sent] = tracker.alerts_to_send(0.0, RESEND, INTERVAL)
+    assert sent.labels["severity"] == "warning" and sent.state is FIRE
+    for now in (10.0, 11.0, 12.0, 13.0):  # graded anew, not yet for long enough
+        tracker.update({KEY: info if now != 12.0 else warning}, now)
+    assert tracker.alerts_to_send(13.0, RESEND, INTERVAL) == []
+    assert tracker.severity_of(KEY) is Severity.WARNING
+    for now in (14.0, 15.0, 16.0):
+        tracker.update({KEY: info}, now)
         assert tracker.severity_of(KEY) is Severity.WARNING
-    tracker.update({}, 10.0)  # resolved
-    assert tracker.severity_of(KEY) is None
-    tracker.update({KEY: info}, 11.0)
-    assert tracker.severity_of(KEY) is Severity.INFO
+    tracker.update({KEY: info}, 18.0)  # the fifth in a row (13 to 18)
+    resolved, current = tracker.alerts_to_send(18.0, RESEND, INTERVAL)
+    assert (resolved.labels["severity"], resolved.state, resolved.resolved_at) == (
+        "warning",
+        INACT,
+        18.0,
+    )
+    assert (current.labels["severity"], current.state, current.fired_at) == ("info", FIRE, 0.0)
+    body = to_alertmanager_json([resolved, current])
+    assert body[0]["endsAt"] == rfc3339(18.0) and body[1]["labels"]["severity"] == "info"
+    tracker.update({KEY: info}, 20.0)
+    assert tracker.alerts_to_send(20.0, RESEND, INTERVAL) == []  # the resolve went once
+    assert [a.labels["severity"] for a in tracker.alerts()] == ["info"]

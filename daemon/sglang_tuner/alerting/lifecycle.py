@@ -20,6 +20,8 @@ from sglang_tuner.model.advice import Advice, AlertState, Severity
 # Kept after resolving so the resolve reaches Alertmanager even if some sends fail
 # (Prometheus's resolvedRetention).
 RESOLVED_RETENTION_SECONDS = 15 * 60
+# Evaluations in a row a rule must grade a live alert anew before its severity label changes.
+SEVERITY_SETTLE_EVALUATIONS = 5
 
 Key = tuple[str, str]  # (target, tuning-rule id)
 HistoryRow = tuple[float, str, str, str, str, str]  # ts, target, rule, change, action, evidence
@@ -101,6 +103,8 @@ class AlertTracker:
         self._keep_firing_for = _per_rule(keep_firing_for)
         self._external_url = external_url.rstrip("/")
         self._alerts: dict[Key, Alert] = {}
+        self._retired: list[Alert] = []  # old label sets to resolve in Alertmanager, once
+        self._regrade: dict[Key, tuple[Severity, int]] = {}  # a live alert's new grade, seen n x
 
     def update(self, active: Mapping[Key, Advice], now: float) -> list[Transition]:
         """Advance every alert given the keys whose condition is true now; return the changes."""
@@ -127,22 +131,41 @@ class AlertTracker:
     def _observe(self, key: Key, advice: Advice, now: float) -> None:
         """Condition true: refresh a live alert's text, or start a new pending one.
 
-        A live alert keeps the severity it was raised with: the severity is an identity label
-        (Alertmanager would hold the old and the new as two alerts), and a rule may grade a
-        finding by a prediction that wavers around its threshold from one evaluation to the
-        next. A new severity takes effect when the alert resolves and is raised again."""
+        The severity is an identity label: Alertmanager holds an alert under its old and its
+        new severity as two alerts, and each change notifies. A live alert takes a new severity
+        only once the rule has graded it so for SEVERITY_SETTLE_EVALUATIONS evaluations in a
+        row (a predicted gain wavering around a threshold does not flap it); then the old label
+        set is sent once more as resolved, as Prometheus resolves a series that changed labels,
+        and the alert goes on under the new one, its pending and firing times kept."""
         alert = self._alerts.get(key)
-        if alert is not None and alert.state is not AlertState.INACTIVE:
-            advice = replace(advice, severity=alert.advice.severity)
+        regraded = False
+        if alert is None or alert.state is AlertState.INACTIVE:
+            self._regrade.pop(key, None)
+        elif advice.severity == alert.advice.severity:
+            self._regrade.pop(key, None)  # graded as before: a change starts counting afresh
+        else:
+            seen, count = self._regrade.get(key, (advice.severity, 0))
+            count = count + 1 if seen == advice.severity else 1
+            regraded = count >= SEVERITY_SETTLE_EVALUATIONS
+            if regraded:
+                self._regrade.pop(key, None)
+            else:
+                self._regrade[key] = (advice.severity, count)
+                advice = replace(advice, severity=alert.advice.severity)
         labels = alert_labels(advice)
         annotations = alert_annotations(advice, self._external_url)
         if alert is not None and alert.state is not AlertState.INACTIVE:
+            last_sent_at = alert.last_sent_at
+            if regraded and last_sent_at is not None:
+                self._retired.append(replace(alert, state=AlertState.INACTIVE, resolved_at=now))
+                last_sent_at = None  # the new label set goes out at once
             self._alerts[key] = replace(
                 alert,
                 advice=advice,
                 labels=labels,
                 annotations=annotations,
                 keep_firing_since=None,
+                last_sent_at=last_sent_at,
             )
             return
         link = f"{self._external_url}/advice/{quote(key[0], safe=':@')}"
@@ -177,7 +200,7 @@ class AlertTracker:
             self._alerts[key] = replace(alert, state=AlertState.FIRING, fired_at=now)
 
     def severity_of(self, key: Key) -> Severity | None:
-        """The severity a live alert was raised with (None when there is none)."""
+        """The severity a live alert carries (None when there is none)."""
         alert = self._alerts.get(key)
         if alert is None or alert.state is AlertState.INACTIVE:
             return None
@@ -209,8 +232,9 @@ class AlertTracker:
     def alerts_to_send(
         self, now: float, resend_delay_seconds: float, interval_seconds: float
     ) -> list[Alert]:
-        """Alerts due for (re-)sending, stamped with a fresh `valid_until` and sent at `now`."""
-        due = []
+        """Alerts due for (re-)sending, stamped with a fresh `valid_until` and sent at `now`;
+        first the resolves of label sets an alert left (a changed severity)."""
+        due, self._retired = self._retired, []
         for key, alert in self._alerts.items():
             if needs_sending(alert, now, resend_delay_seconds):
                 until = valid_until(now, interval_seconds, resend_delay_seconds)
