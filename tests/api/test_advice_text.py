@@ -120,6 +120,13 @@ def test_advice_text_an_advice_block_shows_expected_and_note_only_when_set():
     assert "expected:" not in second and "note:" not in second
 
 
+def test_advice_text_an_advice_that_is_the_next_change_points_to_its_expected_above():
+    out = AdviceList(plans=[_plan("gpu-a")], data=[_advice("gpu-a", "r")], count=1)
+    text = advice_text(out)
+    assert text.count("token usage 0.6 -> about 0.85") == 1  # said once, in the plan
+    assert "  expected: (as above)" in text
+
+
 def test_advice_text_targets_come_in_name_order_whatever_has_them():
     out = AdviceList(
         plans=[_plan("gpu-c")],
@@ -154,6 +161,30 @@ def test_advice_text_lists_no_data_in_aligned_columns_with_when_to_retry():
     assert table.splitlines() == [
         "  gpu-a          queue_empty  window has 3 of the 6 samples needed (retry in 15s)",
         "  gpu-long-name  (target)     waiting for the first scrape (retry in 2.5s)",
+    ]
+
+
+def test_advice_text_says_a_reason_shared_by_many_rules_and_targets_once():
+    crash = "crashes are read from the SGLang log only: set the target's log_file"
+    out = AdviceList(
+        data=[],
+        count=0,
+        no_data=[
+            *(
+                NoDataOut(target=t, rule=r, reason=crash, retry_after_seconds=20.0)
+                for t in ("gpu-a", "gpu-b")
+                for r in ("kv_pool_exhausted", "allocator_bug")
+            ),
+            NoDataOut(
+                target="gpu-a", rule="queue_empty", reason="window short", retry_after_seconds=5.0
+            ),
+        ],
+    )
+    table = advice_text(out).split("no data (why nothing could be judged yet):\n", 1)[1]
+    assert table.splitlines() == [
+        "  gpu-a  queue_empty  window short (retry in 5s)",
+        "  2 targets: allocator_bug, kv_pool_exhausted",
+        f"      {crash} (retry in 20s)",
     ]
 
 

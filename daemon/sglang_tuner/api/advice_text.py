@@ -26,7 +26,7 @@ def advice_text(out: AdviceList) -> str:
             (name, f"{n} rule(s)", f"why: /advice/{name}")
             for name, n in sorted(out.no_data_counts.items())
         ]
-    lines += _table("no data (why nothing could be judged yet):", rows)
+    lines += _no_data(rows)
     lines += _table("errors:", [(e.target, e.rule, e.error) for e in out.errors])
     return "\n".join(lines).rstrip() + "\n"
 
@@ -41,14 +41,16 @@ def _target_block(
     last = [f"last change: {change}"] if change else []
     inferred = [f"profile: {profile}"] if profile else []
     lines = [f"== {target}", *inferred, *_plan_lines(plan), *last, ""]
+    said = plan.next.action.expected if plan is not None and plan.next is not None else None
     for a in advice:
+        expected = a.action.expected if a.action.expected != said else "(as above)"
         lines += [
             f"{a.target}  {a.rule}",
             f"  {a.severity.upper()} {a.state} since {a.since}, {a.confidence} confidence",
             f"  summary:  {a.summary}",
             f"  evidence: {a.evidence}",
             f"  action:   {a.action.text}",
-            *([f"  expected: {a.action.expected}"] if a.action.expected else []),
+            *([f"  expected: {expected}"] if a.action.expected else []),
             *([f"  note:     {a.action.note}"] if a.action.note else []),
             f"  source:   {a.source}",
             "",
@@ -71,6 +73,29 @@ def _plan_lines(plan: PlanOut | None) -> list[str]:
 
 def _retry(n: NoDataOut) -> str:
     return f"{n.reason} (retry in {n.retry_after_seconds:g}s)"
+
+
+def _no_data(rows: list[tuple[str, str, str]]) -> list[str]:
+    """The rules without data: one line each, except that a reason shared by several (every
+    crash rule of every target without a log, say) is said once, under the targets and rules
+    it holds for."""
+    by_reason: dict[str, list[tuple[str, str]]] = {}
+    for target, rule, reason in rows:
+        by_reason.setdefault(reason, []).append((target, rule))
+    single = [
+        (t, r, reason) for reason, pairs in by_reason.items() if len(pairs) == 1 for t, r in pairs
+    ]
+    lines = _table("no data (why nothing could be judged yet):", single)
+    shared = {reason: pairs for reason, pairs in by_reason.items() if len(pairs) > 1}
+    if shared and not lines:
+        lines = ["no data (why nothing could be judged yet):", ""]
+    grouped = []
+    for reason, pairs in shared.items():
+        targets = sorted({t for t, _ in pairs})
+        who = targets[0] if len(targets) == 1 else f"{len(targets)} targets"
+        rules = ", ".join(sorted({r for _, r in pairs}))
+        grouped += [f"  {who}: {rules}", f"      {reason}"]
+    return [*lines[:-1], *grouped, ""] if grouped else lines
 
 
 def _table(title: str, rows: list[tuple[str, str, str]]) -> list[str]:
