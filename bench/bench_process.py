@@ -159,3 +159,19 @@ class Daemon:
             if evaluated is not None:
                 self._seen.add(evaluated)
         return elapsed
+
+
+def launch_prometheus(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Debian's Prometheus serving the TSDB under `tmp/tsdb` (a backfilled one), scraping
+    nothing, on a free port; returns at once (callers wait for what they need: an answer, the
+    blocks merged). The log goes to `tmp/prometheus.log`."""
+    (tmp / "prometheus.yml").write_text("global: {scrape_interval: 30s}\n")
+    port = free_port()
+    cmd = [
+        "prometheus", f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1y",
+    ]  # fmt: skip
+    log = (tmp / "prometheus.log").open("wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}"

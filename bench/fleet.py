@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_process import Daemon, cpu_seconds, free_port, peak_rss_mib, percentile, start_sim
+from bench_process import (
+    Daemon,
+    cpu_seconds,
+    launch_prometheus,
+    peak_rss_mib,
+    percentile,
+    start_sim,
+)
 from fleet_data import build
 from sglang_tuner.sources.prometheus.promql import PromQL, build_queries
 
@@ -36,16 +43,7 @@ RATE_WINDOW = 120.0  # four samples
 
 def start_prometheus(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Prometheus on the prepared TSDB, scraping nothing; waits until its blocks are merged."""
-    (tmp / "prometheus.yml").write_text("global: {scrape_interval: 30s}\n")
-    port = free_port()
-    cmd = [
-        "prometheus", f"--config.file={tmp / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=1y",
-    ]  # fmt: skip
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = launch_prometheus(tmp)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # the overlapping blocks promtool wrote become one
         try:

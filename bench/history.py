@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_process import env, free_port
+from bench_process import env, launch_prometheus
 from fleet_data import build
 from sglang_tuner.sources.prometheus.promql import UP, PromQL, build_queries
 
@@ -46,16 +46,7 @@ def built_end(tsdb: Path) -> float | None:
 def start(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     """Prometheus serving the TSDB (bench/fleet.py's), ready once it answers a query: blocks on
     both sides of a 2-hour boundary never merge, and need not."""
-    (tmp / "prometheus.yml").write_text("global: {scrape_interval: 30s}\n")
-    port = free_port()
-    cmd = [
-        "prometheus", f"--config.file={tmp / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
-        "--storage.tsdb.retention.time=1y",
-    ]  # fmt: skip
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = launch_prometheus(tmp)
     for _ in range(600):
         try:
             if httpx.get(f"{url}/api/v1/query", params={"query": "1"}, timeout=5).is_success:
