@@ -184,13 +184,15 @@ def test_a_target_that_is_no_sglang_server_gets_its_own_diagnosis_and_no_advice(
                 "node": "not_sglang",
                 "itself": "own_exporter",
             }
+            # a scrape that times out on a loaded machine (0.4 s here) is a passing reason: wait
+            # for each target's diagnosis of what it answers
             rows = daemon.wait_for(
                 lambda d: (
                     {n: r for n in expected if (r := _row(d, n)).get("error_reason")}
-                    if all(_row(d, n).get("error_reason") for n in expected)
+                    if all(_row(d, n).get("error_reason") not in (None, "timeout") for n in expected)
                     else None
                 ),
-                timeout=20,
+                timeout=30,
             )
             assert {n: r["error_reason"] for n, r in rows.items()} == expected
             assert not any(r["up"] for r in rows.values())
