@@ -47,7 +47,7 @@ class Prediction:
     latency), `low`-`high` its range; `gain` None means no prediction, and `basis` says why.
     """
 
-    objective: str  # "tok/s", "TTFT p99", "ITL p50"
+    objective: str  # "tok/s", "TTFT p99", "ITL p50", "crashes"
     gain: float | None
     low: float | None = None
     high: float | None = None

@@ -41,6 +41,7 @@ from sglang_tuner.rules.base import RuleInput
 from sglang_tuner.rules.units import max_running_per_rank
 
 THROUGHPUT, TTFT, ITL = "tok/s", "TTFT p99", "ITL p50"
+CRASHES = "crashes"  # a crash fix: its gain is the fall of crashes (1.0: they stop)
 MIN_GAIN = 0.05  # a change predicted to gain this much on the objective is a warning
 # The range around the central figure: the calibration's spread (k from 0.5x to 2x the
 # physics) is taken as +-30 % of the predicted change, never narrower than 2 points.
