@@ -86,7 +86,7 @@ class Applied:
     verdict_detail: str = ""  # its per-metric ratios
     attributed: str | None = None  # the rule the daemon says asked for it
     severity: str = ""  # the advice's severity when applied
-    objective: str = ""  # what the prediction is about: tok/s, TTFT p99, ITL p50
+    objective: str = ""  # what the prediction is about: tok/s, TTFT p99, ITL p50, crashes
     predicted: float | None = None  # the server model's gain on it (None: no prediction)
     predicted_low: float | None = None
     predicted_high: float | None = None
@@ -95,7 +95,10 @@ class Applied:
     @property
     def measured(self) -> float | None:
         """The measured gain on the prediction's objective (a fall, for a latency)."""
-        metric = {"tok/s": "gen_throughput", "TTFT p99": "ttft_p99", "ITL p50": "itl_p50"}
+        metric = {
+            "tok/s": "gen_throughput", "TTFT p99": "ttft_p99", "ITL p50": "itl_p50",
+            "crashes": "restarts",
+        }  # fmt: skip
         name = metric.get(self.objective or "tok/s", "gen_throughput")
         before: float = getattr(self.before, name)
         after: float = getattr(self.after, name)

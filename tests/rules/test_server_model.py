@@ -4,10 +4,13 @@ from helpers import evaluate, rule_input, window_from
 from sglang_tuner.model.advice import Finding, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING
+from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.rules.parallelism import PREFER_DATA_PARALLEL
 from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
 from sglang_tuner.rules.server_model import (
     gpu_spec,
+    latency_cap,
     model_spec,
     predict_pool_change,
     server_model,
@@ -190,3 +193,96 @@ def test_online_the_larger_pool_is_predicted_on_queue_wait():
     assert p is not None and p.objective == "TTFT p99"
     assert p.gain is not None and 0 < p.gain <= 1  # the queue drains faster: TTFT falls
     assert p.text().startswith("-")  # a latency gain reads as a fall
+
+
+# The 8B on an L40S under 1,100 streaming clients (the simulator's online_batch_too_large at
+# --mem-fraction-static 0.82): 288 running, 806 waiting, ITL p50 read off SGLang's histogram
+# 51 ms (its 40-60 ms bucket); measured at --max-running-requests 75: ITL p50 -48 % (58 -> 30
+# ms on a fine grid), tokens/s 3,096 -> 1,867.
+STREAMING_L40S = ServerConfig(
+    model_path=LLAMA_8B, gpu_model=L40S, mem_fraction_static=0.82, max_running_requests=1024,
+    max_total_num_tokens=171_628,
+)  # fmt: skip
+STREAMING = window_from(
+    num_running_reqs="288x20", num_queue_reqs="806x20", token_usage="0.86x20",
+    gen_throughput="3096x20", itl_p50_seconds="0.051x20",
+)  # fmt: skip
+
+
+def test_the_latency_cap_is_sized_on_the_physics_and_predicts_the_measured_itl():
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, STREAMING, config=STREAMING_L40S, profile="online")
+    assert isinstance(out, Finding)
+    action, p = out.action, out.action.prediction
+    assert action.flag == "--max-running-requests" and action.current == "1024"
+    assert action.suggested is not None and 50 <= int(action.suggested) <= 100  # measured: 75
+    assert p is not None and p.objective == "ITL p50" and p.gain is not None
+    assert abs(p.gain - 0.48) <= 0.05  # the simulator measures -48 % at 75
+    # sized under the 30 ms target (SGLang's histogram reads 30.x ms back as 30-35)
+    assert "-> 27 ms" in p.basis and "calibrated on the observed step" in p.basis
+    # the real throughput cost, not "-0 %" by construction
+    cost = float(p.basis.split("decode tokens/s ")[1].split("%")[0])
+    assert -60 < cost < -25  # measured -40 %
+
+
+def test_under_dp_attention_the_cap_is_asked_in_whole_server_units():
+    config = ServerConfig(
+        model_path="deepseek-ai/DeepSeek-V3", gpu_model="NVIDIA H200", tp_size=8, dp_size=8,
+        enable_dp_attention=True, mem_fraction_static=0.89, max_running_requests=1024,
+        max_running_requests_per_dp=128, max_total_num_tokens=300_000, cuda_graph_max_bs=512,
+    )  # fmt: skip
+    view = window_from(
+        num_running_reqs="1024x20", num_queue_reqs="400x20", token_usage="0.6x20",
+        gen_throughput="30000x20", itl_p50_seconds="0.033x20", num_dp_ranks="8x20",
+    )  # fmt: skip
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online")
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.gain is not None and p.gain > 0
+    per_rank = int(p.basis.split(" at ")[1].split(" per rank")[0])
+    assert per_rank < 128 and out.action.suggested == str(per_rank * 8)
+
+
+def test_no_batch_meeting_the_target_is_said_and_sized_the_old_way():
+    slow = window_from(
+        num_running_reqs="80x20", num_queue_reqs="100x20", token_usage="0.8x20",
+        gen_throughput="400x20", itl_p50_seconds="0.2x20",
+    )  # fmt: skip
+    inp = rule_input(BATCH_TOO_LARGE_FOR_LATENCY, slow, config=STREAMING_L40S, profile="online")
+    reason = latency_cap(inp, 0.001)
+    assert isinstance(reason, str) and reason.startswith("no batch meets 1 ms on this server")
+
+
+# An 8B on four L40S at tp 4 under a closed-loop load (the simulator's tp_where_dp_fits):
+# 223 running, 6 waiting, 1,288 tokens/s; measured as four tp-1 replicas: tokens/s +56 %.
+TP4_L40S = ServerConfig(
+    model_path=LLAMA_8B, gpu_model=L40S, tp_size=4, mem_fraction_static=0.89,
+    max_total_num_tokens=1_142_877,
+)  # fmt: skip
+
+
+def test_data_parallel_is_predicted_per_replica_and_graded_by_it():
+    view = window_from(
+        num_running_reqs="223x20", num_queue_reqs="6x20", token_usage="0.63x20",
+        gen_throughput="1288x20", itl_p50_seconds="0.051x20",
+    )  # fmt: skip
+    out = evaluate(PREFER_DATA_PARALLEL, view, config=TP4_L40S)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    p = out.action.prediction
+    assert p is not None and p.objective == "tok/s" and p.gain is not None
+    assert abs(p.gain - 0.56) <= 0.1, p
+    assert "4 replicas at a batch of 57 each" in p.basis
+    assert out.action.expected.startswith(f"{p.gain * 100:+.0f} % tok/s")
+
+
+def test_data_parallel_without_the_physics_is_no_prediction_and_keeps_its_warning():
+    config = ServerConfig(
+        model_path="someone/my-own-8B", gpu_model=L40S, tp_size=4, mem_fraction_static=0.89,
+        max_total_num_tokens=1_300_000,
+    )  # fmt: skip
+    view = window_from(
+        num_running_reqs="240x20", num_queue_reqs="0x20", token_usage="0.3x20",
+        gen_throughput="4000x20",
+    )  # fmt: skip
+    out = evaluate(PREFER_DATA_PARALLEL, view, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    assert out.action.prediction is not None and out.action.prediction.gain is None

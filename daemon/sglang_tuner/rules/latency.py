@@ -28,7 +28,7 @@ from sglang_tuner.rules.base import (
 )
 from sglang_tuner.rules.itl_model import PROPORTIONAL, batch_for_itl_target
 from sglang_tuner.rules.oom import default_chunked_prefill
-from sglang_tuner.rules.server_model import predict_itl_cap
+from sglang_tuner.rules.server_model import latency_cap, predict_itl_cap
 from sglang_tuner.rules.sglang.flags import has_flag
 from sglang_tuner.rules.units import (
     batch_signal,
@@ -42,6 +42,10 @@ ONLINE = ("online",)
 # The guide gives no latency numbers: the targets marked "ours" are our defaults, overridable
 # per rule (rules.<id>.thresholds).
 SMALLEST_DEFAULT_CHUNK = 2048  # SGLang's default --chunked-prefill-size on small GPUs
+# ITL p50 is read off SGLang's histogram, whose buckets are 5 ms wide around 30 ms (25, 30,
+# 35, 40): a batch sized at exactly the target reads back anywhere in the bucket above it, and
+# the rule fires again for a few milliseconds. The cap is sized 10 % under the target.
+SIZING_MARGIN = 0.9
 
 
 def _lower_max_running(inp: RuleInput) -> Action:
@@ -51,6 +55,13 @@ def _lower_max_running(inp: RuleInput) -> Action:
     current = max_running_flag(inp.config)
     if batch <= 0 or itl <= 0:
         return flag_action("--max-running-requests", current, current or 1, inp)
+    sized = latency_cap(inp, inp.thresholds["itl_p50_max_seconds"] * SIZING_MARGIN)
+    if not isinstance(sized, str):  # the server model: physics calibrated on this ITL
+        per_rank, prediction = sized
+        action = flag_action(
+            "--max-running-requests", current, flag_from_per_rank(inp.config, per_rank), inp
+        )
+        return replace(with_expected(action, prediction.basis), prediction=prediction)
     per_rank, predicted, basis = batch_for_itl_target(inp, batch, itl)
     per_rank = min(per_rank, max(1, math.floor(batch) - 1))  # always below today's batch
     action = flag_action(

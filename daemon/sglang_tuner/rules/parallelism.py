@@ -2,7 +2,8 @@
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
-from sglang_tuner.rules.base import Rule, RuleInput, choice_action, with_expected
+from sglang_tuner.rules.base import Rule, RuleInput, choice_action, predicted, with_expected
+from sglang_tuner.rules.server_model import predict_data_parallel, severity_for
 from sglang_tuner.rules.sglang.backends import (
     is_hybrid_attention,
     is_mla_or_nsa,
@@ -33,8 +34,7 @@ def _to_data_parallel(inp: RuleInput) -> Action:
         f"best as {tp * dp} tp-1 servers behind the SGLang Model Gateway (router), which the "
         "guide prefers to --dp-size; --dp-size is the one-launch form",
         expected=f"{tp} replicas instead of one tp-{tp} server: no all-reduce per layer and "
-        f"{tp}x the decode batches in flight (in our GPU model, an 8B model on 4 H100s: "
-        "+5 % tokens/s)",
+        f"{tp}x the decode batches in flight, each GPU reading the whole weights",
         companions=(replicas,),
     )
 
@@ -92,7 +92,10 @@ def _check_data_parallel(inp: RuleInput) -> Outcome:
         f"--tp-size {tp}, but the weights (~{weights:.0f} GB) take {share:.0%} of one "
         f"{gpu_gb:g} GB GPU, leaving room for the KV cache on a single GPU"
     )
-    return Finding(evidence, _to_data_parallel(inp), Confidence.MEDIUM)
+    prediction = predict_data_parallel(inp, tp)
+    finding = Finding(evidence, predicted(_to_data_parallel(inp), prediction), Confidence.MEDIUM)
+    finding.severity = severity_for(prediction, Severity.WARNING)
+    return finding
 
 
 PREFER_DATA_PARALLEL = Rule(

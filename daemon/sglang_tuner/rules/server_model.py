@@ -266,6 +266,20 @@ class ServerModel:
         assert self.fit is not None
         return self.fit[0] + self.fit[1] * batch
 
+    def itl_scale(self) -> float | None:
+        """ITL p50 observed over the physics' decode step at the observed batch: a decode
+        step between two tokens, without the prefills that stall some of them."""
+        if self.physics is None or not self.obs.itl or self.obs.itl <= 0:
+            return None
+        d0 = self.decode(self.obs.batch)
+        return self.obs.itl / d0 if d0 > 0 else None
+
+    def itl(self, batch: float) -> float:
+        """ITL p50 at `batch`: the decode step's shape, calibrated on the observed ITL."""
+        scale = self.itl_scale()
+        assert scale is not None
+        return scale * self.decode(batch)
+
     def throughput_ratio(self, batch: float) -> float:
         """Tokens/s at `batch` over tokens/s now."""
         b0 = self.obs.batch
@@ -445,3 +459,95 @@ def predict_cap_raise(inp: RuleInput, new_cap: int) -> Prediction:
     batch = admitted(obs, new_cap, max(obs.batch, room))
     why = f"batch {obs.batch:.0f} -> {batch:.0f} per rank ({obs.queue:.0f} waiting)"
     return _ranged(inp, model, batch, why)
+
+
+def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
+    """The largest per-rank batch below today's whose ITL p50 meets `target`, and what the cap
+    does: ITL p50 (the objective) from the physics' decode step calibrated on the observed ITL,
+    tokens/s from the step model. Or why it cannot be sized this way."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return model
+    if model.itl_scale() is None:
+        return "the physics' decode step needs ITL p50 and a recognised model and GPU"
+    obs = model.obs
+    top = max(1, math.floor(obs.batch) - 1)
+    if model.itl(1) > target:
+        return (
+            f"no batch meets {target * 1e3:.0f} ms on this server: one request alone takes "
+            f"{model.itl(1) * 1e3:.0f} ms a step (the weights' read)"
+        )
+    low, high = 1, top  # itl(low) <= target; find the largest such batch
+    if model.itl(high) <= target:
+        low = high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if model.itl(mid) <= target else (low, mid)
+    batch, now = low, obs.itl
+    assert now is not None
+    then = model.itl(batch)
+    gain = 1 - then / now
+    spread = max(FLOOR, SPREAD * abs(gain))
+    tokens = model.throughput_ratio(batch) - 1
+    why = (
+        f"ITL p50 {now * 1e3:.0f} -> {then * 1e3:.0f} ms at {batch} per rank (batch p50 "
+        f"{obs.batch:.0f}); decode tokens/s {tokens:+.0%} while the load stays, queue wait "
+        f"longer; {model.basis}"
+    )
+    return batch, Prediction(ITL, gain, gain - spread, gain + spread, why)
+
+
+def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
+    """tp N -> N tp-1 replicas: each replica holds the whole weights (a smaller KV pool per GPU
+    than tp's share, the physics says how much) and runs its own batch without the per-layer
+    all-reduce; the work the server has now (running + waiting) is split over the replicas.
+    The decode step's calibration on this server carries over to the replicas."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(THROUGHPUT, model)
+    config, physics, obs = inp.config, model.physics, model.obs
+    fraction = config.mem_fraction_static if config else None
+    if physics is None or fraction is None or not obs.pool:
+        return no_prediction(
+            THROUGHPUT,
+            "the replicas' step and pool need a recognised model and GPU (model_path, "
+            "gpu_model), the KV pool size and --mem-fraction-static",
+        )
+    one = Deployment(
+        kv_dtype_bytes=physics.deployment.kv_dtype_bytes,
+        weight_bytes_per_param=physics.deployment.weight_bytes_per_param,
+    )
+    try:
+        single = StepModel(physics.gpu, physics.model, one)
+        pool_ratio = physics_pool_tokens(physics.gpu, physics.model, one, fraction) / max(
+            1, physics_pool_tokens(physics.gpu, physics.model, physics.deployment, fraction)
+        )
+    except (ValueError, KeyError, ZeroDivisionError) as exc:
+        return no_prediction(THROUGHPUT, f"the model does not fit one GPU in the physics ({exc})")
+    if pool_ratio <= 0:
+        return no_prediction(THROUGHPUT, "the weights leave no KV pool on one GPU")
+    wanted = (obs.batch + obs.queue) / replicas
+    binds = pool_binds(inp, obs)
+    room = obs.batch * pool_ratio if binds else wanted  # the same KV per request, a new pool
+    batch = max(1.0, min(wanted, room))
+    cap = max_running_per_rank(config)
+    batch = min(batch, cap) if cap else batch
+    b = max(1, round(batch))
+    kv = b * obs.kv_per_request
+    k = model.scale()
+    decode = k * single.decode_seconds(b, kv, cuda_graph=model.uses_graph(b))
+    chunk = 4096
+    prefill = b * obs.prefill_per_output * single.prefill_seconds(chunk) / chunk
+    if model.split_by_itl:  # the observed prefill share, scaled by the per-GPU compute
+        tp_prefill = physics.prefill_seconds(chunk) / chunk
+        prefill = model.prefill_per_step(b) * (single.prefill_seconds(chunk) / chunk) / tp_prefill
+    after = replicas * b / (decode + prefill)
+    now = obs.batch / obs.step
+    gain = after / now - 1
+    spread = max(FLOOR, SPREAD * abs(gain))
+    why = (
+        f"{replicas} replicas at a batch of {b} each (now {obs.batch:.0f} on tp {replicas}, "
+        f"{obs.queue:.0f} waiting); one GPU's pool is {pool_ratio:.0%} of this server's"
+        f"{' (it binds the batch)' if binds else ''}; {model.basis}"
+    )
+    return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, why)
