@@ -551,3 +551,27 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
         f"{' (it binds the batch)' if binds else ''}; {model.basis}"
     )
     return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, why)
+
+
+def predict_fewer_overcommits(inp: RuleInput, target_usage: float) -> Prediction:
+    """--schedule-conservativeness raised on a retracting server: SGLang's new-token ratio
+    decays to 0.14 x its start (min(0.7 x conservativeness, 1)); from a low value admission
+    overcommits, each retraction frees more than the next steps need, and the pool runs below
+    full while it refills. From the guide's 1.3 the floor is 4x higher: the pool stays near
+    `target_usage`, the batch with it (the KV per request as observed)."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(inp.profile, model)
+    obs = model.obs
+    if obs.usage <= 0 or obs.usage >= target_usage:
+        why = (
+            f"token usage p50 {obs.usage:.2f} already at {target_usage:g}: the retractions "
+            "cost their recomputation only, which a steadier admission does not give back"
+        )
+        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
+    batch = admitted(obs, max_running_per_rank(inp.config), obs.batch * target_usage / obs.usage)
+    why = (
+        f"retracting at token usage p50 {obs.usage:.2f}: a steadier admission keeps the pool "
+        f"near {target_usage:g}, batch {obs.batch:.0f} -> {batch:.0f} per rank"
+    )
+    return _ranged(inp, model, batch, why)
