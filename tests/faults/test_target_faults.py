@@ -186,10 +186,11 @@ def test_a_target_that_is_no_sglang_server_gets_its_own_diagnosis_and_no_advice(
             }
             # a scrape that times out on a loaded machine (0.4 s here) is a passing reason: wait
             # for each target's diagnosis of what it answers
+            PASSING = (None, "timeout")  # noqa: N806
             rows = daemon.wait_for(
                 lambda d: (
                     {n: r for n in expected if (r := _row(d, n)).get("error_reason")}
-                    if all(_row(d, n).get("error_reason") not in (None, "timeout") for n in expected)
+                    if all(_row(d, n).get("error_reason") not in PASSING for n in expected)
                     else None
                 ),
                 timeout=30,
