@@ -116,7 +116,8 @@ def physics_for(config: ServerConfig | None) -> StepModel | None:
 # -- what the window observed ----------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Observed:
-    """One rank's busy-sample medians: batch, step time, queue, pool use, prefill per token."""
+    """One rank's window: batch and step time (busy-sample means), queue (p50), pool use
+    (mean), prefill per output token."""
 
     ranks: int
     batch: float  # running requests per rank
@@ -137,7 +138,7 @@ class Observed:
 
 
 def observe(inp: RuleInput) -> Observed | None:
-    """The window's busy medians per rank; None while nothing decodes."""
+    """The window's figures per rank; None while nothing decodes."""
     view = inp.view
     rows = [
         r
@@ -147,8 +148,10 @@ def observe(inp: RuleInput) -> Observed | None:
     if not rows:
         return None
     ranks = max(1, int(view.last(NUM_DP_RANKS) or 1))
-    running = _median([r[NUM_RUNNING_REQS] for r in rows])
-    tokens = _median([r[GEN_THROUGHPUT] for r in rows])
+    # means, not medians: a small batch's median is an integer (6 where 5.1 ran on average),
+    # and tokens per second over the window are a mean
+    running = sum(r[NUM_RUNNING_REQS] for r in rows) / len(rows)
+    tokens = sum(r[GEN_THROUGHPUT] for r in rows) / len(rows)
     pool = _pool(inp, ranks)
     prompt, gen = view.quantile(PROMPT_TOKENS_RATE, 0.5), view.quantile(GENERATION_TOKENS_RATE, 0.5)
     hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
@@ -158,7 +161,7 @@ def observe(inp: RuleInput) -> Observed | None:
         batch=running / ranks,
         step=running / tokens,
         queue=(view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0) / ranks,
-        usage=view.quantile(TOKEN_USAGE, 0.5) or 0.0,
+        usage=view.mean(TOKEN_USAGE) or 0.0,
         pool=pool,
         prefill_per_output=per_output,
         retracting=(view.total(RETRACTIONS_PER_MINUTE) or 0.0) > 0,
@@ -172,12 +175,6 @@ def _pool(inp: RuleInput, ranks: int) -> float | None:
         return float(config.max_total_num_tokens)
     total = inp.view.last(MAX_TOTAL_NUM_TOKENS)
     return None if not total else total / ranks
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def step_fit(inp: RuleInput) -> tuple[float, float, int] | None:
@@ -335,6 +332,17 @@ def _objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -
     return max(-1.0, 1 - (left / ratio) / obs.queue)  # at worst the wait doubles
 
 
+def usage_in(obs: Observed, new_pool: float) -> float:
+    """Token usage a binding pool of `new_pool` tokens reaches: the room SGLang reserves for
+    the running requests' outputs stays the same share, while the part of the pool no
+    request fits in (half a request's KV on average) shrinks with the pool's size."""
+    if not obs.pool or obs.usage <= 0:
+        return obs.usage
+    unfit = min(1 - obs.usage, 0.5 * obs.kv_per_request / obs.pool)
+    reserved = max(0.0, 1 - obs.usage - unfit)
+    return 1 - reserved - unfit * obs.pool / new_pool
+
+
 def admitted(obs: Observed, cap: int | None, wanted: float) -> float:
     """The batch admission reaches: what the pool allows, capped by what waits and the flag."""
     batch = min(wanted, obs.batch + obs.queue)
@@ -381,7 +389,7 @@ def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
         why = f"the KV pool does not bind the batch (queue p50 {obs.queue:.0f} per rank, "
         why += f"token usage p50 {obs.usage:.2f}): a larger pool would sit empty"
         return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
-    wanted = obs.batch * new_pool / pool
+    wanted = obs.batch * usage_in(obs, new_pool) / obs.usage * new_pool / pool
     batch = admitted(obs, max_running_per_rank(config), wanted)
     why = f"{binds}; pool {pool:,.0f} -> {new_pool:,.0f} tokens, batch -> {batch:.0f}"
     return _ranged(inp, model, batch, why)
