@@ -13,6 +13,7 @@ its scheduler on it, and the daemon can use the same model to predict one server
 from .attention import backend_efficiency, default_backend, supported_backends
 from .deployment import Deployment
 from .gpu import GPUS, Gpu, gpu_named
+from .graphs import default_capture_sizes, padded_rows
 from .memory import MemorySplit, kv_bytes_per_token, kv_pool_tokens, memory_split
 from .model import MODELS, ModelSpec, model_named
 from .step import StepModel, blend, experts_touched
@@ -28,11 +29,13 @@ __all__ = [
     "backend_efficiency",
     "blend",
     "default_backend",
+    "default_capture_sizes",
     "experts_touched",
     "gpu_named",
     "kv_bytes_per_token",
     "kv_pool_tokens",
     "memory_split",
     "model_named",
+    "padded_rows",
     "supported_backends",
 ]

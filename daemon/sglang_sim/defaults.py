@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sglang_physics import default_backend
+from sglang_physics import default_backend, default_capture_sizes
 
 from .catalogue import Version
 from .gpus import Gpu
@@ -100,10 +100,7 @@ def capture_batch_sizes(knobs: Knobs, gpu: Gpu, version: Version, max_running: i
         if max(sizes) < max_bs:
             sizes += list(range(max(sizes), max_bs + 1, 16))
     else:  # ServerArgs._generate_cuda_graph_batch_sizes (0.5.9), cuda_graph_hook.py (0.5.23)
-        base = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16)]
-        sizes = [b for b in base + list(range(512, max_bs + 1, 32)) if b <= max_bs]
-        if version >= APPEND_MAX_BS_SINCE and max_bs not in sizes:
-            sizes.append(max_bs)
+        sizes = default_capture_sizes(max_bs, append_max_bs=version >= APPEND_MAX_BS_SINCE)
     # CudaGraphRunner's get_batch_sizes_to_capture: a list reaching past the request pool also
     # captures the pool size itself, then drops what is above it (every release).
     if sizes and max(sizes) > max_running:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from sglang_physics import Deployment, StepModel
+from sglang_physics import Deployment, StepModel, padded_rows
 
 from .gpus import Gpu
 from .hardware import Knobs, deployment_for
@@ -40,9 +39,7 @@ class Engine:
 
     def graph_size(self, batch: int) -> int:
         """The captured size a decode batch is padded to, or 0 when it runs eagerly."""
-        sizes = self.capture_bs
-        i = bisect_left(sizes, batch)
-        return sizes[i] if i < len(sizes) else 0
+        return padded_rows(batch, self.capture_bs)
 
     def decode_seconds(self, batch: int, seq_sum: int) -> float:
         """One decode step of `batch` requests holding `seq_sum` KV tokens in total."""

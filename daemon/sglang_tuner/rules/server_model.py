@@ -218,7 +218,10 @@ class ServerModel:
         return f"a fit of step time on batch over {self.fit[2]} samples"
 
     def decode(self, batch: float, cuda_graph: bool | None = None) -> float:
-        """The physics' decode step at `batch` (KV per request as observed), graph or eager."""
+        """The physics' decode step at `batch` (KV per request as observed), graph or eager.
+        Unpadded: the batch is a window's mean, and SGLang's padding to the next captured size
+        averages out over the sizes a moving batch takes (padding the mean misses by up to 16
+        points on Qwen3-30B-A3B, whose padding rows route to more experts)."""
         assert self.physics is not None
         b = max(1, round(batch))
         graph = self.uses_graph(b) if cuda_graph is None else cuda_graph
