@@ -13,5 +13,6 @@ def test_the_default_list_is_sglangs_since_0_5():
 
 def test_a_batch_runs_the_next_captured_size_or_eagerly_above_them_all():
     sizes = default_capture_sizes(48)
-    assert padded_rows(5, sizes) == 8 and padded_rows(12, sizes) == 12 and padded_rows(41, sizes) == 48
+    assert padded_rows(5, sizes) == 8 and padded_rows(12, sizes) == 12
+    assert padded_rows(41, sizes) == 48
     assert padded_rows(49, sizes) == 0
