@@ -12,6 +12,7 @@ from sglang_tuner.rules.server_model import (
     gpu_spec,
     latency_cap,
     model_spec,
+    objective_gain,
     predict_pool_change,
     server_model,
     step_fit,
@@ -194,6 +195,22 @@ def test_online_the_larger_pool_is_predicted_on_queue_wait():
     assert p is not None and p.objective == "TTFT p99"
     assert p.gain is not None and 0 < p.gain <= 1  # the queue drains faster: TTFT falls
     assert p.text().startswith("-")  # a latency gain reads as a fall
+
+
+def test_online_ttft_p99_moves_by_the_wait_not_in_proportion_to_it():
+    # 100 of 200 waiting requests taken in at the same rate: the wait halves; TTFT p99 (20 s,
+    # of which 8 s is the median wait) loses those 4 s, not half of itself
+    view = window_from(
+        num_running_reqs="100x20", num_queue_reqs="200x20", token_usage="0.9x20",
+        gen_throughput="3000x20", queue_time_p50_seconds="8x20", ttft_p99_seconds="20x20",
+    )  # fmt: skip
+    inp = rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF, profile="online")
+    model = server_model(inp)
+    assert not isinstance(model, str)
+    gain = objective_gain(inp, model.obs, 200.0, 1.0)
+    assert abs(gain - 4 / 20) < 1e-9
+    no_quantiles = rule_input(MEM_FRACTION_TOO_LOW, BOUND, profile="online")
+    assert objective_gain(no_quantiles, model.obs, 200.0, 1.0) == 0.5  # the wait itself
 
 
 # The 8B on an L40S under 1,100 streaming clients (the simulator's online_batch_too_large at

@@ -42,6 +42,7 @@ from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
 OOM_SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 AVAILABLE_TARGET_GB = 6.5  # the middle of the guide's 5-8 GB "good" band
+SGLANG_MIN_ACTIVATION_TOKENS = 2048  # memory_hook.py: activation_tokens = max(chunk, 2048)
 _NO_STARTUP_MEM = (
     "startup available_gpu_mem is unknown: needs SGLang >= 0.5.11 metrics, "
     ">= 0.5.17 /server_info, the target's log_file, or its dcgm_url"
@@ -122,12 +123,27 @@ def _with_cost(inp: RuleInput, action: Action) -> Action:
 def _free_floor(inp: RuleInput) -> tuple[float, str]:
     """The least free memory that is safe: the guide's 5 GB, plus what SGLang itself keeps
     free per rank for communication buffers on large tp x pp (`tp x pp / 8` GiB in its
-    memory settings, 0.5.3+): a tp-16 server that OOMs with 6 GB free is below that."""
-    guide = inp.thresholds["available_gpu_mem_too_low_gb"]
-    config = inp.config
+    memory settings, 0.5.3+): a tp-16 server that OOMs with 6 GB free is below that. Where
+    SGLang's own default leaves less for the server's prefill chunk (512 MB + 1.5 MB per token
+    of the larger of --chunked-prefill-size and 2048: 3.5 GB at 2048), that is the floor: the
+    guide's 5 GB is what a 4096-token chunk needs."""
+    th, config = inp.thresholds, inp.config
+    guide = th["available_gpu_mem_too_low_gb"]
     ranks = (config.tp_size or 1) * (config.pp_size or 1) if config is not None else 1
-    extra = ranks * inp.thresholds["reserve_gb_per_rank"]
-    if ranks <= 1 or extra <= 0:
+    extra = ranks * th["reserve_gb_per_rank"] if ranks > 1 else 0.0
+    chunk = config.chunked_prefill_size if config is not None else None
+    if chunk and chunk > 0:
+        own = th["sglang_reserve_base_gb"] + th["sglang_reserve_gb_per_chunk_token"] * max(
+            chunk, SGLANG_MIN_ACTIVATION_TOKENS
+        )
+        if own < guide:
+            return own + extra, (
+                f"{own + extra:g} GB (what SGLang's own default leaves for "
+                f"--chunked-prefill-size {chunk}"
+                + (f", + {extra:g} GB for {ranks} ranks' communication" if extra else "")
+                + f"; the guide's {guide:g} GB is for 4096-token chunks)"
+            )
+    if extra <= 0:
         return guide, f"the guide's {guide:g} GB"
     return guide + extra, (
         f"{guide + extra:g} GB (the guide's {guide:g} GB + SGLang's {extra:g} GB for "
@@ -190,6 +206,8 @@ MEM_FRACTION_TOO_HIGH = Rule(
     thresholds={
         "available_gpu_mem_too_low_gb": 5.0,
         "reserve_gb_per_rank": 0.125,
+        "sglang_reserve_base_gb": 0.5,
+        "sglang_reserve_gb_per_chunk_token": 1.5 / 1024,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
         "oom_restarts": 1.0,
         "mem_fraction_step_1": 0.8,
@@ -201,6 +219,11 @@ MEM_FRACTION_TOO_HIGH = Rule(
         "_handle_gpu_memory_settings): tp x pp x 128 MiB kept free for communication buffers",
         "available_gpu_mem_too_low_gb": "guide (newest, Chinese translation): '< 5 GB: too low, "
         "risk of OOM'",
+        "sglang_reserve_base_gb": "SGLang 0.5.23 arg_groups/memory_hook.py: its default "
+        "--mem-fraction-static reserves 512 MB of constant metadata",
+        "sglang_reserve_gb_per_chunk_token": "SGLang 0.5.23 arg_groups/memory_hook.py: plus 1.5 "
+        "MB per token of max(chunked_prefill_size, 2048) for activations (graphs reserved on "
+        "top); below the guide's 5 GB (chunks under ~3,100 tokens) that is the floor",
         "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",
         "oom_restarts": "ours: one restart with OOM lines is enough to act on",
         "mem_fraction_step_1": "guide (newest): General OOM, 'reduce to 0.8 or 0.7'",
@@ -358,9 +381,13 @@ def lower_mem_fraction(inp: RuleInput) -> Action:
     current = _mem_fraction(inp)
     if current is None or free is None or total is None:
         return _mem_fraction_ladder(inp)
-    if free >= th["available_gpu_mem_too_low_gb"]:
+    floor = _free_floor(inp)[0]
+    if free >= floor:
         return _mem_fraction_ladder(inp)
-    shortfall = math.ceil((th["available_gpu_mem_target_gb"] - free) / total * 100 - 1e-9) / 100
+    # the band moves down with a floor below the guide's (SGLang's own reserve for small chunks)
+    lowered = max(0.0, th["available_gpu_mem_too_low_gb"] - floor)
+    target = th["available_gpu_mem_target_gb"] - lowered
+    shortfall = math.ceil((target - free) / total * 100 - 1e-9) / 100
     suggested = max(th["mem_fraction_floor"], _floor2(current - shortfall))
     if suggested >= current:
         return _mem_fraction_ladder(inp)

@@ -34,8 +34,11 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS,
     PREFIX_CACHE_HIT_RATIO,
     PROMPT_TOKENS_RATE,
+    QUEUE_TIME_P50_SECONDS,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
+    TTFT_P50_SECONDS,
+    TTFT_P99_SECONDS,
 )
 from sglang_tuner.rules.base import RuleInput
 from sglang_tuner.rules.units import max_running_per_rank
@@ -315,24 +318,32 @@ def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Predi
     """The prediction for a change that moves the running batch from now to `batch`."""
     ratio = model.throughput_ratio(batch)
     other = model.fit_ratio(batch)
-    gain = _objective_gain(inp, model.obs, batch, ratio)
+    gain = objective_gain(inp, model.obs, batch, ratio)
     spread = max(FLOOR, SPREAD * abs(gain))
     low, high = gain - spread, gain + spread
     if other is not None and model.physics is not None:
-        alt = _objective_gain(inp, model.obs, batch, other)
+        alt = objective_gain(inp, model.obs, batch, other)
         low, high = min(low, alt), max(high, alt)
     return Prediction(objective(inp.profile), gain, low, high, f"{why}; {model.basis}")
 
 
-def _objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
-    """Throughput gain offline; online, the fall of queue wait: the waiting requests left
-    (closed loop: those the larger batch does not take in) drained at the new rate."""
+def objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
+    """Throughput gain offline; online, the fall of TTFT p99: the queue wait scales as the
+    waiting requests left (closed loop: those the new batch does not take in) drained at the
+    new rate, and the rest of TTFT p99 (its spread over the median wait: prefill, stalls)
+    stays. Without TTFT quantiles, the fall of the wait itself."""
     if objective(inp.profile) == THROUGHPUT:
         return ratio - 1
     if obs.queue <= 0:
         return 0.0
     left = max(0.0, obs.batch + obs.queue - batch)
-    return max(-1.0, 1 - (left / ratio) / obs.queue)  # at worst the wait doubles
+    wait_ratio = (left / ratio) / obs.queue  # new wait over the old
+    view = inp.view
+    p99 = view.quantile(TTFT_P99_SECONDS, 0.5)
+    wait = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5) or view.quantile(TTFT_P50_SECONDS, 0.5)
+    if p99 and wait and 0 < wait <= p99:
+        return max(-1.0, -(wait_ratio - 1) * wait / p99)
+    return max(-1.0, 1 - wait_ratio)  # at worst the wait doubles
 
 
 def usage_in(obs: Observed, new_pool: float) -> float:
