@@ -51,7 +51,8 @@ class Family:
     """One metric family: registered name, type, HELP, where its values live, when it exists.
 
     scope: sched (one series set per DP rank), pid (sched + pid label), tp (once per TP rank),
-    tok (tokenizer process), plain (no labels), component, http, info.
+    cache (the radix cache's collector: its own labels), tok (tokenizer process), plain (no
+    labels), component, http, info.
     """
 
     name: str

@@ -6,8 +6,16 @@
 # Read from sglang/srt/metrics/collector.py (<= 0.5.9), observability/metrics_collector.py,
 # http_request_metrics.py and cpu_monitor.py (>= 0.5.10), and sglang-monitoring.md. Families a
 # plain unified server never touches (PD transfer, grammar, LoRA, HiCache, EPLB) are left out:
-# a labelled metric that was never touched emits nothing.
-FAMILY_TABLE = """
+# a labelled metric that was never touched emits nothing. Versions are integers: 0.5.5.1 stands
+# for 0.5.5.post1. RadixCacheMetricsCollector's `evicted_tokens_total` (scope `cache`) is the one
+# radix-cache family kept: its HELP was reworded by 0.5.20 (0.5.17 has the old one).
+# HELP lines longer than a table row.
+_EVICTED_HELP = (
+    "The number of device KV token slots freed by eviction, regardless of whether the data was "
+    "backed up to host (see sglang:hicache_backup_tokens_total) or destroyed (see "
+    "sglang:hicache_dropped_tokens_total)."
+)
+FAMILY_TABLE = f"""
 num_running_reqs                      gauge     sched     -      -      -         -
     The number of running requests.
 num_used_tokens                       gauge     sched     -      -      -         -
@@ -136,6 +144,10 @@ num_retracted_input_tokens_total      counter   tp        0.5.7  -      -       
     Total number of retracted input tokens.
 num_retracted_output_tokens_total     counter   tp        0.5.7  -      -         -
     Total number of retracted output tokens.
+evicted_tokens_total                  counter   cache     0.5.5.1 0.5.20 -        -
+    The number of tokens evicted from GPU to CPU.
+evicted_tokens_total                  counter   cache     0.5.20 -      -         -
+    {_EVICTED_HELP}
 cuda_graph_passes_total               counter   sched     0.5.7  -      -         mode
     Total number of forward passes categorized by CUDA graph.
 realtime_tokens_total                 counter   sched     0.5.7  -      -         mode

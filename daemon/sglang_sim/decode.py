@@ -128,7 +128,7 @@ class DecodeMixin(ABC):
                 pending += min(req.max_new - req.out, CLIP_MAX_NEW_TOKENS)
         self.pending_out = pending
         self.running = still
-        self.cache.evict(self.capacity - self.used)
+        self._evict()
         self.now = start + steps * step
         self.ratio = max(self.ratio - self.decay * steps, self.min_ratio)
         self.steps_since_log += steps
@@ -143,6 +143,12 @@ class DecodeMixin(ABC):
             self.tok.observe("inter_token_latency_seconds", step, (), tokens - first)
         self.paused = 0.0
         self.last_graph = graph == "decode_cuda_graph"
+
+    def _evict(self) -> None:
+        """Trim the radix cache to the pool's free part, counting the tokens it evicts."""
+        evicted = self.cache.evict(self.capacity - self.used)
+        if evicted:  # SGLang touches the counter's series only when a pass evicts something
+            self.stats.inc("evicted_tokens_total", evicted)
 
     def _seq_sum(self) -> int:
         """KV tokens the running requests' attention reads (a shared prefix once per request):

@@ -13,6 +13,10 @@ from .stats import Histogram
 
 Pairs = list[tuple[str, str]]
 PREFILL_MODES_SINCE: Version = (0, 5, 10)
+# RadixCacheMetricsCollector's labels: `cache_type` only up to 0.5.20, so the multiprocess
+# registry sums every scheduler process into one series; rank labels from 0.5.21
+# (`radix_cache_metric_labels`: dp_rank 0 unless attention is data-parallel).
+CACHE_RANK_LABELS_SINCE: Version = (0, 5, 21)
 BASE_PID = 4100
 
 
@@ -89,6 +93,8 @@ class Page:
         if scope in ("sched", "pid", "tp"):
             for index, rank in enumerate(self.model.ranks):
                 yield from self._rank_samples(family, name, index, rank)
+        elif scope == "cache":
+            yield from self._cache_samples(family, name)
         elif scope == "tok":
             yield from self._tok_samples(family, name)
         else:
@@ -135,6 +141,28 @@ class Page:
             return
         value = constants.get(family.name, rank.gauges.get(family.name, 0.0))
         yield f"{name}{{{label_text(pairs)}}} {go_float(value)}"
+
+    def _cache_samples(self, family: Family, name: str) -> Iterator[str]:
+        """A radix-cache counter: every TP rank's tree evicts what its DP rank's does; series
+        with equal labels are summed, as the multiprocess registry does."""
+        knobs = self.model.config.knobs
+        ranked = self.version >= CACHE_RANK_LABELS_SINCE
+        attention_dp = knobs.enable_dp_attention
+        tp_ranks = knobs.tp_size // knobs.dp_size if attention_dp else knobs.tp_size
+        series: dict[str, float] = {}
+        for index, rank in enumerate(self.model.ranks):
+            value = rank.stats.counters.get(family.name, {}).get(())
+            if value is None:
+                continue
+            dp = str(index) if attention_dp else "0"
+            for tp in range(tp_ranks):
+                pairs = [("cache_type", "RadixCache")]
+                if ranked:
+                    pairs += [("dp_rank", dp), ("pp_rank", "0"), ("tp_rank", str(tp))]
+                key = label_text(pairs)
+                series[key] = series.get(key, 0.0) + value
+        for labels, total in sorted(series.items()):
+            yield f"{name}_total{{{labels}}} {go_float(total)}"
 
     def _tok_samples(self, family: Family, name: str) -> Iterator[str]:
         streaming = family.name in STREAMING_LABELLED and self.version >= STREAMING_SINCE

@@ -107,15 +107,22 @@ class PrefixCache:
         if self.enabled:
             self.finished_tokens += tokens
 
-    def evict(self, room: int) -> None:
-        """Keep at most `room` evictable tokens (the part of the pool nothing running holds)."""
-        self.finished_tokens = min(self.finished_tokens, max(room - self.prefix_tokens, 0))
+    def evict(self, room: int) -> int:
+        """Keep at most `room` evictable tokens (the part of the pool nothing running holds).
+
+        Returns the tokens evicted: what SGLang's `evicted_tokens_total` counts (finished
+        sequences' tokens and whole prefixes alike, RadixCache.evict)."""
+        kept = min(self.finished_tokens, max(room - self.prefix_tokens, 0))
+        evicted, self.finished_tokens = self.finished_tokens - kept, kept
         if self.prefix_tokens <= room:
-            return
+            return evicted
         for group in [g for g in self.groups if not self.refs.get(g)]:  # least recent first
-            self.prefix_tokens -= self.groups.pop(group)
+            size = self.groups.pop(group)
+            self.prefix_tokens -= size
+            evicted += size
             if self.prefix_tokens <= room:
-                return
+                break
+        return evicted
 
     def evictable(self, room: int) -> int:
         """kv_evictable_tokens: cached tokens that fit in the free part of the pool."""

@@ -167,7 +167,7 @@ class Rank(DecodeMixin):
         self.stats.inc("realtime_tokens_total", tokens, ("prefill_compute",))
         self.stats.inc("realtime_tokens_total", cached, ("prefill_cache",))
         self.stats.inc("cuda_graph_passes_total", 1, ("prefill_none",))
-        self.cache.evict(self.capacity - self.used)
+        self._evict()
         rate = cached / max(tokens + cached, 1)
         self._refresh(gen_throughput=self.gauges.get("gen_throughput", 0.0), hit_rate=rate)
         self.log.emit(self.now, "prefill", seqs=len(batch), tokens=tokens, cached=cached, rank=self)

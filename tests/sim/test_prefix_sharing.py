@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sglang_sim import SCENARIOS, Knobs, Load, ServerConfig, ServerModel
+from sglang_sim.exposition import render_metrics
 from sglang_sim.kvcache import PrefixCache
 from sglang_sim.scheduler import Rank
 
@@ -96,3 +97,45 @@ def test_retraction_releases_prefix_locks():
     chunked = rank.chunked is not None and rank.chunked.shared > 0
     holders = sum(1 for r in rank.running if r.shared) + int(chunked)
     assert rank.cache.refs.get(0, 0) == holders
+
+
+def _evicted(model: ServerModel) -> float:
+    """sglang:evicted_tokens_total summed over its series on the model's /metrics page."""
+    lines = render_metrics(model).splitlines()
+    values = [float(x.rsplit(" ", 1)[1]) for x in lines if x.startswith("sglang:evicted_tokens_")]
+    return sum(values)
+
+
+def test_evicted_tokens_counter_grows_under_heavy_prefix_reuse():
+    model = ServerModel(SCENARIOS["fcfs_heavy_prefix_reuse"].for_version("0.5.23"), seed=1)
+    model.advance_to(120.0)
+    before = _evicted(model)
+    model.advance_to(180.0)
+    rate = (_evicted(model) - before) / 60.0
+    # 192 prefixes of 4096 tokens cannot stay in a ~450k-token pool: >10,000 tokens/s
+    assert rate > 10_000
+    assert 'cache_type="RadixCache",dp_rank="0",pp_rank="0",tp_rank="0"' in render_metrics(model)
+
+
+def test_evicted_tokens_counter_is_one_series_without_rank_labels_before_0_5_21():
+    model = ServerModel(SCENARIOS["fcfs_heavy_prefix_reuse"].for_version("0.5.9"), seed=1)
+    model.advance_to(60.0)
+    page = render_metrics(model)
+    assert 'sglang:evicted_tokens_total{cache_type="RadixCache"} ' in page
+    assert (
+        "# HELP sglang:evicted_tokens_total The number of tokens evicted from GPU to CPU." in page
+    )
+
+
+def test_evicted_tokens_counter_absent_before_0_5_5_post1():
+    model = ServerModel(SCENARIOS["fcfs_heavy_prefix_reuse"].for_version("0.4.10"), seed=1)
+    model.advance_to(60.0)
+    assert "evicted_tokens" not in render_metrics(model)
+
+
+def test_evicted_tokens_counter_absent_with_the_radix_cache_off():
+    scenario = SCENARIOS["fcfs_heavy_prefix_reuse"].for_version("0.5.23")
+    config = replace(scenario, knobs=replace(scenario.knobs, disable_radix_cache=True))
+    model = ServerModel(config, seed=1)
+    model.advance_to(60.0)
+    assert "evicted_tokens" not in render_metrics(model)

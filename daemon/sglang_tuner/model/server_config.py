@@ -42,6 +42,7 @@ class ServerConfig:
     quantization: str | None = None
     enable_torch_compile: bool | None = None
     disable_radix_cache: bool | None = None
+    enable_hierarchical_cache: bool | None = None  # HiCache: evicted prefixes kept in host memory
     max_total_num_tokens: int | None = None
     context_length: int | None = None
     startup_available_gpu_mem_gb: float | None = None

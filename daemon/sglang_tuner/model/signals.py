@@ -23,6 +23,10 @@ PROMPT_TOKENS_RATE: Final = "prompt_tokens_rate"
 GENERATION_TOKENS_RATE: Final = "generation_tokens_rate"
 PREFIX_CACHE_HIT_RATIO: Final = "prefix_cache_hit_ratio"  # cached / prompt tokens, from counters
 CUDA_GRAPH_PASS_RATIO: Final = "cuda_graph_pass_ratio"  # decode passes run with a CUDA graph
+# Radix-cache tokens evicted from the GPU pool per second, summed over DP ranks (>= v0.5.5.post1,
+# metrics and prefix cache on; the series appears at the first eviction). Before v0.5.21 it has
+# no rank labels: SGLang's multiprocess registry sums every TP/PP rank's count into it.
+EVICTED_TOKENS_RATE: Final = "evicted_tokens_rate"
 
 # Latency quantiles over the scrape interval, from histogram bucket deltas (seconds).
 TTFT_P50_SECONDS: Final = "ttft_p50_seconds"
@@ -95,6 +99,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     GENERATION_TOKENS_RATE,
     PREFIX_CACHE_HIT_RATIO,
     CUDA_GRAPH_PASS_RATIO,
+    EVICTED_TOKENS_RATE,
     TTFT_P50_SECONDS,
     TTFT_P99_SECONDS,
     ITL_P50_SECONDS,
@@ -129,6 +134,7 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     GEN_THROUGHPUT: ("tokens_per_second", "gen_throughput", 1.0),
     PROMPT_TOKENS_RATE: ("tokens_per_second", "prompt", 1.0),
     GENERATION_TOKENS_RATE: ("tokens_per_second", "generation", 1.0),
+    EVICTED_TOKENS_RATE: ("tokens_per_second", "evicted", 1.0),
     REQUEST_RATE: ("requests_per_second", "finished", 1.0),
     RETRACTIONS_PER_MINUTE: ("requests_per_second", "retracted", 1 / 60),
     TTFT_P50_SECONDS: ("seconds", "ttft_p50", 1.0),

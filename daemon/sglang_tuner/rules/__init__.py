@@ -27,6 +27,7 @@ from sglang_tuner.rules.observability import (
 )
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
+from sglang_tuner.rules.prefix_cache import PREFIX_CACHE_EXCEEDS_POOL
 from sglang_tuner.rules.queue import QUEUE_EMPTY, QUEUE_TOO_LONG
 from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
 from sglang_tuner.rules.scheduling_policy import FCFS_WITH_PREFIX_REUSE, LPM_WITHOUT_PREFIX_REUSE
@@ -53,6 +54,7 @@ ALL_RULES: tuple[Rule, ...] = (
     # Scheduling policy
     LPM_WITHOUT_PREFIX_REUSE,
     FCFS_WITH_PREFIX_REUSE,
+    PREFIX_CACHE_EXCEEDS_POOL,
     # Parallelism and hardware
     PREFER_DATA_PARALLEL,
     ATTENTION_BACKEND_FOR_GPU,

@@ -111,6 +111,7 @@ FEEDS: dict[str, tuple[str, str]] = {
         "`sglang:prompt_tokens_total`",
         f"{_LOG_PREFILL} (`#new-token` + `#cached-token`)",
     ),
+    s.EVICTED_TOKENS_RATE: ("`sglang:evicted_tokens_total`", "—"),
     s.CUDA_GRAPH_FALSE_RATIO: ("—", f"{_LOG_DECODE} (`cuda graph: False`)"),
     s.STARTUP_AVAILABLE_GPU_MEM_GB: (
         "`sglang:startup_available_gpu_memory_gb`",

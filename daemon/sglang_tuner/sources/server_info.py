@@ -206,6 +206,7 @@ def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
         quantization=_as_str(_get(clean, "quantization")),
         enable_torch_compile=_as_bool(_get(clean, "enable_torch_compile")),
         disable_radix_cache=_as_bool(_get(clean, "disable_radix_cache")),
+        enable_hierarchical_cache=_as_bool(_get(clean, "enable_hierarchical_cache")),
         max_total_num_tokens=_as_int(_get(clean, "max_total_num_tokens")),
         context_length=_as_int(_get(clean, "context_length")),
         startup_available_gpu_mem_gb=_startup_available(clean),

@@ -20,11 +20,13 @@ _GAUGES: dict[str, tuple[str, str]] = {
     s.GEN_THROUGHPUT: ("gen_throughput", "sum"),
     s.STARTUP_AVAILABLE_GPU_MEM_GB: ("startup_available_gpu_memory_gb", "min"),  # >= v0.5.11
 }
-# Counter rates per second: canonical signal -> SGLang counter (all versions since v0.3.5/v0.4.1).
+# Counter rates per second: canonical signal -> SGLang counter (all versions since v0.3.5/v0.4.1;
+# the radix cache's evictions since v0.5.5.post1, sgl-project/sglang#10225).
 _RATES: dict[str, str] = {
     s.REQUEST_RATE: "num_requests_total",
     s.PROMPT_TOKENS_RATE: "prompt_tokens_total",
     s.GENERATION_TOKENS_RATE: "generation_tokens_total",
+    s.EVICTED_TOKENS_RATE: "evicted_tokens_total",
 }
 # Latency histograms: (p50 signal, p99 signal) -> families, newest name first.
 _HISTOGRAMS: dict[tuple[str, str], tuple[str, ...]] = {
