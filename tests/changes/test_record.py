@@ -18,6 +18,7 @@ from sglang_tuner.model import signals as s
 from sglang_tuner.model.scrape import Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import Window
+from sglang_tuner.sources.server_info import parse_server_info
 
 RULE = "scheduler_too_conservative"
 CONSERVATIVENESS = "--schedule-conservativeness"
@@ -71,12 +72,87 @@ def test_flag_values_leaves_out_what_the_server_did_not_say():
     assert flag_values(ServerConfig()) == {}
 
 
-def test_flag_values_max_running_requests_is_the_per_rank_value_where_the_server_says():
-    # DP attention over 4 ranks: the flag 512 is 128 per rank, and the operator set 512
+# -- units: the flag as the operator types it, whatever /server_info reports ---------------------
+
+MAX_RUNNING = "--max-running-requests"
+LATENCY_RULE = "batch_too_large_for_latency"
+
+
+def _server_info(
+    version: str, flag: int, conservativeness: float = 1.0, dp: str = "attention", typed=True
+) -> ServerConfig:
+    """`parse_server_info` of a DeepSeek-V3 server on `--tp-size 8 --dp-size 8` (`dp`:
+    "attention" adds `--enable-dp-attention`, "replicas" is plain DP, "none" is TP only) with
+    `--max-running-requests flag` (`typed` False: left out, the server sized it to `flag`) and
+    `--schedule-conservativeness conservativeness`, reported as each version does: 0.5.22+ says
+    `attn_dp_size` (and `dp_size` 1); 0.5.9+ gives every scheduler's effective limit (its
+    share of the flag under DP attention); before, the flag."""
+    attention, release = dp == "attention", tuple(int(n) for n in version.split("."))
+    ranks = 1 if dp == "none" else 8
+    body: dict[str, object] = {
+        "version": version, "tp_size": 8, "dp_size": ranks, "enable_dp_attention": attention,
+        "max_running_requests": flag if typed or release < (0, 5, 9) else None,
+        # SGLang schedules with 0.3 x the flag under DP attention and reports the product
+        "schedule_conservativeness": conservativeness * (0.3 if attention else 1.0),
+    }  # fmt: skip
+    if release >= (0, 5, 22):
+        body.update(attn_dp_size=ranks if attention else 1, dp_size=1 if attention else ranks)
+    if release >= (0, 5, 9):
+        share = flag // ranks if attention else flag
+        body["internal_states"] = [{"effective_max_running_requests_per_dp": share}] * ranks
+    return parse_server_info(body)
+
+
+VERSIONS = ("0.5.23", "0.5.9", "0.5.4")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("dp", ["attention", "replicas", "none"])
+@pytest.mark.parametrize("typed", [True, False])
+def test_flag_values_max_running_requests_is_the_flags_own_value_on_every_version(
+    version, dp, typed
+):
+    # under DP attention 0.5.9+ reports 128 per scheduler for the flag 1024 (8 x 128)
+    config = _server_info(version, 1024, dp=dp, typed=typed)
+    assert flag_values(config)[MAX_RUNNING] == "1024"
+
+
+def test_flag_values_max_running_requests_without_dp_facts_is_the_per_rank_limit():
+    # the rules ask in the same unit (`rules/units.py`): unknown DP attention counts as off
     per_rank = ServerConfig(max_running_requests=512, max_running_requests_per_dp=128)
-    assert flag_values(per_rank)["--max-running-requests"] == "128"
-    # an older server without the per-rank figure: the flag's value itself
-    assert flag_values(ServerConfig(max_running_requests=512))["--max-running-requests"] == "512"
+    assert flag_values(per_rank)[MAX_RUNNING] == "128"
+    assert flag_values(ServerConfig(max_running_requests=512))[MAX_RUNNING] == "512"
+
+
+def test_flag_values_max_running_requests_is_the_typed_flag_where_memory_caps_the_ranks():
+    # --max-running-requests 1024 over 8 DP-attention ranks, but the pool holds 100 per rank
+    capped = ServerConfig(
+        dp_size=8, enable_dp_attention=True, max_running_requests=800,
+        max_running_requests_per_dp=100, raw={"max_running_requests": 1024},
+    )  # fmt: skip
+    assert flag_values(capped)[MAX_RUNNING] == "1024"
+    assert flag_values(dataclasses.replace(capped, raw={}))[MAX_RUNNING] == "800"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_flag_values_schedule_conservativeness_is_the_flag_not_the_scaled_report(version):
+    config = _server_info(version, 1024, conservativeness=1.3)
+    assert flag_values(config)[CONSERVATIVENESS] == "1.3"  # reported 0.39
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("dp", ["attention", "replicas", "none"])
+def test_record_credits_a_request_cap_to_the_rule_that_asked_in_flag_units(version, dp):
+    window = Window(200)
+    _serve(window, 5.0, 300.0, gen_throughput=4000.0)
+    # the server sized the cap itself before the operator typed the one asked for
+    old = _server_info(version, 1024, dp=dp, typed=False)
+    new = _server_info(version, 928, dp=dp)
+    asked = {MAX_RUNNING: ("928", LATENCY_RULE)}
+    change = _log().record(old, new, window, 330.0, asked, {LATENCY_RULE: 0.8})
+    assert (change.before, change.after) == ({MAX_RUNNING: "1024"}, {MAX_RUNNING: "928"})
+    assert change.rule == LATENCY_RULE and change.asked_ratio == 0.8
+    assert change.revert == {MAX_RUNNING: "1024"}
 
 
 # -- attribute -----------------------------------------------------------------------------------
@@ -240,6 +316,21 @@ def test_change_from_dict_reads_back_what_asdict_wrote():
     judged = log.verify(window, 660.0, 6)
     assert judged is not None and judged.verdict is not None
     assert change_from_dict(dataclasses.asdict(judged)) == judged
+
+
+def test_change_from_dict_reads_a_verdict_stored_before_it_named_its_metrics():
+    window = Window(200)
+    _serve(window, 5.0, 300.0, gen_throughput=4000.0)
+    log = _log()
+    _restart_at_330(log, window)
+    _serve(window, 335.0, 660.0, gen_throughput=3000.0)
+    judged = log.verify(window, 660.0, 6)
+    assert judged is not None and judged.verdict is not None
+    assert judged.verdict.judged_on == (s.GEN_THROUGHPUT,)
+    stored = dataclasses.asdict(judged)
+    del stored["verdict"]["judged_on"]
+    restored = change_from_dict(stored)
+    assert restored.verdict is not None and restored.verdict.judged_on == ()
 
 
 # -- ChangeLog.verify ----------------------------------------------------------------------------

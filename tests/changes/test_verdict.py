@@ -52,6 +52,15 @@ def test_compare_says_no_change_inside_the_band():
     assert verdict.verdict == NO_CHANGE
 
 
+def test_compare_names_the_metrics_that_decided_it():
+    before, after = _window(4000), _window(3400)
+    assert compare(before, after, "offline").judged_on == ("gen_throughput",)
+    asked = compare(before, after, "offline", primary=("token_usage", "ttft_p99_seconds"))
+    assert asked.judged_on == ("token_usage",)  # the offline profile has no TTFT
+    doubled = compare(before, _window(8000, running=600), "offline", primary=("token_usage",))
+    assert doubled.verdict == INCONCLUSIVE and doubled.judged_on == ("token_usage",)
+
+
 def test_offline_verdict_follows_throughput_and_names_more_retractions_beside_it():
     after = _window(4300, retractions_per_minute=_wobble(30))
     before = _window(4000, retractions_per_minute=_wobble(5))

@@ -1,16 +1,23 @@
 """tuning_regression: a change that made the server worse is undone first; no ping-pong."""
 
+import dataclasses
+
+import pytest
 from helpers import evaluate, window_from
-from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.record import Change, ChangeLog
 from sglang_tuner.changes.verdict import MetricVerdict, Verdict, WindowSummary
 from sglang_tuner.judge import Judgement, TargetJudgement
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health, Pass
 from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.scrape import Snapshot
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.window import Window
 from sglang_tuner.plan import plan_target
 from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
 from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
-from sglang_tuner.rules.verification import TUNING_REGRESSION
+from sglang_tuner.rules.verification import TUNING_REGRESSION, predict_revert
+from sglang_tuner.sources.server_info import parse_server_info
 
 EMPTY = WindowSummary(0.0, 0.0, {}, {})
 WORSE = MetricVerdict("gen_throughput", "hurt", 0.88, 0.85, 0.91, 4000.0, 3520.0)
@@ -108,22 +115,132 @@ def test_plan_holds_the_reverse_of_the_latest_change_no_lpm_fcfs_flip_flop():
     assert plan.next is not None and plan.next.action.suggested == "fcfs"
 
 
+MAX_RUNNING = "--max-running-requests"
+
+
+def _dp_attention(flag: int | None, per_rank: int) -> ServerConfig:
+    """`/server_info` of 0.5.23 on DeepSeek-V3 with `--tp-size 8 --dp-size 8
+    --enable-dp-attention` (`--max-running-requests flag`; None: left to the server): it says
+    `attn_dp_size` 8 and `dp_size` 1, and each scheduler its share of the cap."""
+    return parse_server_info({
+        "version": "0.5.23", "tp_size": 8, "dp_size": 1, "attn_dp_size": 8,
+        "max_running_requests": flag, "schedule_conservativeness": 0.3,
+        "internal_states": [{"effective_max_running_requests_per_dp": per_rank}] * 8,
+    })  # fmt: skip
+
+
+def _cap_change(verdict: Verdict, rule: str | None = "batch_too_large_for_latency") -> Change:
+    return Change(
+        target="t", at=1_795_000_000.0, kind="flags", before={MAX_RUNNING: "1024"},
+        after={MAX_RUNNING: "928"}, rule=rule, profile="online", before_window=EMPTY, due=0.0,
+        verdict=verdict,
+    )  # fmt: skip
+
+
 def test_tuning_regression_reverts_a_request_cap_in_the_flags_units_under_dp_attention():
-    # the change record keeps --max-running-requests per DP rank; the flag counts all 8 ranks
-    change = Change(
-        target="t", at=1_795_000_000.0, kind="flags",
-        before={"--max-running-requests": "128"}, after={"--max-running-requests": "116"},
-        rule="batch_too_large_for_latency", profile="online", before_window=EMPTY, due=0.0,
-        verdict=Verdict("hurt", "worse: gen_throughput", (WORSE,)),
-    )  # fmt: skip
-    config = ServerConfig(
-        max_running_requests=928, max_running_requests_per_dp=116, dp_size=8, tp_size=8,
-        enable_dp_attention=True,
-    )  # fmt: skip
-    out = evaluate(TUNING_REGRESSION, window_from(), config=config, changes=(change,))
+    change = _cap_change(Verdict("hurt", "worse: gen_throughput", (WORSE,)))
+    out = evaluate(TUNING_REGRESSION, window_from(), config=_dp_attention(928, 116),
+                   changes=(change,))  # fmt: skip
     assert isinstance(out, Finding)
-    assert out.action.flags() == {"--max-running-requests": "1024"}
+    assert out.action.flags() == {MAX_RUNNING: "1024"}
     assert out.action.text == "revert: --max-running-requests 928 -> 1024"
+
+
+def test_tuning_regression_never_reverts_to_a_per_rank_value_stored_before_flag_units():
+    # changes stored by earlier builds kept the cap per DP rank (128 -> 116 for 1024 -> 928)
+    legacy = dataclasses.replace(
+        _cap_change(Verdict("hurt", "worse: gen_throughput", (WORSE,))),
+        before={MAX_RUNNING: "128"}, after={MAX_RUNNING: "116"},
+    )  # fmt: skip
+    out = evaluate(TUNING_REGRESSION, window_from(), config=_dp_attention(928, 116),
+                   changes=(legacy,))  # fmt: skip
+    assert isinstance(out, Pass) and out.detail == "the change has been undone since"
+
+
+def test_tuning_regression_reverts_conservativeness_in_flag_units_under_dp_attention():
+    # SGLang reports 0.3 x the flag under DP attention: 0.39 and 0.09 for 1.3 and 0.3
+    def config(flag: float) -> ServerConfig:
+        return parse_server_info({"version": "0.5.23", "attn_dp_size": 8, "dp_size": 1,
+                                  "schedule_conservativeness": 0.3 * flag})  # fmt: skip
+
+    asked = {"--schedule-conservativeness": ("0.3", "scheduler_too_conservative")}
+    change = ChangeLog("t", "offline", 300.0, 60.0).record(
+        config(1.3), config(0.3), Window(10), 10.0, asked
+    )
+    assert change.after == {"--schedule-conservativeness": "0.3"}
+    assert change.rule == "scheduler_too_conservative"
+    hurt = dataclasses.replace(change, verdict=Verdict("hurt", "worse: gen_throughput", (WORSE,)))
+    out = evaluate(TUNING_REGRESSION, window_from(), config=config(0.3), changes=(hurt,))
+    assert isinstance(out, Finding)
+    assert out.action.text == "revert: --schedule-conservativeness 0.3 -> 1.3"
+
+
+def _serve(window: Window, start: float, end: float, **values: float) -> None:
+    for k in range(int((end - start) / 5.0) + 1):
+        window.append(Snapshot("t", start + 5.0 * k, dict(values)))
+
+
+# Before: 128 running per rank at ITL p50 35.6 ms (ITL = 10 ms + 0.2 ms per request, fitted by
+# the rule). After the cap: tokens stream faster, requests wait longer for a slot.
+SLOW_TOKENS = {"itl_p50_seconds": 0.0356, "itl_p99_seconds": 0.05, "ttft_p99_seconds": 1.0,
+               "gen_throughput": 28000.0, "request_rate": 40.0, "num_running_reqs": 1024.0,
+               "num_queue_reqs": 0.0}  # fmt: skip
+CAPPED = {**SLOW_TOKENS, "itl_p50_seconds": 0.027, "itl_p99_seconds": 0.04,
+          "ttft_p99_seconds": 1.6, "gen_throughput": 27000.0, "num_running_reqs": 900.0,
+          "num_queue_reqs": 124.0}  # fmt: skip
+
+
+def test_dp_attention_request_cap_is_credited_to_its_rule_and_not_reverted_no_ping_pong():
+    old = _dp_attention(None, 128)  # the server sized it: 128 per rank, 1024 in flag units
+    batches = range(90, 130, 2)
+    view = window_from(
+        itl_p50_seconds=[0.01 + 0.0002 * b for b in batches],
+        num_running_reqs_max_rank=[float(b) for b in batches],
+    )
+    asked = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=old, profile="online")
+    assert isinstance(asked, Finding) and asked.action.current == "1024"
+    cap = asked.action.suggested
+    assert cap is not None and int(cap) % 8 == 0  # 8 ranks share it
+    new = _dp_attention(int(cap), int(cap) // 8)  # the operator typed the value asked for
+    window = Window(400)
+    _serve(window, 5.0, 300.0, **SLOW_TOKENS)
+    rule = BATCH_TOO_LARGE_FOR_LATENCY
+    log = ChangeLog("t", "online", 300.0, 60.0, verifies={rule.id: rule.verifies})
+    change = log.record(old, new, window, 330.0, {MAX_RUNNING: (cap, rule.id)}, {rule.id: 0.9})
+    assert (change.before, change.after, change.rule) == (
+        {MAX_RUNNING: "1024"},
+        {MAX_RUNNING: cap},
+        rule.id,
+    )
+    _serve(window, 335.0, 690.0, **CAPPED)
+    judged = log.verify(window, 690.0, 6)
+    assert judged is not None and judged.verdict is not None
+    # judged on the rule's own metrics (ITL), not on TTFT p99, which the cap trades away
+    assert judged.verdict.judged_on == rule.verifies and judged.verdict.verdict == "helped"
+    out = evaluate(TUNING_REGRESSION, window_from(), config=new, changes=(judged,))
+    assert isinstance(out, Pass) and out.detail == "the latest change: helped"
+
+
+def test_dp_attention_request_cap_unasked_and_hurt_is_reverted_in_flag_units():
+    old, new = _dp_attention(None, 128), _dp_attention(928, 116)
+    window = Window(400)
+    _serve(window, 5.0, 300.0, **SLOW_TOKENS)
+    log = ChangeLog("t", "online", 300.0, 60.0)
+    change = log.record(old, new, window, 330.0)  # nobody asked: judged on the profile's
+    _serve(window, 335.0, 690.0, **CAPPED)
+    judged = log.verify(window, 690.0, 6)
+    assert change.rule is None and judged is not None and judged.verdict is not None
+    assert judged.verdict.verdict == "hurt"
+    out = evaluate(TUNING_REGRESSION, window_from(), config=new, changes=(judged,))
+    assert isinstance(out, Finding)
+    assert out.action.text == "revert: --max-running-requests 928 -> 1024"
+    # the revert applied is credited to tuning_regression: its own result is never reverted
+    back = log.record(new, old, window, 700.0, {MAX_RUNNING: ("1024", "tuning_regression")})
+    assert (back.before, back.after, back.rule) == (
+        {MAX_RUNNING: "928"},
+        {MAX_RUNNING: "1024"},
+        "tuning_regression",
+    )
 
 
 def test_an_unattributed_revert_that_hurt_is_not_reverted_again():
@@ -137,3 +254,74 @@ def test_an_unattributed_revert_that_hurt_is_not_reverted_again():
     config = ServerConfig(schedule_conservativeness=1.0)
     out = evaluate(TUNING_REGRESSION, window_from(), config=config, changes=(first, back))
     assert isinstance(out, Pass) and "each setting costs something" in out.detail
+
+
+# -- the revert's prediction: the measured regression, undone ------------------------------------
+
+
+def _hurt(profile: str, *metrics: MetricVerdict, judged_on: tuple[str, ...] = ()) -> Change:
+    verdict = Verdict("hurt", "worse: " + ", ".join(m.metric for m in metrics), metrics,
+                      judged_on=judged_on)  # fmt: skip
+    return dataclasses.replace(_change(), profile=profile, verdict=verdict)
+
+
+def test_revert_predicts_the_lost_throughput_back_with_the_verdicts_interval():
+    lost = MetricVerdict("gen_throughput", "hurt", 0.8, 0.75, 0.85, 100.0, 80.0)
+    prediction = predict_revert(_hurt("offline", lost, judged_on=("gen_throughput",)))
+    assert prediction.objective == "tok/s"
+    assert prediction.gain == pytest.approx(0.25)  # 80 -> 100 tok/s
+    assert (prediction.low, prediction.high) == (
+        pytest.approx(1 / 0.85 - 1),
+        pytest.approx(1 / 0.75 - 1),
+    )
+    assert prediction.basis == (
+        "undoes the measured -20 % tok/s of --schedule-conservativeness 1 -> 0.3 "
+        "(verdict worse: gen_throughput)"
+    )
+
+
+def test_revert_predicts_a_latency_fall_with_a_30_percent_range_without_an_interval():
+    slower = MetricVerdict("ttft_p99_seconds", "hurt", None, None, None, 1.0, 1.5)
+    prediction = predict_revert(_hurt("online", slower, judged_on=("ttft_p99_seconds",)))
+    assert prediction.objective == "TTFT p99"
+    assert prediction.gain == pytest.approx(1 / 3)  # 1.5 s -> 1 s: a 33 % fall
+    assert (prediction.low, prediction.high) == (
+        pytest.approx(1 / 3 - 0.1),
+        pytest.approx(1 / 3 + 0.1),
+    )
+    assert prediction.text().startswith("-33 % TTFT p99 (-43 to -23 %): undoes the measured +50 %")
+    small = MetricVerdict("ttft_p99_seconds", "hurt", None, None, None, 1.0, 1.05)
+    tight = predict_revert(_hurt("online", small))
+    assert tight.gain is not None and tight.high is not None
+    assert tight.high - tight.gain == pytest.approx(0.02)  # never narrower than 2 points
+
+
+def test_revert_predicts_on_the_metrics_the_verdict_judged_on():
+    itl = MetricVerdict("itl_p99_seconds", "hurt", 1.2, 1.1, 1.3, 0.05, 0.06)
+    ttft = MetricVerdict("ttft_p99_seconds", "hurt", 2.0, 1.8, 2.2, 1.0, 2.0)  # worse, not judged
+    asked = _hurt("online", itl, ttft, judged_on=("itl_p99_seconds", "itl_p50_seconds"))
+    prediction = predict_revert(asked)
+    assert prediction.objective == "ITL p99" and prediction.gain == pytest.approx(1 - 1 / 1.2)
+    # judged on the profile's metrics: its objective (TTFT p99) first, though ITL fell further
+    itl_worse = MetricVerdict("itl_p99_seconds", "hurt", 3.0, 2.8, 3.2, 0.05, 0.15)
+    generic = _hurt("online", itl_worse, ttft, judged_on=("ttft_p99_seconds", "itl_p99_seconds"))
+    assert predict_revert(generic).objective == "TTFT p99"
+    # a verdict stored before it named its metrics: the profile's primary ones
+    assert predict_revert(_hurt("online", itl_worse, ttft)).objective == "TTFT p99"
+
+
+def test_revert_without_a_measured_regression_to_undo_predicts_nothing():
+    zero = MetricVerdict("restarts", "hurt", None, None, None, 0.0, 0.5)  # no ratio from zero
+    prediction = predict_revert(_hurt("offline", zero, judged_on=("restarts",)))
+    assert prediction.gain is None and "no measured regression to undo" in prediction.basis
+
+
+def test_tuning_regression_finding_carries_the_revert_prediction():
+    out = evaluate(
+        TUNING_REGRESSION, window_from(), config=ServerConfig(schedule_conservativeness=0.3),
+        changes=(_change(),),
+    )  # fmt: skip
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.objective == "tok/s"
+    assert out.action.prediction.gain == pytest.approx(4000.0 / 3520.0 - 1)
+    assert out.action.expected.startswith("+14 % tok/s (+10 to +18 %): undoes the measured -12 %")

@@ -22,7 +22,7 @@ from sglang_tuner.changes.verdict import (
     summarize,
 )
 from sglang_tuner.model import signals as s
-from sglang_tuner.model.flags import CHANGE_FLAGS
+from sglang_tuner.model.flags import CHANGE_FLAGS, MAX_RUNNING_REQUESTS
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import Window
 
@@ -63,8 +63,9 @@ def change_from_dict(data: Mapping[str, Any]) -> Change:
     verdict = data.get("verdict")
     if verdict:
         metrics = tuple(MetricVerdict(**m) for m in verdict["metrics"])
+        judged_on = tuple(verdict.get("judged_on", ()))
         fields["verdict"] = Verdict(
-            verdict["verdict"], verdict["reason"], metrics, verdict["method"]
+            verdict["verdict"], verdict["reason"], metrics, verdict["method"], judged_on
         )
     return Change(**fields)
 
@@ -76,15 +77,27 @@ def _summary(data: Mapping[str, Any]) -> WindowSummary:
 
 
 def flag_values(config: ServerConfig) -> dict[str, str]:
-    """The change-relevant flags of a config, as text (unset ones left out)."""
+    """The change-relevant flags of a config, as text in the flags' own units, as an operator
+    types them and the advice asks for them (unset ones left out)."""
     out = {}
     for field, flag in {**CHANGE_FLAGS, "version": "version"}.items():  # an upgrade too
-        value = getattr(config, field)
-        if value is None and field == "max_running_requests_per_dp":
-            value = config.max_running_requests
+        value = getattr(config, field) if flag != MAX_RUNNING_REQUESTS else _cap_flag(config)
         if value is not None:
             out[flag] = f"{value:g}" if isinstance(value, float) else str(value).lower()
     return out
+
+
+def _cap_flag(config: ServerConfig) -> int | None:
+    """`--max-running-requests` as set: the value the server was started with where it says,
+    else its effective per-rank limit times the DP-attention ranks sharing the flag (the unit
+    `rules/units.py` asks in), else the value an older server reports."""
+    typed = config.raw.get("max_running_requests")
+    if isinstance(typed, int) and not isinstance(typed, bool) and typed > 0:
+        return typed
+    per_rank = config.max_running_requests_per_dp
+    if per_rank is None:
+        return config.max_running_requests  # before 0.5.9: the flag's own value
+    return per_rank * (config.attention_dp_size() or 1)
 
 
 def attribute(after: Mapping[str, str], asked: Mapping[str, tuple[str, str]]) -> str | None:

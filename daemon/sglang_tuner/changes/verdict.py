@@ -8,7 +8,7 @@ their correlation; a fixed seed makes it repeatable).
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sglang_tuner.changes.bootstrap import METHOD, rank, ratio_interval
 from sglang_tuner.model import signals as s
@@ -88,12 +88,15 @@ class MetricVerdict:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The change as a whole, its metrics, and how they were compared."""
+    """The change as a whole, its metrics, how they were compared, and the metrics that
+    decided it (`judged_on`: the asking rule's or the profile's primary ones; empty in
+    verdicts stored before they were kept)."""
 
     verdict: str
     reason: str
     metrics: tuple[MetricVerdict, ...]
     method: str = METHOD
+    judged_on: tuple[str, ...] = ()
 
 
 # Measured from the generation-token counter where the server has it: SGLang's gen_throughput
@@ -134,11 +137,11 @@ def compare(
         _metric(m, better, before, after, min_samples, no_change_ratio)
         for m, better in metrics_for(profile).items()
     )
+    judged = tuple(m for m in primary if m in metrics_for(profile)) or primary_for(profile)
     load = load_changed(before, after, load_tolerance)
     if load:
-        return Verdict(INCONCLUSIVE, load, metrics)
-    judged = [m for m in primary if m in metrics_for(profile)]
-    return _overall(metrics, judged or primary_for(profile))
+        return Verdict(INCONCLUSIVE, load, metrics, judged_on=judged)
+    return replace(_overall(metrics, judged), judged_on=judged)
 
 
 def _overall(metrics: tuple[MetricVerdict, ...], primary: Sequence[str]) -> Verdict:

@@ -1,13 +1,31 @@
 """Change verification: a change of tuning flags that made the server worse is undone first."""
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
-from sglang_tuner.changes.verdict import HURT, MetricVerdict
-from sglang_tuner.model.advice import Action, Confidence, Finding, Outcome, Pass, Severity
-from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.base import Rule, RuleInput
-from sglang_tuner.rules.units import ranks_per_flag
+from sglang_tuner.changes.verdict import HURT, MetricVerdict, metrics_for, primary_for
+from sglang_tuner.model import signals as s
+from sglang_tuner.model.advice import (
+    Action,
+    Confidence,
+    Finding,
+    Outcome,
+    Pass,
+    Prediction,
+    Severity,
+)
+from sglang_tuner.rules.base import Rule, RuleInput, predicted
+from sglang_tuner.rules.server_model import (
+    CRASHES,
+    FLOOR,
+    ITL,
+    SPREAD,
+    THROUGHPUT,
+    TTFT,
+    no_prediction,
+    objective,
+)
 
 SOURCE = (
     "ours: sglang-tuner checks every applied change (the guide: 'test performance after each "
@@ -21,7 +39,9 @@ def _latest_judged(changes: tuple[Change, ...]) -> Change | None:
 
 
 def _still_running(change: Change, inp: RuleInput) -> bool:
-    """The server still runs the values the change set (nobody reverted it since)."""
+    """The server still runs the values the change set (nobody reverted it since). Changes
+    stored by earlier builds hold `--max-running-requests` per DP rank: under DP attention
+    they read as undone, so no revert is ever built from per-rank values."""
     current = flag_values(inp.config) if inp.config else {}
     return all(current.get(flag) == value for flag, value in change.after.items())
 
@@ -33,18 +53,73 @@ def _effect(m: MetricVerdict) -> str:
     return f"{m.metric} {pct:+.0f}% [{(m.low - 1) * 100:+.0f}%, {(m.high - 1) * 100:+.0f}%]"
 
 
-def revert_action(change: Change, config: ServerConfig | None = None) -> Action:
-    """Back to the values before the change (every flag it moved, in one restart), in the
-    flags' own units: the change record keeps --max-running-requests per DP rank."""
-    moves = []
-    for flag, value in change.revert.items():
-        after = _flag_unit(flag, change.after[flag], config)
-        before = _flag_unit(flag, value, config)
-        moves.append(Action(f"{flag} {after} -> {before}", flag, after, before))
+def _moved(change: Change) -> str:
+    return ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
+
+
+def revert_action(change: Change) -> Action:
+    """Back to the values before the change (every flag it moved, in one restart; the record
+    keeps them in the flags' own units), predicted to undo the regression it measured."""
+    moves = [
+        Action(f"{flag} {change.after[flag]} -> {value}", flag, change.after[flag], value)
+        for flag, value in change.revert.items()
+    ]
     head, rest = moves[0], tuple(moves[1:])
     text = "revert: " + ", ".join(m.text for m in moves)
-    expected = "the metrics back where they were before the change"
-    return Action(text, head.flag, head.current, head.suggested, "", expected, rest)
+    expected = "The metrics back where they were before the change."
+    action = Action(text, head.flag, head.current, head.suggested, "", expected, rest)
+    return predicted(action, predict_revert(change))
+
+
+# A verdict's metric as a prediction's objective; token usage is left out (higher is better,
+# and a prediction on anything but tok/s reads as a fall).
+OBJECTIVES = {
+    s.GEN_THROUGHPUT: THROUGHPUT, s.TTFT_P99_SECONDS: TTFT, s.ITL_P50_SECONDS: ITL,
+    s.TTFT_P50_SECONDS: "TTFT p50", s.ITL_P99_SECONDS: "ITL p99",
+    s.RETRACTIONS_PER_MINUTE: "retractions/min", s.RESTARTS: CRASHES,
+}  # fmt: skip
+
+
+def predict_revert(change: Change) -> Prediction:
+    """The regression the verdict measured, undone: on the worst of the metrics that decided
+    it (the profile's objective first), the gain back from after to before, its range from the
+    verdict's interval (else +-30 %, at least 2 points)."""
+    verdict = change.verdict
+    if verdict is None:
+        return no_prediction(change.profile, "the change has no verdict")
+    judged_on = verdict.judged_on or primary_for(change.profile)
+    hurt = [m for m in verdict.metrics if m.verdict == HURT]
+    found = [(m, p) for m in hurt if (p := _undone(m, change.profile)) is not None]
+    decided = [(m, p) for m, p in found if m.metric in judged_on] or found
+    if not decided:
+        return no_prediction(change.profile, f"no measured regression to undo ({verdict.reason})")
+    first = objective(change.profile)
+    _, best = min(decided, key=lambda mp: (mp[1].objective != first, -(mp[1].gain or 0.0)))
+    basis = f"{best.basis} of {_moved(change)} (verdict {verdict.reason})"
+    return replace(best, basis=basis)
+
+
+def _undone(m: MetricVerdict, profile: str) -> Prediction | None:
+    """Going back from `after` to `before` on one metric: tok/s 100 -> 80 undone is +25 %;
+    TTFT p99 1 s -> 1.5 s undone is a 33 % fall, gain +0.33. None without an objective for the
+    metric or without both means."""
+    name = OBJECTIVES.get(m.metric)
+    if name is None or m.before is None or m.after is None or min(m.before, m.after) <= 0:
+        return None
+    better = metrics_for(profile).get(m.metric, -1)
+
+    def gain(ratio: float) -> float:
+        return better * (1 / ratio - 1)
+
+    ratio = m.after / m.before
+    if m.low is not None and m.high is not None and min(m.low, m.high) > 0:
+        low, high = sorted((gain(m.low), gain(m.high)))
+    else:
+        spread = max(FLOOR, SPREAD * abs(gain(ratio)))
+        low, high = gain(ratio) - spread, gain(ratio) + spread
+    return Prediction(
+        name, gain(ratio), low, high, f"undoes the measured {(ratio - 1) * 100:+.0f} % {name}"
+    )
 
 
 def _check_regression(inp: RuleInput) -> Outcome:
@@ -65,11 +140,11 @@ def _check_regression(inp: RuleInput) -> Outcome:
             "each setting costs something; choose by what matters most"
         ))  # fmt: skip
     when = datetime.fromtimestamp(change.at, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
+    moved = _moved(change)
     asked = f", asked by {change.rule}" if change.rule else ", not asked by any advice"
     worse = "; ".join(_effect(m) for m in change.verdict.metrics if m.verdict == HURT)
     evidence = f"after {moved} ({when}{asked}): {worse}"
-    return Finding(evidence, revert_action(change, inp.config), Confidence.HIGH)
+    return Finding(evidence, revert_action(change), Confidence.HIGH)
 
 
 def _undid_previous(change: Change, changes: tuple[Change, ...]) -> bool:
@@ -82,14 +157,6 @@ def _undid_previous(change: Change, changes: tuple[Change, ...]) -> bool:
     return dict(previous.before) == dict(change.after) and dict(previous.after) == dict(
         change.before
     )
-
-
-def _flag_unit(flag: str, value: str, config: ServerConfig | None) -> str:
-    """A recorded value as the flag takes it (per-rank request limits times the DP ranks)."""
-    ranks = ranks_per_flag(config)
-    if flag != "--max-running-requests" or ranks == 1 or not value.isdigit():
-        return value
-    return str(int(value) * ranks)
 
 
 TUNING_REGRESSION = Rule(
