@@ -4,8 +4,9 @@ The guide says to change one thing at a time. Findings are ranked by precedence:
 out-of-memory first, then by severity, the guide's advice before ours, the larger gain the
 server model predicts for this server, and the guide's order.
 The first is the next change. A finding that would move a flag the other way of a higher-ranked
-one, change a flag a higher-ranked one already changes, or set a value this server crashed with,
-is held back with the reason; the others follow the next change, in order.
+one, change a flag a higher-ranked one already changes, set a value this server crashed with, or
+repeat a crash fix already in place while its crash goes on, is held back with the reason; the
+others follow the next change, in order.
 """
 
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,7 @@ def plan_target(
         reason = (
             _not_in_version(action, config)
             or _crashed_before(action, history)
+            or _did_not_stop(j, changes, config)
             or _hurt_before(j.rule.id, j.finding, changes)
             or _undoes_latest(j.rule.id, action, changes)
             or _conflict(action, kept)
@@ -119,6 +121,41 @@ def _crashed_before(action: Action, history: FlagHistory) -> str:
             what = failed.crash or "a crash"
             return f"{move.flag} {_text(failed.value)} crashed this server before ({what})"
     return ""
+
+
+def _did_not_stop(j: Judgement, changes: Sequence[Change], config: ServerConfig | None) -> str:
+    """Why a crash fix waits that is in place already while its rule still fires ('' when it
+    is not): every value it sets runs today, or (config unknown, as in a crash loop) was the
+    flag's latest recorded change; applying it again would not stop the crash either."""
+    finding = j.finding
+    if not j.rule.stability or finding is None:
+        return ""
+    moves = [m for m in _moves(finding.action) if m.suggested is not None]
+    places = [_in_place(m, changes, config) for m in moves]
+    if not places or not all(places):
+        return ""
+    return (
+        f"{'; '.join(places)}, and {j.rule.id} still fires ({finding.evidence}): that fix did "
+        "not stop the crash"
+    )
+
+
+def _in_place(move: Action, changes: Sequence[Change], config: ServerConfig | None) -> str:
+    """How the move's value is in place already ('' when it is not)."""
+    flag, value = move.flag or "", move.suggested or ""
+    if config is not None:
+        running = getattr(config, _field(flag), None)
+        same = running is not None and _same_value(_text(running), value)
+        return f"{flag} is already {value}" if same else ""
+    latest = next((c for c in reversed(changes) if flag in c.after), None)
+    if latest is None or not _same_value(latest.after[flag], value):
+        return ""
+    return f"{flag} {latest.before[flag]} -> {latest.after[flag]} was applied"
+
+
+def _same_value(a: str, b: str) -> bool:
+    x, y = _number(a), _number(b)
+    return a == b if x is None or y is None else x == y
 
 
 def _not_in_version(action: Action, config: ServerConfig | None) -> str:

@@ -11,6 +11,7 @@ from sglang_tuner.rules.crashes import (
     STARTUP_NOT_ENOUGH_MEMORY,
 )
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH
+from sglang_tuner.rules.server_model import CRASHES
 
 H100 = "NVIDIA H100 80GB HBM3"
 CAPTURE_CRASH = window_from(cuda_graph_capture_oom_events="0x3 1 0x2")
@@ -32,7 +33,7 @@ def test_capture_oom_without_history_halves_to_a_captured_size():
     out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config)
     assert isinstance(out, Finding)
     assert out.action.text == "--cuda-graph-max-bs 400 -> 200"  # 200 is on the grid (16..256 by 8)
-    assert out.action.expected.startswith("graph buffers about 50% of those that ran out")
+    assert "graph buffers about 50% of those that ran out" in out.action.expected
 
 
 def test_capture_oom_blames_the_value_it_crashed_with_not_todays():
@@ -75,7 +76,9 @@ def test_startup_not_enough_memory_raises_mem_fraction_by_a_step():
     out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
     assert isinstance(out, Finding)
     assert out.action.text == "--mem-fraction-static 0.7 -> 0.75"
-    assert out.action.expected == "the server starts: about 4.0 GB more for weights and the KV pool"
+    assert out.action.expected.endswith(
+        "the server starts: about 4.0 GB more for weights and the KV pool"
+    )
 
 
 def test_startup_not_enough_memory_at_the_ceiling_says_the_model_does_not_fit():
@@ -129,3 +132,39 @@ def test_startup_raise_never_reaches_a_fraction_that_ran_out_of_gpu_memory():
     config = ServerConfig(mem_fraction_static=0.8, gpu_model=H100)
     out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config, history=history)
     assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.8 -> 0.84"
+
+
+# -- the prediction a crash fix carries ---------------------------------------------------------
+def test_capture_oom_predicts_the_crashes_stop():
+    config = ServerConfig(version="0.5.23", cuda_graph_max_bs=512, gpu_model=H100)
+    history = FlagHistory(safe={"cuda_graph_max_bs": FlagOutcome(256, 0.0)})
+    out = evaluate(CUDA_GRAPH_CAPTURE_OOM, CAPTURE_CRASH, config=config, history=history)
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.objective == CRASHES
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 1.0)
+
+
+def test_kv_pool_exhausted_predicts_the_crashes_stop():
+    out = evaluate(KV_POOL_EXHAUSTED, POOL_CRASH, config=ServerConfig(max_running_requests=200))
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.gain == 1.0
+    assert out.action.prediction.basis.startswith("1 crash(es): SGLang's KV or request pool")
+
+
+def test_startup_not_enough_memory_is_sure_only_with_sglangs_own_figure():
+    window = window_from(startup_not_enough_memory_events="1", mem_fraction_required="0.942")
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, window, config=ServerConfig(mem_fraction_static=0.9))
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 1.0)
+    assert out.action.prediction.basis.endswith("SGLang asked for a fraction above 0.942")
+    config = ServerConfig(mem_fraction_static=0.7, gpu_model=H100)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 0.0)
+
+
+def test_allocator_bug_predicts_nothing_and_says_why():
+    out = evaluate(ALLOCATOR_BUG, window_from(allocator_bug_events="0 1 0"))
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.gain is None
+    assert out.action.prediction.basis.startswith("an allocator bug or leak")

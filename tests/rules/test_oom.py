@@ -1,9 +1,16 @@
 """prefill_oom and decode_oom (OOM lines from the SGLang log)."""
 
+from dataclasses import replace
+
 from helpers import evaluate, window_from
-from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import WindowSummary
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass, Prediction
+from sglang_tuner.model.flags import FlagHistory, FlagOutcome
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.signals import PREFILL_OOM_EVENTS
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
+from sglang_tuner.rules.server_model import CRASHES
 
 PREFILL_CRASH = window_from(prefill_oom_events="0x5 1 0x4")
 DECODE_CRASH = window_from(decode_oom_events="0x5 2 0x4", num_running_reqs_max_rank="100x5 200x5")
@@ -22,10 +29,23 @@ def test_prefill_oom_second_step_is_2048():
     assert isinstance(out, Finding) and out.action.text == "--chunked-prefill-size 4096 -> 2048"
 
 
-def test_prefill_oom_at_2048_points_at_mem_fraction():
-    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=ServerConfig(chunked_prefill_size=2048))
+def test_prefill_oom_at_2048_lowers_mem_fraction_as_the_guide_does():
+    config = ServerConfig(chunked_prefill_size=2048, mem_fraction_static=0.9)
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.9 -> 0.8"
+    assert out.action.note == "--chunked-prefill-size is already 2048, the guide's floor"
+    assert out.action.prediction is not None
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 1.0)
+
+
+def test_prefill_oom_at_2048_and_mem_fraction_0_7_has_no_flag_left():
+    config = ServerConfig(chunked_prefill_size=2048, mem_fraction_static=0.7)
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=config)
     assert isinstance(out, Finding) and out.action.flag is None
-    assert "--mem-fraction-static" in out.action.text
+    assert out.action.text.startswith(
+        "--chunked-prefill-size is already 2048; --mem-fraction-static is already 0.7"
+    )
+    assert out.action.prediction is not None and out.action.prediction.gain is None
 
 
 def test_prefill_oom_chunking_disabled_goes_to_4096():
@@ -102,3 +122,62 @@ def test_decode_oom_silent_without_oom_lines():
 def test_decode_oom_no_data_asks_for_log_file():
     out = evaluate(DECODE_OOM, window_from(num_running_reqs="1x10"))
     assert isinstance(out, NoData) and "log_file" in out.reason
+
+
+# -- the prediction a crash fix carries ---------------------------------------------------------
+APPLIED_4096 = Change(
+    target="t", at=10.0, kind="flags", before={"--chunked-prefill-size": "unset"},
+    after={"--chunked-prefill-size": "4096"}, rule="prefill_oom", profile="offline",
+    before_window=WindowSummary(0.0, 0.0, {}, {}), due=0.0,
+)  # fmt: skip
+
+
+def test_prefill_oom_predicts_the_crashes_stop_from_a_reported_value():
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=ServerConfig(chunked_prefill_size=8192))
+    assert isinstance(out, Finding) and out.severity is None  # the rule's: critical
+    assert out.action.prediction == Prediction(
+        CRASHES, 1.0, 1.0, 1.0, "1 CUDA out-of-memory crash(es) during prefill in the window"
+    )
+    assert out.action.expected.startswith("-100 % crashes")
+
+
+def test_prefill_oom_is_less_sure_when_todays_value_is_unknown():
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=None, config_error="timeout")
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 0.0)
+    assert "today's value unknown" in out.action.prediction.basis
+
+
+def test_prefill_oom_applied_and_crashing_again_predicts_nothing():
+    # 4096 was applied at 10 s (the value unknown to /server_info): the crash at 25 s came after
+    view = window_from(prefill_oom_events="0x5 1 0x4")
+    out = evaluate(PREFILL_OOM, view, config=None, config_error="503", changes=(APPLIED_4096,))
+    assert isinstance(out, Finding) and out.action.text == "--chunked-prefill-size ? -> 4096"
+    assert out.action.prediction is not None and out.action.prediction.gain is None
+    assert out.action.prediction.basis == (
+        "--chunked-prefill-size unset -> 4096 was applied: that change did not stop the crashes"
+    )
+    assert "did not stop the crashes" in out.action.note
+
+
+def test_prefill_oom_applied_before_the_last_crash_still_claims_the_fix():
+    late = replace(APPLIED_4096, at=100.0)  # applied after every crash in the window
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=None, config_error="503", changes=(late,))
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.gain == 1.0
+
+
+def test_prefill_oom_value_that_crashed_before_predicts_nothing():
+    crashed = FlagOutcome(4096, 5.0, PREFILL_OOM_EVENTS)
+    history = FlagHistory(failing={"chunked_prefill_size": crashed})
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=None, config_error="x", history=history)
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.gain is None
+    assert out.action.prediction.basis.startswith("the server crashed with --chunked-prefill-size")
+
+
+def test_decode_oom_predicts_the_crashes_stop():
+    out = evaluate(DECODE_OOM, DECODE_CRASH, config=ServerConfig(max_running_requests=256))
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    assert out.action.prediction.objective == CRASHES
+    assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 1.0)

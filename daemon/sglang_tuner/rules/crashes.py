@@ -7,7 +7,16 @@ try to increase --mem-fraction-static" asks for the opposite of every other OOM 
 
 import math
 
-from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import (
+    Action,
+    Confidence,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Prediction,
+    Severity,
+)
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     ALLOCATOR_BUG_EVENTS,
@@ -20,7 +29,8 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.rules.base import Rule, RuleInput, flag_action, with_expected, with_note
 from sglang_tuner.rules.cuda_graph import graph_flag
-from sglang_tuner.rules.oom import lower_max_running
+from sglang_tuner.rules.oom import crash_fix, lower_max_running, reported
+from sglang_tuner.rules.server_model import CRASHES
 from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
@@ -99,7 +109,11 @@ def _check_capture_oom(inp: RuleInput) -> Outcome:
     if count < inp.thresholds["oom_events"]:
         return Pass(0.0, present)
     evidence = f"{count:.0f} out-of-memory error(s) while capturing CUDA graphs at startup"
-    return Finding(evidence, _lower_graph_bs(inp), Confidence.HIGH, 1.0, present)
+    # Sure from the value it crashed with; SGLang's default for this GPU is an assumption.
+    sure = _crashed_value(inp, "cuda_graph_max_bs") is not None
+    basis = evidence if sure else f"{evidence}; the value it crashed with is assumed"
+    action = crash_fix(inp, _lower_graph_bs(inp), CUDA_GRAPH_CAPTURE_OOM_EVENTS, basis, sure)
+    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
 
 
 CUDA_GRAPH_CAPTURE_OOM = Rule(
@@ -134,8 +148,11 @@ def _check_kv_pool(inp: RuleInput) -> Outcome:
     if count < inp.thresholds["oom_events"]:
         return Pass(0.0, present)
     evidence = f"{count:.0f} crash(es): SGLang's KV or request pool ran out"
-    action = with_note(lower_max_running(inp), SHRINKS_THE_POOL)
-    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+    action = lower_max_running(inp)
+    sure = reported(action)  # else it may already be that low
+    basis = f"{evidence}; fewer requests hold fewer KV tokens"
+    action = crash_fix(inp, action, KV_POOL_EXHAUSTED_EVENTS, basis, sure)
+    return Finding(evidence, with_note(action, SHRINKS_THE_POOL), Confidence.HIGH, 1.0, present)
 
 
 KV_POOL_EXHAUSTED = Rule(
@@ -161,12 +178,19 @@ KV_POOL_EXHAUSTED = Rule(
 
 
 # -- SGLang's allocator failed: a bug, not a capacity problem ----------------------------------
+_A_BUG = (
+    "an allocator bug or leak: no flag change is known to stop it (sgl-project/sglang#4602, "
+    "#6888, #13125 were fixed in code)"
+)
+
+
 def _report_it(_inp: RuleInput) -> Action:
     return Action(
         "not a tuning problem: SGLang's allocator lost track of its memory (a bug or a leak). "
         "Upgrade SGLang; where --page-size is above 1, try --page-size 1; report it upstream "
         "with this log",
         expected="no flag change: capping the batch or the pool would only hide the bug",
+        prediction=Prediction(CRASHES, None, basis=_A_BUG),
     )
 
 
@@ -274,7 +298,14 @@ def _check_startup_memory(inp: RuleInput) -> Outcome:
     if count < inp.thresholds["oom_events"]:
         return Pass(0.0, present)
     evidence = f"{count:.0f} failed start(s): 'Not enough memory' for the KV cache pool"
-    return Finding(evidence, _raise_for_the_pool(inp), Confidence.HIGH, 1.0, present)
+    required = inp.view.max(MEM_FRACTION_REQUIRED)
+    # Sure where SGLang said which fraction the pool needs; a fixed step may still fall short.
+    if required is not None:
+        sure, basis = True, f"{evidence}; SGLang asked for a fraction above {required:g}"
+    else:
+        sure, basis = False, f"{evidence}; a fixed step: SGLang did not say how much it needs"
+    action = crash_fix(inp, _raise_for_the_pool(inp), STARTUP_NOT_ENOUGH_MEMORY_EVENTS, basis, sure)
+    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
 
 
 STARTUP_NOT_ENOUGH_MEMORY = Rule(
