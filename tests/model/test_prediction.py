@@ -29,3 +29,8 @@ def test_advice_shows_the_prediction_of_an_action_and_none_without_one():
     }  # fmt: skip
     bare = ActionOut.model_validate(Action("x"))
     assert bare.prediction is None and "prediction" not in bare.model_dump()
+
+
+def test_a_zero_bound_reads_as_plus_zero_never_minus_zero():
+    assert Prediction("crashes", 1.0, 0.0, 1.0).text() == "-100 % crashes (-100 to +0 %)"
+    assert Prediction("tok/s", -0.003, -0.02, 0.02).text() == "+0 % tok/s (-2 to +2 %)"

@@ -57,16 +57,17 @@ class Prediction:
         """'+38 % tok/s (25-50 %): basis', or 'no prediction: why'."""
         if self.gain is None:
             return f"no prediction: {self.basis}"
-        if self.objective == "tok/s":
-            head = f"{self.gain * 100:+.0f} % {self.objective}"
-        else:  # a latency: its gain is a fall
-            head = f"{-self.gain * 100:+.0f} % {self.objective}"
+        sign = 1 if self.objective == "tok/s" else -1  # a latency's gain is a fall
+        head = f"{_percent(sign * self.gain)} % {self.objective}"
         if self.low is not None and self.high is not None:
-            lo, hi = sorted((self.low, self.high))
-            sign = 1 if self.objective == "tok/s" else -1
-            lo, hi = sorted((sign * lo * 100, sign * hi * 100))
-            head += f" ({lo:+.0f} to {hi:+.0f} %)"
+            lo, hi = sorted((sign * self.low, sign * self.high))
+            head += f" ({_percent(lo)} to {_percent(hi)} %)"
         return f"{head}: {self.basis}" if self.basis else head
+
+
+def _percent(ratio: float) -> str:
+    """+0.384 -> '+38'; a rounded zero is '+0', never '-0'."""
+    return f"{round(ratio * 100):+d}"
 
 
 @dataclass(frozen=True, slots=True)

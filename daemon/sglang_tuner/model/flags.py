@@ -32,10 +32,10 @@ class TuningFlag:
     """One tuning flag: its classic spelling, the `ServerConfig` field holding its value, and
     who reads it.
 
-    `change_field` is the field a change log compares across a restart where that is not
-    `field` (`--max-running-requests` is per DP rank from 0.5.9: the per-rank value is what the
-    operator set). `blamed_by`: the crash signals that blame this flag's value, each with
-    whether the crash says the value was too low rather than too high.
+    A change log compares the flag as set (`changes/record.py`: `--max-running-requests` in
+    the command line's units, not SGLang's per-DP-rank value). `blamed_by`: the crash signals
+    that blame this flag's value, each with whether the crash says the value was too low rather
+    than too high.
     """
 
     flag: str
@@ -45,13 +45,7 @@ class TuningFlag:
     # A change of it makes the window before the restart another configuration's, and its
     # value is remembered as safe or failing (torch.compile and the radix cache: logged only).
     reconfigures: bool = True
-    change_field: str = ""
     blamed_by: tuple[tuple[str, bool], ...] = ()
-
-    @property
-    def compared_field(self) -> str:
-        """The field a change log compares across a restart."""
-        return self.change_field or self.field
 
 
 # SGLang's own pool running out blames a pool that was too small as much as a batch that was
@@ -76,7 +70,6 @@ TUNING_FLAGS: tuple[TuningFlag, ...] = (
     TuningFlag(
         MAX_RUNNING_REQUESTS,
         "max_running_requests",
-        change_field="max_running_requests_per_dp",
         blamed_by=((DECODE_OOM_EVENTS, False), (KV_POOL_EXHAUSTED_EVENTS, False)),
     ),
     TuningFlag(
@@ -93,6 +86,7 @@ TUNING_FLAGS: tuple[TuningFlag, ...] = (
     TuningFlag("--quantization", "quantization"),
     TuningFlag("--enable-torch-compile", "enable_torch_compile", reconfigures=False),
     TuningFlag("--disable-radix-cache", "disable_radix_cache", reconfigures=False),
+    TuningFlag("--enable-hierarchical-cache", "enable_hierarchical_cache"),
 )
 
 # Command-line spelling (every alias too) -> `ServerConfig` field.
@@ -100,7 +94,7 @@ FLAG_FIELDS: Mapping[str, str] = {
     spelling: f.field for f in TUNING_FLAGS for spelling in (f.flag, *f.aliases)
 }
 # `ServerConfig` field a change log compares -> command-line flag.
-CHANGE_FLAGS: Mapping[str, str] = {f.compared_field: f.flag for f in TUNING_FLAGS if f.tracked}
+CHANGE_FLAGS: Mapping[str, str] = {f.field: f.flag for f in TUNING_FLAGS if f.tracked}
 # The `ServerConfig` fields whose change makes the old window describe another configuration.
 RECONFIGURING_FIELDS: tuple[str, ...] = tuple(f.field for f in TUNING_FLAGS if f.reconfigures)
 # Crash signal -> the `ServerConfig` fields whose values it blames, each with "too low?".

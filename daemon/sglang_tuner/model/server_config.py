@@ -49,3 +49,16 @@ class ServerConfig:
     disaggregation_mode: str | None = None  # "null", "prefill" or "decode" (PD disaggregation)
     gpu_model: str | None = None  # from DCGM or the target's config, when known
     raw: Mapping[str, Any] = field(default_factory=dict)  # the redacted body, for /targets
+
+    def attention_dp_size(self) -> int | None:
+        """Schedulers sharing the TP group under DP attention (1 without); None if unknown.
+
+        0.5.22+ reports `attn_dp_size` (and `dp_size` 1); before, `dp_size` with
+        `enable_dp_attention`.
+        """
+        width = self.raw.get("attn_dp_size")
+        if isinstance(width, int) and not isinstance(width, bool) and width >= 1:
+            return width
+        if self.enable_dp_attention is None:
+            return None if (self.dp_size or 1) > 1 else 1
+        return (self.dp_size or 1) if self.enable_dp_attention else 1

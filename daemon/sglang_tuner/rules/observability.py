@@ -14,7 +14,6 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rules.base import Rule, RuleInput, confidence_for, format_duration
-from sglang_tuner.rules.sglang.flags import attention_dp_size
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
 DISABLED_REASON = "http_404_metrics_disabled"
@@ -80,7 +79,7 @@ def _check_first_rank(inp: RuleInput) -> Outcome:
     config = inp.config
     if config is None:
         return NoData(f"server config unknown ({inp.config_error})", inp.view.window_seconds)
-    dp = max(config.dp_size or 1, attention_dp_size(config) or 1)  # 0.5.22+: attn_dp_size
+    dp = max(config.dp_size or 1, config.attention_dp_size() or 1)  # 0.5.22+: attn_dp_size
     if dp <= 1:
         return Pass(detail="one DP rank")
     if config.enable_metrics_for_all_schedulers:

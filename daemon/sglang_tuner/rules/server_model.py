@@ -156,7 +156,9 @@ def observe(inp: RuleInput) -> Observed | None:
     running = sum(r[NUM_RUNNING_REQS] for r in rows) / len(rows)
     tokens = sum(r[GEN_THROUGHPUT] for r in rows) / len(rows)
     pool = _pool(inp, ranks)
-    prompt, gen = view.quantile(PROMPT_TOKENS_RATE, 0.5), view.quantile(GENERATION_TOKENS_RATE, 0.5)
+    prompt = view.quantile(PROMPT_TOKENS_RATE, 0.5)
+    # the log has no generation counter: its decode lines' gen throughput is the same rate
+    gen = view.quantile(GENERATION_TOKENS_RATE, 0.5) or tokens
     hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
     per_output = prompt * (1 - hit) / gen if prompt and gen else 0.0
     return Observed(

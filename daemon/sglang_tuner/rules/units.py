@@ -9,7 +9,6 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
 from sglang_tuner.model.window import WindowView
 from sglang_tuner.rules.base import RuleInput
-from sglang_tuner.rules.sglang.flags import attention_dp_size
 
 
 def batch_signal(inp: RuleInput) -> str:
@@ -32,7 +31,7 @@ def per_rank_batch(view: WindowView, q: float) -> float | None:
 
 def ranks_per_flag(config: ServerConfig | None) -> int:
     """How many DP ranks share one `--max-running-requests` value (1 unless DP attention)."""
-    return 1 if config is None else attention_dp_size(config) or 1
+    return 1 if config is None else config.attention_dp_size() or 1
 
 
 def max_running_per_rank(config: ServerConfig | None) -> int | None:

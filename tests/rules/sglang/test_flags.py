@@ -6,7 +6,6 @@ from sglang_tuner.rules.sglang.flags import (
     STABLE_FLAGS,
     accepts_flag,
     accepts_value,
-    attention_dp_size,
     flag_name,
     flag_replacement,
     has_flag,
@@ -198,5 +197,5 @@ def test_user_set_flag_aliases_and_abbreviations():
 def test_max_running_requests_is_split_only_by_dp_attention(fields, raw, per_rank, width):
     config = ServerConfig(raw=raw, **fields)
     assert max_running_is_per_rank(config) is per_rank
-    assert attention_dp_size(config) == width
+    assert config.attention_dp_size() == width
     assert max_running_flag_value(64, config) == (None if width is None else 64 * width)

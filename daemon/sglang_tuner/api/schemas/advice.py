@@ -44,7 +44,10 @@ class FromAttributes(BaseModel):
 class PredictionOut(FromAttributes):
     """What the server model predicts the change does on this server, or why it cannot."""
 
-    objective: str = Field(description="What is predicted: 'tok/s', 'TTFT p99' or 'ITL p50'")
+    objective: str = Field(
+        description="What is predicted: 'tok/s', 'TTFT p99' or 'ITL p50'; 'crashes' for a crash "
+        "fix; a revert (tuning_regression) names the metric it undoes (e.g. 'ITL p99')"
+    )
     gain: float | None = Field(
         description="Relative improvement (0.38: 38 % more tok/s or 38 % less latency); "
         "None: no prediction (see basis)"

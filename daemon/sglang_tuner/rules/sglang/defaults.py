@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.backends import is_mla_or_nsa
-from sglang_tuner.rules.sglang.flags import attention_dp_size
 from sglang_tuner.rules.sglang.mem_fraction import estimate_mem_fraction_static
 from sglang_tuner.rules.sglang.versions import as_of, in_span
 
@@ -144,7 +143,7 @@ def max_running_per_rank(config: ServerConfig, cli_value: int | None = None) -> 
     tokens, context, width = (
         config.max_total_num_tokens,
         config.context_length,
-        attention_dp_size(config),
+        config.attention_dp_size(),
     )
     if tokens is None or context is None or width is None:
         return None
@@ -188,7 +187,7 @@ def default_for(
     divided by the attention-DP size and the conservativeness multiplied by 0.3 (every release).
     None when it depends on what is unknown (GPU memory, an unmodelled launch option).
     """
-    version, width = config.version, attention_dp_size(config) or 1
+    version, width = config.version, config.attention_dp_size() or 1
     setting = flag if flag != "--cuda-graph-max-bs-decode" else "--cuda-graph-max-bs"
     if setting == "--schedule-policy":
         return default_schedule_policy(version)

@@ -70,6 +70,7 @@ STABLE_FLAGS = (
     "--enable-torch-compile", "--torch-compile-max-bs", "--schedule-conservativeness",
     "--mem-fraction-static", "--attention-backend", "--kv-cache-dtype", "--schedule-policy",
     "--quantization", "--tp-size", "--dp-size", "--enable-metrics", "--disable-radix-cache",
+    "--enable-hierarchical-cache",
 )  # fmt: skip
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     **_RENAMED,
@@ -191,27 +192,13 @@ def user_set_flag(config: ServerConfig, flag: str) -> bool | None:
     return None if "--config" in given or abbreviated else False
 
 
-def attention_dp_size(config: ServerConfig) -> int | None:
-    """Schedulers sharing the TP group under DP attention (1 without); None if unknown.
-
-    0.5.22+ reports `attn_dp_size` (and `dp_size` 1); before, `dp_size` with
-    `enable_dp_attention`.
-    """
-    width = config.raw.get("attn_dp_size")
-    if isinstance(width, int) and not isinstance(width, bool) and width >= 1:
-        return width
-    if config.enable_dp_attention is None:
-        return None if (config.dp_size or 1) > 1 else 1
-    return (config.dp_size or 1) if config.enable_dp_attention else 1
-
-
 # Under attention DP SGLang schedules with 0.3 x --schedule-conservativeness (every version).
 DP_ATTENTION_CONSERVATIVENESS = 0.3
 
 
 def conservativeness_scale(config: ServerConfig | None) -> float:
     """What SGLang multiplies --schedule-conservativeness by before scheduling with it."""
-    width = attention_dp_size(config) if config is not None else None
+    width = config.attention_dp_size() if config is not None else None
     return DP_ATTENTION_CONSERVATIVENESS if width is not None and width > 1 else 1.0
 
 
@@ -222,11 +209,11 @@ def max_running_is_per_rank(config: ServerConfig) -> bool | None:
     the same server args); DP attention divides it by the attention-DP size (`tp_worker.py`
     <= 0.5.8, `model_runner.py` 0.5.9, `kv_cache_configurator.resolve_max_num_reqs` 0.5.13+).
     """
-    width = attention_dp_size(config)
+    width = config.attention_dp_size()
     return None if width is None else width == 1
 
 
 def max_running_flag_value(per_rank: int, config: ServerConfig) -> int | None:
     """The `--max-running-requests` value that gives each DP rank `per_rank` slots."""
-    width = attention_dp_size(config)
+    width = config.attention_dp_size()
     return None if width is None else per_rank * width

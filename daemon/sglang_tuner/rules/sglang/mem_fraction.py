@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.sglang.flags import attention_dp_size
 from sglang_tuner.rules.sglang.versions import in_span
 
 GIB = 1024.0  # MiB
@@ -62,7 +61,7 @@ def _prefill_graphs_on(config: ServerConfig, width: int) -> bool:
 
 def _reserved_mib(config: ServerConfig, gpu_memory_gb: float, mla: bool) -> float | None:
     """0.5.3+ reserve in MiB; None without the reported chunked prefill size or graph max bs."""
-    width = attention_dp_size(config) or 1
+    width = config.attention_dp_size() or 1
     chunked, max_bs = config.chunked_prefill_size, config.cuda_graph_max_bs
     if chunked is None or max_bs is None:
         return None
@@ -86,7 +85,7 @@ def _tier_fraction(config: ServerConfig, gpu_memory_gb: float) -> float:
     """0.4.8 - 0.5.2: reserve by GPU-memory tier and tp x pp (+4 GiB with DP attention)."""
     parallel = (config.tp_size or 1) * (config.pp_size or 1)
     base, per_unit = next((b, p) for below, b, p in _TIER_RESERVE if gpu_memory_gb < below)
-    reserve = base + parallel * per_unit + (4 if (attention_dp_size(config) or 1) > 1 else 0)
+    reserve = base + parallel * per_unit + (4 if (config.attention_dp_size() or 1) > 1 else 0)
     return round((gpu_memory_gb - reserve) / gpu_memory_gb, 3)
 
 
