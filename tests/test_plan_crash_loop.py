@@ -4,7 +4,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-import pytest
 from helpers import parse_series
 from sglang_tuner.changes.record import Change
 from sglang_tuner.changes.verdict import WindowSummary
@@ -83,11 +82,6 @@ def test_plan_crash_fix_whose_value_runs_today_is_held():
     assert plan.held[0].reason.startswith("--max-running-requests is already 128, and decode_oom")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a crash-looping server's flags never reach the change log: /server_info is not "
-    "read between crashes, and the log's launch flags are not used live (report to the lead)",
-)
 def test_plan_crash_loop_on_an_l40s_moves_on_from_a_fix_that_did_not_stop_it():
     run = asyncio.run(
         closed_loop.run_one(

@@ -10,9 +10,10 @@ from collections.abc import Mapping, MutableMapping
 
 from sglang_tuner.changes.record import FLAGS
 from sglang_tuner.model.next_change import Asked
+from sglang_tuner.model.server_config import ServerConfig, merge_config
 from sglang_tuner.sources.prometheus.targets import FleetTargetSource
 from sglang_tuner.sources.target import TargetSource
-from sglang_tuner.target_state import TargetState
+from sglang_tuner.target_state import TargetState, flags_changed
 
 logger = logging.getLogger(__name__)
 Source = TargetSource | FleetTargetSource
@@ -47,6 +48,8 @@ async def read_due(
             return  # removed while we waited
         if source.spec.dcgm_url:
             target.apply_dcgm(facts)
+        if config is None:
+            config, error = launch_stand_in(target, source.launched(), error)
         wanted = asked.get(name, Asked())
         change = target.apply_server_info(config, error, wanted.flags, wanted.ratios)
         if change is not None and change.kind == FLAGS:
@@ -60,6 +63,21 @@ async def read_due(
         await asyncio.gather(*(read(n) for n in due))
     except asyncio.CancelledError:
         return  # shutting down
+
+
+def launch_stand_in(
+    target: TargetState, launched: ServerConfig | None, error: str | None
+) -> tuple[ServerConfig | None, str | None]:
+    """For a server whose `/server_info` fails (one that crashes before it answers): the flags
+    its log says the latest process started with, over what `/server_info` said last, when they
+    differ from what the daemon holds; else nothing new (None and the error)."""
+    if launched is None:
+        return None, error
+    held = target.config
+    merged = launched if held is None else merge_config(held, launched)
+    if held is not None and not flags_changed(held, merged):
+        return None, error
+    return merged, f"{error}; flags from the log's launch line" if error else None
 
 
 def _due(target: TargetState, source: Source, now: float, period: float) -> bool:

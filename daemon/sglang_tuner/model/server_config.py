@@ -2,7 +2,7 @@
 profiles a target may declare."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 Profile = Literal["offline", "online", "long_context", "multi_turn"]
@@ -62,3 +62,10 @@ class ServerConfig:
         if self.enable_dp_attention is None:
             return None if (self.dp_size or 1) > 1 else 1
         return (self.dp_size or 1) if self.enable_dp_attention else 1
+
+
+def merge_config(held: ServerConfig, newer: ServerConfig) -> ServerConfig:
+    """`held` with every value `newer` states (a partial read, such as a log's launch line,
+    over a full `/server_info`); the raw body is the newer one's."""
+    stated = {f.name: getattr(newer, f.name) for f in fields(newer) if f.name != "raw"}
+    return replace(held, **{k: v for k, v in stated.items() if v is not None}, raw=newer.raw)

@@ -73,6 +73,10 @@ class TargetSource:
         )
         return config, None if error is None else redact_userinfo(error)
 
+    def launched(self) -> ServerConfig | None:
+        """The flags the latest process was started with, from its log (None without one)."""
+        return self.log.launched if self.log is not None else None
+
     async def dcgm(self, timeout_seconds: float) -> dict[str, float | str]:
         """The DCGM exporter's facts ({} without one or when it cannot be read)."""
         if not self.spec.dcgm_url:

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 from sglang_tuner.model import signals as s
-from sglang_tuner.sources.log.follow import LogCounts, LogFollower, scan_lines, to_signals
+from sglang_tuner.sources.log.follow import (
+    LogCounts,
+    LogFollower,
+    last_startup_lines,
+    scan_lines,
+    to_signals,
+)
 from sglang_tuner.sources.log.lines import BatchLoad
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
@@ -332,3 +338,40 @@ def test_scan_lines_raw_torch_oom_takes_the_phase_of_the_last_batch() -> None:
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
     counts = scan_lines([prefill, oom, decode, oom])
     assert (counts.prefill_oom, counts.decode_oom) == (1, 1)
+
+
+def test_log_follower_keeps_the_latest_launch_lines_flags(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text(
+        "[2026-10-12 07:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct'"
+        ", chunked_prefill_size=8192, mem_fraction_static=0.965)\n"
+    )
+    follower = LogFollower(log)
+    follower.poll(1.0)
+    assert follower.launched is not None and follower.launched.chunked_prefill_size == 8192
+    with log.open("a") as f:  # the server crashed and was started again with a smaller chunk
+        f.write(
+            "[2026-10-12 07:01:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-"
+            "Instruct', chunked_prefill_size=4096, mem_fraction_static=0.965)\n"
+        )
+    follower.poll(2.0)
+    assert follower.launched.chunked_prefill_size == 4096
+    follower.poll(3.0)  # no new launch line: the latest one stands
+    assert follower.launched.mem_fraction_static == 0.965
+
+
+def test_last_startup_lines_are_the_latest_launch_and_summary_in_file_order(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_bytes(
+        b"server_args=ServerArgs(chunked_prefill_size=8192)\n"
+        b"x max_total_num_tokens=1000, available_gpu_mem=3.0 GB\n"
+        b"decode\n"
+        b"server_args=ServerArgs(chunked_prefill_size=4096)\n"  # started again, no summary yet
+    )
+    for chunk in (7, 64, 1 << 20):  # marks and lines across read boundaries
+        with log.open("rb") as handle:
+            lines = last_startup_lines(handle, chunk_bytes=chunk)
+        assert lines == [
+            "x max_total_num_tokens=1000, available_gpu_mem=3.0 GB",
+            "server_args=ServerArgs(chunked_prefill_size=4096)",
+        ], chunk

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from sglang_tuner.sources.log.follow import MAX_READ_BYTES, to_signals
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.sources.log.follow import MAX_READ_BYTES, launch_config, to_signals
 from sglang_tuner.sources.log.lines import LogScanner
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class PipeFollower:
         self._scanner = LogScanner()
         self._last_poll: float | None = None
         self.eof = False  # the writer closed the pipe
+        self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
         if fd is not None:
             os.set_blocking(fd, False)
 
@@ -40,6 +42,7 @@ class PipeFollower:
         self._scanner.feed(self._read_lines())
         self._scanner.crash.flush_stale()
         counts = self._scanner.take()
+        self.launched = launch_config(counts) or self.launched
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)

@@ -9,19 +9,23 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.crash import CrashKind
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
+from sglang_tuner.sources.server_info import parse_server_info
 
 __all__ = [
     "LogCounts",
     "LogFollower",
-    "last_startup_line",
+    "last_startup_lines",
     "load_signals",
     "scan_lines",
     "to_signals",
 ]
 
 _STARTUP_MARK = b"max_total_num_tokens="
+_LAUNCH_MARK = b"server_args=ServerArgs("
+_MARKS = (_LAUNCH_MARK, _STARTUP_MARK)
 MAX_READ_BYTES = 8 * 1024 * 1024  # per poll; the rest is read at the next poll
 CRASH_SIGNALS: dict[CrashKind, str] = {
     CrashKind.CUDA_GRAPH_CAPTURE_OOM: s.CUDA_GRAPH_CAPTURE_OOM_EVENTS,
@@ -78,24 +82,38 @@ def load_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
     return values
 
 
-def last_startup_line(handle: BinaryIO, chunk_bytes: int = MAX_READ_BYTES) -> str | None:
-    """The last startup summary line (`max_total_num_tokens=…`) from here to the end of `handle`."""
-    found: bytes | None = None
-    carry = b""
+def launch_config(counts: LogCounts) -> ServerConfig | None:
+    """The flags a process started with, from its `server_args=ServerArgs(...)` line and startup
+    summary, when these counts hold a new one: what `/server_info` would say, for a server that
+    crashes before it answers."""
+    return None if counts.server_args is None else parse_server_info(counts.server_args)
+
+
+def last_startup_lines(handle: BinaryIO, chunk_bytes: int = MAX_READ_BYTES) -> list[str]:
+    """The last launch line (`server_args=ServerArgs(...)`) and the last startup summary line
+    (`max_total_num_tokens=…`) from here to the end of `handle`, in file order."""
+    found: dict[bytes, tuple[int, bytes]] = {}
+    carry, offset = b"", 0  # offset: where `carry` starts in the file
     while chunk := handle.read(chunk_bytes):
-        complete, _, carry = (carry + chunk).rpartition(b"\n")
-        found = _last_marked_line(complete) or found
-    found = _last_marked_line(carry) or found
-    return found.decode("utf-8", errors="replace") if found else None
+        data = carry + chunk
+        cut = data.rfind(b"\n")
+        if cut >= 0:
+            _note_marks(data[:cut], offset, found)
+            offset, data = offset + cut + 1, data[cut + 1 :]
+        carry = data
+    _note_marks(carry, offset, found)
+    return [line.decode("utf-8", errors="replace") for _, line in sorted(found.values())]
 
 
-def _last_marked_line(data: bytes) -> bytes | None:
-    """The last line of `data` holding the startup mark."""
-    at = data.rfind(_STARTUP_MARK)
-    if at < 0:
-        return None
-    end = data.find(b"\n", at)
-    return data[data.rfind(b"\n", 0, at) + 1 : end if end >= 0 else len(data)]
+def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]]) -> None:
+    """Record the last line of `data` holding each mark, with its offset in the file."""
+    for mark in _MARKS:
+        at = data.rfind(mark)
+        if at < 0:
+            continue
+        start = data.rfind(b"\n", 0, at) + 1
+        end = data.find(b"\n", at)
+        found[mark] = (offset + start, data[start : end if end >= 0 else len(data)])
 
 
 class LogFollower:
@@ -108,6 +126,7 @@ class LogFollower:
         self._pending = b""  # an incomplete last line
         self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
         self._last_poll: float | None = None
+        self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
 
     def poll(self, now: float) -> dict[str, float]:
         """Signals for the lines appended since the last poll; {} while the file does not exist."""
@@ -118,6 +137,7 @@ class LogFollower:
         # Other ranks' copies of a traceback get one poll to arrive; then the crash is decided.
         self._scanner.crash.flush_stale()
         counts = self._scanner.take()
+        self.launched = launch_config(counts) or self.launched
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)
@@ -147,16 +167,15 @@ class LogFollower:
         return lines
 
     def _open(self, *, initial: bool) -> bool:
-        """Open the file; the first time, read the startup summary and start at the end."""
+        """Open the file; the first time, read the latest launch line and startup summary and
+        start at the end."""
         try:
             handle = open(self.path, "rb")  # kept open across polls
         except OSError:
             return False
         self._file, self._inode = handle, os.fstat(handle.fileno()).st_ino
         if initial:
-            line = last_startup_line(handle)
-            if line is not None:
-                self._scanner.feed([line])
+            self._scanner.feed(last_startup_lines(handle))
         return True
 
     def _file_state(self, handle: BinaryIO) -> str:

@@ -163,6 +163,10 @@ class FleetTargetSource:
             self.client, self.spec.url, token=self.spec.token, timeout_seconds=timeout_seconds
         )
 
+    def launched(self) -> ServerConfig | None:
+        """A fleet target has no log to read launch flags from."""
+        return None
+
     async def dcgm(self, timeout_seconds: float) -> dict[str, float | str]:
         """No DCGM exporter is known for a fleet target."""
         del timeout_seconds
