@@ -36,17 +36,20 @@ finding that would move a flag the other way of a higher-ranked one, change a fl
 changes, or set a value this server crashed with, is held back with the reason.
 
 **What will the change do here?** A model of each server (`rules/server_model.py`) predicts the
-effect of the throughput knobs on the profile's objective (tokens/s offline; queue wait or ITL
-online), with a range and its basis: the decode step of the server's model on its GPU
-(`sglang_physics`, where `model_path` and `gpu_model` are recognised), calibrated on the step
-time, ITL and batch the window observed, or a fit of step time on batch where the batch moved.
-The KV pool grows with `--mem-fraction-static` and the batch follows it only where the pool binds
-the batch while requests wait; lower conservativeness admits up to the usage target; CUDA graphs
-save the eager launches of the uncovered steps. `mem_fraction_too_low`,
-`scheduler_too_conservative` and `cuda_graph_not_covering` are warnings where the predicted gain
-is 5 % or more and hints (`info`) where it is less, or where nothing can be predicted (the advice
-then says `no prediction: ...` and why). The prediction is in each action (`prediction` in
-`/advice`, and at the head of `expected`).
+effect of a change on the profile's objective (tokens/s offline; TTFT p99 or ITL p50 online),
+with a range and its basis: the decode step of the server's model on its GPU (`sglang_physics`,
+where `model_path` and `gpu_model` are recognised), calibrated on the step time, ITL and batch
+the window observed, or a fit of step time on batch where the batch moved. The KV pool grows with
+`--mem-fraction-static` and the batch follows it only where the pool binds the batch while
+requests wait; lower conservativeness admits up to the usage target; a higher one on a
+retracting server keeps the pool near full; CUDA graphs save the eager launches of the uncovered
+steps; a latency cap is sized where the calibrated ITL meets the target, with its tokens/s cost;
+tp -> dp replicas each run their share of the load on one GPU's pool. A crash fix predicts the
+crashes stop (objective `crashes`), unless it is in place already; a revert predicts undoing the
+regression its verdict measured. Severities follow the prediction: a warning where the predicted
+gain is 5 % or more, a hint (`info`) where it is less; where nothing can be predicted the advice
+says `no prediction: ...` and why, and the rule's own severity stands. The prediction is in each
+action (`prediction` in `/advice`, and at the head of `expected`).
 
 **Does the advice help?** `bench/closed_loop.py` applies the advice to simulated servers whose
 step times follow GPU physics and whose scheduler follows SGLang's code, and measures each change;
