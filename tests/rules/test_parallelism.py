@@ -14,9 +14,13 @@ def test_prefer_data_parallel_fires_when_model_fits_one_gpu():
     config = ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct", tp_size=2, gpu_model=H100)
     out = evaluate(PREFER_DATA_PARALLEL, VIEW, config=config)
     assert isinstance(out, Finding)
-    assert out.action.text == "--tp-size 2 -> 1, --dp-size 1 -> 2"
+    # the Model Gateway first, as the guide says; --dp-size as the one-launch form
+    assert out.action.text == (
+        "serve 2 tp-1 replicas behind the SGLang Model Gateway (router); in one launch: "
+        "--tp-size 2 -> 1, --dp-size 1 -> 2"
+    )
     assert out.action.flags() == {"--tp-size": "1", "--dp-size": "2"}
-    assert "SGLang Model Gateway" in out.action.note
+    assert "the guide prefers the Model Gateway to --dp-size" in out.action.note
     assert "(~16 GB) take 20% of one 80 GB GPU" in out.evidence
 
 

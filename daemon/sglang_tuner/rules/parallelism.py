@@ -27,12 +27,13 @@ def _to_data_parallel(inp: RuleInput) -> Action:
     dp = config.dp_size if config and config.dp_size else 1
     replicas = Action(f"--dp-size {dp} -> {tp * dp}", "--dp-size", str(dp), str(tp * dp))
     return Action(
+        f"serve {tp * dp} tp-1 replicas behind the SGLang Model Gateway (router); in one launch: "
         f"--tp-size {tp} -> 1, --dp-size {dp} -> {tp * dp}",
         "--tp-size",
         str(tp),
         "1",
-        f"best as {tp * dp} tp-1 servers behind the SGLang Model Gateway (router), which the "
-        "guide prefers to --dp-size; --dp-size is the one-launch form",
+        "the guide prefers the Model Gateway to --dp-size: replicas restart and scale one at a "
+        "time; --dp-size is the one-launch form",
         expected=f"{tp} replicas instead of one tp-{tp} server: no all-reduce per layer and "
         f"{tp}x the decode batches in flight, each GPU reading the whole weights",
         companions=(replicas,),
