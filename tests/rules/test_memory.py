@@ -109,6 +109,10 @@ def test_mem_fraction_too_high_fires_on_oom_restart():
     assert isinstance(out, Finding)
     assert out.evidence == "1 restart(s) with 1 CUDA OOM crash(es) in the window"
     assert out.action.text == "--mem-fraction-static 0.88 -> 0.8"
+    # a crash fix: judged by the crashes, predicted to stop them
+    p = out.action.prediction
+    assert p is not None and p.objective == "crashes" and p.gain == 1.0
+    assert out.action.expected.startswith("-100 % crashes")
 
 
 def test_mem_fraction_too_high_restart_without_oom_is_not_enough():

@@ -35,6 +35,7 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
+from sglang_tuner.rules.crash_fix import crash_fix, reported
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
 from sglang_tuner.rules.server_model import no_prediction, predict_pool_change, severity_for
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
@@ -103,7 +104,11 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
     ooms = sum(inp.view.total(signal) or 0.0 for signal in GPU_OOM_SIGNALS)
     if restarts >= th["oom_restarts"] and ooms > 0:
         evidence = f"{restarts:.0f} restart(s) with {ooms:.0f} CUDA OOM crash(es) in the window"
-        return Finding(evidence, _with_cost(inp, lower_mem_fraction(inp)), Confidence.HIGH)
+        # judged by the crashes: predicted to stop them, its tokens/s price said after
+        signal = max(GPU_OOM_SIGNALS, key=lambda name: inp.view.total(name) or 0.0)
+        action = _with_cost(inp, lower_mem_fraction(inp))
+        action = crash_fix(inp, action, signal, evidence, sure=reported(action))
+        return Finding(evidence, action, Confidence.HIGH)
     if free is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
     floor, why = _free_floor(inp)
