@@ -2,6 +2,8 @@
 long_prompts_dominate_ttft."""
 
 from helpers import evaluate, window_from
+from sglang_tuner.changes.record import Change
+from sglang_tuner.changes.verdict import WindowSummary
 from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.latency import (
@@ -191,3 +193,33 @@ def test_batch_too_large_without_a_fit_claims_no_throughput_number():
     assert isinstance(out, Finding)
     assert "%" not in out.action.expected.split("decode tokens/s")[1].split(",")[0]
     assert "cannot tell" in out.action.expected
+
+
+def _cap(rule: str | None) -> Change:
+    return Change(
+        target="t", at=1_795_000_000.0, kind="flags", before={"--max-running-requests": "1024"},
+        after={"--max-running-requests": "75"}, rule=rule, profile="online",
+        before_window=WindowSummary(0.0, 0.0, {}, {}), due=0.0,
+    )  # fmt: skip
+
+
+def test_right_after_its_own_cap_a_reading_within_the_histograms_resolution_is_quiet():
+    view = window_from(itl_p50_seconds="0.032x20", num_running_reqs="75x20")
+    config = ServerConfig(max_running_requests=75)
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online",
+        changes=(_cap("batch_too_large_for_latency"),),
+    )  # fmt: skip
+    assert isinstance(out, Pass)
+    assert out.detail.startswith("ITL p50 32.0 ms after this rule's cap (--max-running-requests")
+    # further over the target, or after another rule's change: asked again
+    slow = window_from(itl_p50_seconds="0.04x20", num_running_reqs="75x20")
+    again = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, slow, config=config, profile="online",
+        changes=(_cap("batch_too_large_for_latency"),),
+    )  # fmt: skip
+    assert isinstance(again, Finding)
+    other = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online", changes=(_cap(None),)
+    )
+    assert isinstance(other, Finding)
