@@ -409,11 +409,6 @@ def test_verify_a_change_with_no_window_before_it_is_inconclusive_once_warm():
     assert judged.verdict.verdict == INCONCLUSIVE and "too few samples" in judged.verdict.reason
 
 
-@pytest.mark.xfail(
-    reason="verify only looks at the newest change: a same-flags restart (a crash) recorded "
-    "inside a flag change's after-window leaves that flag change unjudged for good",
-    strict=True,
-)
 def test_verify_still_judges_a_flag_change_when_a_crash_restart_follows_it():
     window = Window(400)
     _serve(window, 5.0, 300.0, gen_throughput=4000.0, restarts=0.0)

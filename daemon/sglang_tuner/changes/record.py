@@ -166,11 +166,15 @@ class ChangeLog:
         return change
 
     def verify(self, window: Window, now: float, min_samples: int) -> Change | None:
-        """Judge the latest flag change once its warm after-window is complete (else None)."""
-        if not self.changes:
+        """Judge the latest flag change once its warm after-window is complete (else None);
+        a same-flags restart (a crash) after it does not keep it from its verdict."""
+        at = next(
+            (i for i in reversed(range(len(self.changes))) if self.changes[i].kind == FLAGS), None
+        )
+        if at is None:
             return None
-        change = self.changes[-1]
-        if change.kind != FLAGS or change.verdict is not None or now < change.due:
+        change = self.changes[at]
+        if change.verdict is not None or now < change.due:
             return None
         span = change.due - change.at - change.warm_seconds
         view = window.view(change.due, span)
@@ -180,7 +184,7 @@ class ChangeLog:
             change.before_window, after, self.profile, min_samples=min_samples, primary=primary
         )
         judged = replace(change, after_window=after, verdict=verdict)
-        self.changes[-1] = judged
+        self.changes[at] = judged
         self.verdicts[verdict.verdict] += 1
         return judged
 
