@@ -20,7 +20,7 @@ from sglang_tuner.model.flags import FlagHistory
 from sglang_tuner.model.scrape import Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import Window, WindowView
-from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
+from sglang_tuner.rule import Rule, RuleInput, apply_rule
 
 _DEFAULT_CONFIG = ServerConfig()
 

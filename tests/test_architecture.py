@@ -24,30 +24,33 @@ FLOORS: dict[str, int] = {
     "model": 0,  # signals, windows, scrape results, server config, flags, advice, plans
     "config": 1,  # settings, targets, credentials
     "changes": 1,  # the change record and its verdict
-    "rules": 2,  # the tuning rules and SGLang's per-version facts (rules/sglang/)
+    "rule": 2,  # the tuning-rule contract
     "sources": 2,  # everything that reads an SGLang server
     "alerting": 2,  # alert lifecycle, what an alert says, the Alertmanager client
     "web": 2,  # the daemon's TLS / auth front
+    "predict": 3,  # the predictor: what a change would do to this server
     "target_state": 3,
     "evaluation": 3,  # the published evaluation every output reads
+    "rules": 4,  # the tuning rules and SGLang's per-version facts (rules/sglang/)
     "store": 4,
-    "judge": 4,
     "exporter": 4,
-    "plan": 5,
-    "publish": 5,
-    "api": 5,
-    "watch": 6,
-    "loop": 7,
-    "cli": 8,
-    "__main__": 9,
+    "judge": 5,
+    "plan": 6,
+    "publish": 6,
+    "api": 6,
+    "server": 7,  # one watched server: state, judgement, plan, what was asked
+    "watch": 8,
+    "loop": 9,
+    "cli": 10,
+    "__main__": 11,
 }
 # The outputs see only what was published: never the sources, target state, judge or plan.
 OUTPUTS = ("api", "exporter", "store", "web")
 UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "plan", "watch", "publish", "loop")
 # The pure middle: these, and every module they reach, do no I/O and read no clock.
 PURE = (
-    "model", "changes", "rules", "target_state", "judge", "plan", "watch", "publish",
-    "evaluation", "alerting.lifecycle", "alerting.texts", "alerting.alertmanager_status",
+    "model", "changes", "rule", "predict", "rules", "server", "target_state", "judge", "plan",
+    "watch", "publish", "evaluation", "alerting.lifecycle", "alerting.texts", "alerting.alertmanager_status",
 )  # fmt: skip
 IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
 IO_CALLS = ("open(", "time.time(", "datetime.now(", "perf_counter(", ".read_text(", ".read_bytes(")

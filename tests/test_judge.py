@@ -6,7 +6,7 @@ from sglang_tuner.model.advice import Action, Confidence, Finding, Health, NoDat
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.target_state import TargetState
 
 

@@ -8,7 +8,7 @@ from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.publish import active_advice, build_evaluation, rule_results, target_status
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.target_state import TargetState
 
 RULE = Rule(

@@ -6,7 +6,7 @@ from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import RESTARTS
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.rules.base import Rule, RuleInput
+from sglang_tuner.rule import Rule, RuleInput
 from sglang_tuner.target_state import TargetState
 from sglang_tuner.watch import Watch
 

@@ -10,7 +10,7 @@ from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.model.advice import Finding, Health, NoData, Outcome, Severity
 from sglang_tuner.model.server_config import PROFILES
 from sglang_tuner.model.window import WindowView
-from sglang_tuner.rules.base import Rule, RuleInput, apply_rule
+from sglang_tuner.rule import Rule, RuleInput, apply_rule
 from sglang_tuner.rules.workload import infer_profile
 from sglang_tuner.target_state import TargetState
 

@@ -14,7 +14,7 @@ from sglang_tuner.model.next_change import Asked, Plan
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import capacity_for
 from sglang_tuner.plan import asked_of, plan_target
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.target_state import TargetState
 
 

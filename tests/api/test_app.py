@@ -36,7 +36,7 @@ from sglang_tuner.model.advice import (
 )
 from sglang_tuner.model.next_change import Held, Plan, Step
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 NOW = 1_795_000_000.0  # 2026-11-18T11:06:40Z

@@ -118,7 +118,7 @@ def test_flag_values_max_running_requests_is_the_flags_own_value_on_every_versio
 
 
 def test_flag_values_max_running_requests_without_dp_facts_is_the_per_rank_limit():
-    # the rules ask in the same unit (`rules/units.py`): unknown DP attention counts as off
+    # the rules ask in the same unit (`predict/units.py`): unknown DP attention counts as off
     per_rank = ServerConfig(max_running_requests=512, max_running_requests_per_dp=128)
     assert flag_values(per_rank)[MAX_RUNNING] == "128"
     assert flag_values(ServerConfig(max_running_requests=512))[MAX_RUNNING] == "512"

@@ -34,7 +34,7 @@ from sglang_tuner.model.advice import (
 from sglang_tuner.model.next_change import Plan, Step
 from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, QueryStatus
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 NOW = 1_795_000_000.0
 AM = "http://am:9093"

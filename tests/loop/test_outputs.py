@@ -10,7 +10,7 @@ from sglang_tuner.loop.outputs import Outputs
 from sglang_tuner.model.advice import Action, Confidence, Finding, Health, Pass, Severity
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
 

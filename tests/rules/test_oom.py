@@ -10,7 +10,7 @@ from sglang_tuner.model.flags import FlagHistory, FlagOutcome
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import PREFILL_OOM_EVENTS
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
-from sglang_tuner.rules.server_model import CRASHES
+from sglang_tuner.predict.server_model import CRASHES
 
 PREFILL_CRASH = window_from(prefill_oom_events="0x5 1 0x4")
 DECODE_CRASH = window_from(decode_oom_events="0x5 2 0x4", num_running_reqs_max_rank="100x5 200x5")

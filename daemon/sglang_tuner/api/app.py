@@ -26,7 +26,7 @@ from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, TargetStatus, TunerState
 from sglang_tuner.exporter.collector import METRICS_CONTENT_TYPE, health_score
 from sglang_tuner.exporter.page import MetricsPage, wants_gzip
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from fastapi import Depends, HTTPException, Query, Request
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, TargetStatus, TunerState
 from sglang_tuner.exporter.page import MetricsPage
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,7 @@ def flag_values(config: ServerConfig) -> dict[str, str]:
 def _cap_flag(config: ServerConfig) -> int | None:
     """`--max-running-requests` as set: the value the server was started with where it says,
     else its effective per-rank limit times the DP-attention ranks sharing the flag (the unit
-    `rules/units.py` asks in), else the value an older server reports."""
+    `predict/units.py` asks in), else the value an older server reports."""
     typed = config.raw.get("max_running_requests")
     if isinstance(typed, int) and not isinstance(typed, bool) and typed > 0:
         return typed

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.rules.catalogue_doc import DOC_PATH, render_markdown
+from sglang_tuner.api.catalogue_doc import DOC_PATH, render_markdown
 
 
 def render() -> dict[Path, str]:

@@ -1,5 +1,5 @@
 """The daemon's `/metrics`: a prometheus_client collector of self-metrics and tuning-health
 metrics, read from the latest published evaluation (never a scrape at collect time).
 
-May import: `model`, `config`, `changes`, `rules`, `alerting`, `evaluation`.
+May import: `model`, `config`, `changes`, `rule`, `rules`, `alerting`, `evaluation`.
 """

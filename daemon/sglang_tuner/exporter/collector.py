@@ -22,7 +22,7 @@ from sglang_tuner.exporter.labels import advice_labels, change_labels, target_in
 from sglang_tuner.model.advice import AlertState, Health, Severity
 from sglang_tuner.model.scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS, QueryStatus
 from sglang_tuner.model.signals import EXPORTED_AS
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 # Served whatever the scraper's Accept says: our names have no colons, and 0.0.4 text avoids the
 # prometheus_client >= 0.23 OpenMetrics escaping path altogether (tooling.md §8).

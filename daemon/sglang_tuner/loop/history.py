@@ -27,7 +27,7 @@ from sglang_tuner.config.settings import Settings
 from sglang_tuner.judge import rule_settings
 from sglang_tuner.model.advice import Advice, AlertState
 from sglang_tuner.publish import active_advice
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.sources.prometheus.history import History
 from sglang_tuner.sources.prometheus.source import FleetRound
 

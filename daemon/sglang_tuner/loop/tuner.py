@@ -39,7 +39,7 @@ from sglang_tuner.loop.transitions import TransitionLog
 from sglang_tuner.model.scrape import ScrapeResult
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.sources.gateway import GatewaySource, GatewayWorkerSource
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.store.database import Store

@@ -1,11 +1,13 @@
-"""The tuning rules: one module per section of the guide, each rule data plus one pure function,
-and SGLang's per-version facts in `sglang/`. Rules are listed here explicitly, never discovered.
+"""The tuning rules: one module per section of the guide, each rule data plus one pure function
+(the contract is `rule.py`), and SGLang's per-version facts in `sglang/`. What a change would do
+to the server is the predictor's answer (`predict/`). Rules are listed here explicitly, never
+discovered.
 
-May import: `model`, `changes`, and the physics package `sglang_physics`. Pure: no I/O, no
-clock.
+May import: `model`, `changes`, `rule`, `predict`, and the physics package `sglang_physics`.
+Pure: no I/O, no clock.
 """
 
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 from sglang_tuner.rules.crashes import (
     ALLOCATOR_BUG,
     CUDA_GRAPH_CAPTURE_OOM,

@@ -27,11 +27,11 @@ from sglang_tuner.model.signals import (
     RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
-from sglang_tuner.rules.base import Rule, RuleInput, flag_action, with_expected, with_note
-from sglang_tuner.rules.crash_fix import crash_fix, reported
+from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
+from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.rules.cuda_graph import graph_flag
 from sglang_tuner.rules.oom import lower_max_running
-from sglang_tuner.rules.server_model import CRASHES
+from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb

@@ -13,7 +13,7 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS_MAX_RANK,
 )
 from sglang_tuner.model.window import Row, frequently
-from sglang_tuner.rules.base import (
+from sglang_tuner.rule import (
     DECODING_ROLES,
     Rule,
     RuleInput,
@@ -27,12 +27,12 @@ from sglang_tuner.rules.base import (
     with_note,
 )
 from sglang_tuner.rules.memory import surplus_memory
-from sglang_tuner.rules.server_model import predict_graphs, severity_for
+from sglang_tuner.predict.server_model import predict_graphs, severity_for
 from sglang_tuner.rules.sglang.flags import flag_name
 from sglang_tuner.rules.sglang.graph_sizes import graph_bs_for
 from sglang_tuner.rules.sglang.hardware import model_params_billion
 from sglang_tuner.rules.sglang.versions import version_note
-from sglang_tuner.rules.units import batch_signal, per_rank_batch
+from sglang_tuner.predict.units import batch_signal, per_rank_batch
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"
@@ -120,7 +120,7 @@ CUDA_GRAPH_NOT_COVERING = Rule(
     # The finding's severity is the server model's: a warning where the eager launches saved
     # are predicted to gain >= 5 % tokens/s on this server, else (or without a prediction) info.
     measured=(
-        "graded per server by the predicted gain (rules/server_model.py: the eager steps' "
+        "graded per server by the predicted gain (predict/server_model.py: the eager steps' "
         "launch cost on this model and GPU); the closed-loop matrix (docs/performance.md) "
         "compares prediction and measurement"
     ),

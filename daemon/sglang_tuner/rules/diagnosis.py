@@ -9,7 +9,7 @@ set, and gives no change of its own (it would repeat one of theirs).
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import GEN_THROUGHPUT, NUM_RUNNING_REQS
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import DECODING_ROLES, Rule, RuleInput
+from sglang_tuner.rule import DECODING_ROLES, Rule, RuleInput
 
 SOURCE = "Troubleshooting / Low Throughput"
 

@@ -16,7 +16,7 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import Row, frequently
-from sglang_tuner.rules.base import (
+from sglang_tuner.rule import (
     DECODING_ROLES,
     PREFILLING_ROLES,
     Rule,
@@ -27,11 +27,11 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.itl_model import PROPORTIONAL, batch_for_itl_target
+from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target
 from sglang_tuner.rules.oom import default_chunked_prefill
-from sglang_tuner.rules.server_model import latency_cap, predict_itl_cap
+from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap
 from sglang_tuner.rules.sglang.flags import has_flag
-from sglang_tuner.rules.units import (
+from sglang_tuner.predict.units import (
     batch_signal,
     flag_from_per_rank,
     max_running_flag,

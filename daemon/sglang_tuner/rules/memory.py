@@ -24,7 +24,7 @@ from sglang_tuner.model.signals import (
     STARTUP_AVAILABLE_GPU_MEM_GB,
     TOKEN_USAGE,
 )
-from sglang_tuner.rules.base import (
+from sglang_tuner.rule import (
     Rule,
     RuleInput,
     choice_action,
@@ -35,9 +35,9 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.crash_fix import crash_fix, reported
+from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
-from sglang_tuner.rules.server_model import no_prediction, predict_pool_change, severity_for
+from sglang_tuner.predict.server_model import no_prediction, predict_pool_change, severity_for
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
@@ -163,7 +163,7 @@ MEM_FRACTION_TOO_LOW = Rule(
     # The finding's severity is the server model's: a warning where the larger pool is
     # predicted to gain >= 5 % on the profile's objective, else (or without a prediction) info.
     measured=(
-        "graded per server by the predicted gain (rules/server_model.py): the closed-loop "
+        "graded per server by the predicted gain (predict/server_model.py): the closed-loop "
         "matrix (docs/performance.md) compares prediction and measurement per model and GPU"
     ),
     severity=Severity.WARNING,

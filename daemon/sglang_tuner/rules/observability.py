@@ -13,7 +13,7 @@ from sglang_tuner.model.signals import (
     REQUEST_RATE,
 )
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import Rule, RuleInput, confidence_for, format_duration
+from sglang_tuner.rule import Rule, RuleInput, confidence_for, format_duration
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
 DISABLED_REASON = "http_404_metrics_disabled"

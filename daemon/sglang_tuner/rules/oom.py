@@ -19,17 +19,17 @@ from sglang_tuner.model.signals import (
     PREFILL_OOM_EVENTS,
     RESTARTS,
 )
-from sglang_tuner.rules.base import (
+from sglang_tuner.rule import (
     Rule,
     RuleInput,
     flag_action,
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.crash_fix import crash_fix, reported
+from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, lower_mem_fraction
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
-from sglang_tuner.rules.units import (
+from sglang_tuner.predict.units import (
     flag_from_per_rank,
     max_running_flag,
     max_running_per_rank,

@@ -2,8 +2,8 @@
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
-from sglang_tuner.rules.base import Rule, RuleInput, choice_action, predicted, with_expected
-from sglang_tuner.rules.server_model import predict_data_parallel, severity_for
+from sglang_tuner.rule import Rule, RuleInput, choice_action, predicted, with_expected
+from sglang_tuner.predict.server_model import predict_data_parallel, severity_for
 from sglang_tuner.rules.sglang.backends import (
     is_hybrid_attention,
     is_mla_or_nsa,
@@ -102,7 +102,7 @@ def _check_data_parallel(inp: RuleInput) -> Outcome:
 PREFER_DATA_PARALLEL = Rule(
     id="prefer_data_parallel",
     measured=(
-        "graded per server by the predicted gain of the replicas (rules/server_model.py): an 8B "
+        "graded per server by the predicted gain of the replicas (predict/server_model.py): an 8B "
         "on 4 H100s at tp 4 -> 4 replicas predicted +9 %, measured +5.6 %; on 4 L40S predicted "
         "+59 %, measured +56 % (closed-loop matrix). Without a prediction: a warning."
     ),

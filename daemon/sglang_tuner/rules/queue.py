@@ -10,7 +10,7 @@ from sglang_tuner.model.signals import (
     TOKEN_USAGE,
 )
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import Rule, RuleInput, idle, judged
+from sglang_tuner.rule import Rule, RuleInput, idle, judged
 
 SOURCE = "Hyperparameter Tuning / Adjust the request submission speed to control #queue-req"
 

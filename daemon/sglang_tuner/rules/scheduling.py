@@ -11,7 +11,7 @@ from sglang_tuner.model.signals import (
     TOKEN_USAGE,
 )
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rules.base import (
+from sglang_tuner.rule import (
     DECODING_ROLES,
     Rule,
     RuleInput,
@@ -24,14 +24,14 @@ from sglang_tuner.rules.base import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.server_model import (
+from sglang_tuner.predict.server_model import (
     predict_admission,
     predict_cap_raise,
     predict_fewer_overcommits,
     severity_for,
 )
 from sglang_tuner.rules.sglang.flags import conservativeness_scale
-from sglang_tuner.rules.units import (
+from sglang_tuner.predict.units import (
     flag_from_per_rank,
     max_running_flag,
     max_running_per_rank,
@@ -178,7 +178,7 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
     # The finding's severity is the server model's: a warning where the larger batch is
     # predicted to gain >= 5 % on the profile's objective, else (or without a prediction) info.
     measured=(
-        "graded per server by the predicted gain of the larger batch (rules/server_model.py): "
+        "graded per server by the predicted gain of the larger batch (predict/server_model.py): "
         "the closed-loop matrix (docs/performance.md) compares prediction and measurement"
     ),
     severity=Severity.WARNING,
@@ -251,7 +251,7 @@ RETRACTIONS_FREQUENT = Rule(
     id="retractions_frequent",
     roles=DECODING_ROLES,
     measured=(
-        "graded per server by the predicted gain of a fuller pool (rules/server_model.py): "
+        "graded per server by the predicted gain of a fuller pool (predict/server_model.py): "
         "0.3 -> 1.3 on long outputs measured +4 % tokens/s (8B/H100), +16 % (8B/L40S), +7 % "
         "(1B/L4); retractions x2 (the ratio is re-estimated after each retraction whatever "
         "the flag). Without a prediction: from the default 1.0 a hint."

@@ -15,8 +15,8 @@ from sglang_tuner.model.advice import (
     Prediction,
     Severity,
 )
-from sglang_tuner.rules.base import Rule, RuleInput, predicted
-from sglang_tuner.rules.server_model import (
+from sglang_tuner.rule import Rule, RuleInput, predicted
+from sglang_tuner.predict.server_model import (
     CRASHES,
     FLOOR,
     ITL,

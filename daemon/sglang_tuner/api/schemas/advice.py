@@ -16,7 +16,7 @@ from pydantic import (
 from sglang_tuner.evaluation import RuleResult
 from sglang_tuner.model.advice import Advice, Confidence, Health, NoData, Prediction, Severity
 from sglang_tuner.model.next_change import Plan, Step
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -10,7 +10,7 @@ from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.evaluation import RuleResult, TargetStatus
 from sglang_tuner.model.advice import Severity
 from sglang_tuner.model.scrape import QueryStatus
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 
 class ServerArgsOut(FromAttributes):

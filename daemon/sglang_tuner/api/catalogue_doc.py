@@ -5,7 +5,7 @@ from pathlib import Path
 
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.server_config import PROFILES
-from sglang_tuner.rules.base import Rule
+from sglang_tuner.rule import Rule
 
 DOC_PATH = Path(__file__).resolve().parents[3] / "docs" / "rules.md"
 HEADER = """# Tuning rules
@@ -35,7 +35,7 @@ gain the server model predicts for this server, and the guide's order (this page
 finding that would move a flag the other way of a higher-ranked one, change a flag it already
 changes, or set a value this server crashed with, is held back with the reason.
 
-**What will the change do here?** A model of each server (`rules/server_model.py`) predicts the
+**What will the change do here?** A model of each server (`predict/server_model.py`) predicts the
 effect of a change on the profile's objective (tokens/s offline; TTFT p99 or ITL p50 online),
 with a range and its basis: the decode step of the server's model on its GPU (`sglang_physics`,
 where `model_path` and `gpu_model` are recognised), calibrated on the step time, ITL and batch

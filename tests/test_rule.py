@@ -4,7 +4,7 @@ import math
 
 import pytest
 from helpers import parse_series, rule_input, window_from
-from sglang_tuner.rules.base import choice_action, flag_action
+from sglang_tuner.rule import choice_action, flag_action
 from sglang_tuner.rules.queue import QUEUE_TOO_LONG
 from sglang_tuner.rules.sglang.versions import version_at_least
 

@@ -1,4 +1,4 @@
-"""A crash fix's prediction (rules/crash_fix.py): the crashes stop, unless the value already ran
+"""A crash fix's prediction (predict/crash_fix.py): the crashes stop, unless the value already ran
 while they went on."""
 
 from helpers import rule_input, window_from
@@ -6,7 +6,7 @@ from sglang_tuner.changes.record import Change
 from sglang_tuner.changes.verdict import WindowSummary
 from sglang_tuner.model.advice import Action
 from sglang_tuner.model.signals import PREFILL_OOM_EVENTS
-from sglang_tuner.rules.crash_fix import crash_fix, tried_before
+from sglang_tuner.predict.crash_fix import crash_fix, tried_before
 from sglang_tuner.rules.oom import PREFILL_OOM
 
 FIX = Action("--chunked-prefill-size 8192 -> 4096", "--chunked-prefill-size", "8192", "4096")

@@ -77,7 +77,7 @@ class Rule:
     # (default: the profile's, throughput offline, p99 TTFT and ITL online).
     verifies: tuple[str, ...] = ()
     # What applying its advice did in the closed-loop benchmark (bench/closed_loop.py), or how
-    # its severity is graded per server (rules/server_model.py): the claim behind the severity.
+    # its severity is graded per server (predict/server_model.py): the claim behind the severity.
     measured: str = ""
     # Where each threshold comes from: "guide <seed>: ..." or "ours: <reason>".
     provenance: Mapping[str, str] = field(default_factory=dict)

@@ -8,7 +8,7 @@ rule reasons about is the busiest rank's.
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
 from sglang_tuner.model.window import WindowView
-from sglang_tuner.rules.base import RuleInput
+from sglang_tuner.rule import RuleInput
 
 
 def batch_signal(inp: RuleInput) -> str:

@@ -2,8 +2,8 @@
 
 from helpers import window_from
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.base import RuleInput
-from sglang_tuner.rules.units import (
+from sglang_tuner.rule import RuleInput
+from sglang_tuner.predict.units import (
     batch_signal,
     flag_from_per_rank,
     max_running_flag,

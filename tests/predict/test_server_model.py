@@ -1,4 +1,4 @@
-"""The server model (rules/server_model.py): each prediction kind, and the severity it grades."""
+"""The server model (predict/server_model.py): each prediction kind, and the severity it grades."""
 
 from helpers import evaluate, rule_input, window_from
 from sglang_tuner.model.advice import Finding, Pass, Severity
@@ -8,7 +8,7 @@ from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
 from sglang_tuner.rules.parallelism import PREFER_DATA_PARALLEL
 from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
-from sglang_tuner.rules.server_model import (
+from sglang_tuner.predict.server_model import (
     gpu_spec,
     latency_cap,
     model_spec,

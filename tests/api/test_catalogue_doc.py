@@ -10,7 +10,7 @@ from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.server_config import PROFILES, ServerConfig
 from sglang_tuner.model.signals import ALL_SIGNALS
 from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
-from sglang_tuner.rules.catalogue_doc import render_markdown
+from sglang_tuner.api.catalogue_doc import render_markdown
 
 IDS = [rule.id for rule in ALL_RULES]
 
