@@ -1,26 +1,35 @@
 """A whole log read as history: one sample of signals every `interval_seconds` of the log's own
 time, as a scrape would have taken them while the server ran.
 
-The time of a sample is the log's (its `[YYYY-MM-DD HH:MM:SS ...]` prefixes, read as UTC, which
-is how SGLang's `configure_logger` prints local time: only differences matter here). A log
-without prefixes (lines pasted without them) advances one second per batch line: SGLang prints a
-`Decode batch` line about every 40 decode steps. The flags come from the launch line
-(`server_args=ServerArgs(...)`) and the startup summary, as `/server_info` would give them. A gap
-in the log (the server idle or down) is
-not filled with empty samples: the next sample is taken where the lines resume.
+Each line's time is the one its wrapper stamped (`kubectl logs --timestamps`, CRI, docker -t,
+journalctl, JSON lines: `prefix.py`), else SGLang's own `[YYYY-MM-DD HH:MM:SS ...]` prefix, read
+as UTC (SGLang prints local time: only differences matter here). A time-only prefix
+(`[15:54:17]`, before SGLang 0.4) is dated from the log's other dates, else from the end the
+caller gives (a file's modification time), counting the days past each midnight; with neither,
+its times count from the first line's day. A log with no time at all (lines pasted without
+prefixes) is judged by line order: one second per batch line (SGLang prints a `Decode batch`
+line about every 40 decode steps), ending at the given end. The flags come from the launch line
+(`server_args=ServerArgs(...)`) and the startup summary, as `/server_info` would give them. A
+gap in the log (the server idle or down) is not filled with empty samples: the next sample is
+taken where the lines resume.
 """
 
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
+from itertools import chain, islice, repeat
 
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.follow import to_signals
 from sglang_tuner.sources.log.lines import LogScanner, line_seconds
+from sglang_tuner.sources.log.prefix import Unwrapped, unwrap
 from sglang_tuner.sources.server_info import parse_server_info
 
 _EPOCH = date(1970, 1, 1).toordinal() * 86400.0  # line_seconds counts from year 1
 _STAMP = 20  # "[2025-06-01 10:00:00": the part of a prefix that changes once a second
+_DAY = 86400.0
+HEAD_LINES = 5000  # read ahead to learn how the log tells time before its first sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,53 +43,167 @@ class LogSample:
 
 
 class _Clock:
-    """The log time of each line: parsed once per second of prefixes, else one tick a batch."""
+    """The log time of each line: its wrapper's stamp, else SGLang's prefix (parsed once per
+    second of prefixes), else one tick a batch line after `start`."""
 
-    def __init__(self) -> None:
+    def __init__(self, day: float | None, start: float) -> None:
         self.now: float | None = None
+        self.start = start  # where line order starts, for a log without time
+        self.day = day  # Unix seconds of the midnight a time-only stamp is read on
         self._stamp = ""
         self._ticks = 0.0
-        self.timed = False  # a prefixed line was seen
+        self.timed = False  # a line with a time was seen
 
-    def at(self, line: str) -> float | None:
-        stamp = line[:_STAMP]
+    def at(self, text: str, ts: float | None) -> float | None:
+        if ts is not None:
+            self.timed, self.now, self.day = True, ts, ts - ts % _DAY
+            return ts
+        stamp = text[:_STAMP]
         if stamp == self._stamp:
             return self.now
-        seconds = line_seconds(line) if line.startswith("[") else None
+        seconds = line_seconds(text) if text.startswith("[") else None
         if seconds is not None:
             self._stamp, self.timed = stamp, True
-            self.now = seconds - _EPOCH if seconds > 86400.0 else seconds
-        elif not self.timed and ("Decode batch" in line or "Prefill batch" in line):
+            self.now = self._dated(seconds - _EPOCH) if seconds > _DAY else self._on_day(seconds)
+        elif not self.timed and ("Decode batch" in text or "Prefill batch" in text):
             self._ticks += 1.0
-            self.now = self._ticks
+            self.now = self.start + self._ticks
         return self.now
 
+    def _dated(self, ts: float) -> float:
+        self.day = ts - ts % _DAY
+        return ts
 
-def log_samples(lines: Iterable[str], interval_seconds: float) -> Iterator[LogSample]:
-    """The log's samples, oldest first; the last one ends at the log's last line."""
-    scanner, clock = LogScanner(), _Clock()
-    read = scanner.read_line
-    end: float | None = None  # the end of the interval being read
-    count = 0
-    for line in lines:
-        now = clock.at(line)
-        if now is not None:
-            if end is None:
-                end = now + interval_seconds
-            elif now >= end:
-                yield _sample(scanner, end, interval_seconds, count)
-                count = 0
-                # a gap: the next interval starts at this line, not at the old end
-                end = (
-                    end + interval_seconds
-                    if now < end + interval_seconds
-                    else now + interval_seconds
-                )
-        read(line)
-        count += 1
-    scanner.finish()
-    if count:
-        yield _sample(scanner, clock.now if clock.now is not None else 0.0, interval_seconds, count)
+    def _on_day(self, seconds: float) -> float:
+        """A time of day on the current day, or the next once it runs backwards by half a day
+        (midnight passed)."""
+        if self.day is None:
+            self.day = 0.0
+        ts = self.day + seconds
+        if self.now is not None and ts < self.now - _DAY / 2:
+            self.day += _DAY
+            ts += _DAY
+        return ts
+
+
+class LogHistory:
+    """A log's samples (`samples()`), and then how its time was read (`note`), how many lines
+    and how much log time it held.
+
+    `end_ts`: where the log ends when it does not say, `end_from` what that time is (the
+    file's modification time, or when standard input was read); `total_bytes`: the log's size,
+    to place a long log without time.
+    """
+
+    def __init__(
+        self,
+        lines: Iterable[str],
+        interval_seconds: float,
+        end_ts: float | None = None,
+        total_bytes: int | None = None,
+        end_from: str = "the end given",
+    ) -> None:
+        self._source = iter(lines)
+        self.interval_seconds = interval_seconds
+        self.end_ts = end_ts
+        self.total_bytes = total_bytes
+        self.end_from = end_from
+        self.lines = 0
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.note: str | None = None  # how the time was read, when not from full stamps
+
+    def samples(self) -> Iterator[LogSample]:
+        """The log's samples, oldest first; the last one ends at the log's last line."""
+        year = time.gmtime(self.end_ts).tm_year if self.end_ts is not None else None
+        head = [unwrap(line, year) for line in islice(self._source, HEAD_LINES)]
+        clock = self._clock(head)
+        rest = map(unwrap, self._source, repeat(year))
+        scanner = LogScanner()
+        read, interval = scanner.read_line, self.interval_seconds
+        end: float | None = None  # the end of the interval being read
+        count = 0
+        for text, ts, stream in chain(head, rest):
+            now = clock.at(text, ts)
+            if now is not None:
+                if end is None:
+                    end, self.first_ts = now + interval, now
+                elif now >= end:
+                    yield _sample(scanner, end, interval, count)
+                    count = 0
+                    # a gap: the next interval starts at this line, not at the old end
+                    end = end + interval if now < end + interval else now + interval
+            read(text, stream)
+            count += 1
+            self.lines += 1
+        scanner.finish()
+        self.last_ts = clock.now if clock.now is not None else clock.start
+        if count:
+            yield _sample(scanner, self.last_ts, interval, count)
+
+    def _clock(self, head: list[Unwrapped]) -> _Clock:
+        """A clock for the log whose first lines are `head`, and the note on how it reads time."""
+        dated = [s for u in head if (s := _dated_seconds(u)) is not None]
+        times = [s for u in head if u.ts is None and (s := _time_of_day(u.text)) is not None]
+        if dated:
+            return _Clock(dated[0] - dated[0] % _DAY, 0.0)
+        if times:
+            return _Clock(self._day_for(times[0]), 0.0)
+        start = 0.0
+        if self.end_ts is not None:
+            start = self.end_ts - self._ticks(head)
+        self.note = "no timestamps: judged by line order (one second per batch line)"
+        if self.end_ts is not None:
+            self.note += f", ending at {self._end()}"
+        return _Clock(None, start)
+
+    def _day_for(self, first: float) -> float | None:
+        """The day of a log with time-only stamps, the first of them `first` seconds into it:
+        the end's day (the day before if the first stamp is later in the day than the end)."""
+        if self.end_ts is None:
+            self.note = "time-only stamps and no date: times count from the first line's day"
+            return None
+        day = self.end_ts - self.end_ts % _DAY
+        day -= _DAY if first > self.end_ts - day else 0.0
+        when = time.strftime("%Y-%m-%d", time.gmtime(day))
+        self.note = f"time-only stamps dated {when}, the day of {self._end()}"
+        return day
+
+    def _end(self) -> str:
+        assert self.end_ts is not None
+        return (
+            f"{self.end_from} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.end_ts))})"
+        )
+
+    def _ticks(self, head: list[Unwrapped]) -> float:
+        """The batch lines of a log without time: counted in `head`, scaled to the whole log's
+        size when the head is not all of it."""
+        ticks = float(sum(1 for u in head if "Decode batch" in u.text or "Prefill batch" in u.text))
+        if len(head) < HEAD_LINES or not self.total_bytes:
+            return ticks
+        head_bytes = sum(len(u.text) + 1 for u in head) or 1
+        return ticks * max(1.0, self.total_bytes / head_bytes)
+
+
+def log_samples(
+    lines: Iterable[str], interval_seconds: float, end_ts: float | None = None
+) -> Iterator[LogSample]:
+    """The log's samples, oldest first (`LogHistory(...).samples()`)."""
+    return LogHistory(lines, interval_seconds, end_ts).samples()
+
+
+def _dated_seconds(line: Unwrapped) -> float | None:
+    """Unix seconds of a line with a full date (its wrapper's or SGLang's), else None."""
+    if line.ts is not None:
+        return line.ts
+    seconds = line_seconds(line.text) if line.text.startswith("[") else None
+    return seconds - _EPOCH if seconds is not None and seconds > _DAY else None
+
+
+def _time_of_day(text: str) -> float | None:
+    """Seconds into the day of a time-only SGLang prefix, else None."""
+    seconds = line_seconds(text) if text.startswith("[") else None
+    return seconds if seconds is not None and seconds <= _DAY else None
 
 
 def _sample(scanner: LogScanner, ts: float, interval_seconds: float, lines: int) -> LogSample:

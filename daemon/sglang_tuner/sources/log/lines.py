@@ -1,10 +1,17 @@
 """Read SGLang log lines of every version into counts (reference §9): pure, no file, no clock.
 
 `LogScanner` keeps what must survive between polls (startup facts, the open traceback, the
-current crash); `scan_lines` is the one-shot form. Most lines are `Decode batch` lines, so they
-take the shortest path: a substring test, and the line kept as its scheduler's latest; only the
-latest line of each scheduler (DP rank) is parsed, at `take()`, the way SGLang's own gauges are
-refreshed at each log point. `Prefill batch` lines add their new and cached tokens.
+current crash); `scan_lines` is the one-shot form. `feed` takes lines as a tool wrote them
+(`prefix.py` takes the wrapping off); `read_line` takes SGLang's own line. Most lines are
+`Decode batch` lines, so they take the shortest path: a prefix test, and the line kept as its
+scheduler's latest; only the latest line of each scheduler (DP rank) is parsed, at `take()`,
+the way SGLang's own gauges are refreshed at each log point. `Prefill batch` lines add their
+new and cached tokens.
+
+Only a line in SGLang's own position is a signal: its message right after SGLang's
+`[time ranks] ` prefix, or at the start of a line in a log that has shown no prefix. A prompt
+echoed by `--log-requests` (`Receive: obj=...`), or a line of a multi-line one, is never a
+retraction, a batch or a launch line.
 """
 
 import re
@@ -14,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from sglang_tuner.sources.log.crash import CrashKind, CrashTracker, Phase
+from sglang_tuner.sources.log.crash import CrashDiagnosis, CrashKind, CrashTracker, Phase
+from sglang_tuner.sources.log.prefix import unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
 
 # Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
@@ -32,8 +40,11 @@ _AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
 # "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.94. Raise
 # --mem-fraction-static above 0.942 (minimum viable = ...)": the fraction the weights need.
 _REQUIRED = re.compile(r"Raise --mem-fraction-static above ([0-9.]*[0-9])")
-_UNDER = re.compile(r"under --mem-fraction-static=([0-9.]*[0-9])")
-_PROCESS_START = re.compile(r"\bserver_args=|Init torch distributed begin")
+_UNDER = re.compile(
+    r"(?:under --mem-fraction-static=|Current value: (?:self\.server_args\.)?mem_fraction_static=)"
+    r"([0-9.]*[0-9])"
+)
+_PROCESS_START = re.compile(r"server_args=|Init torch distributed begin")
 _CAPTURE_BEGIN = re.compile(r"Capture [\w -]*?graph begin", re.IGNORECASE)
 _CAPTURE_END = re.compile(r"Capture [\w -]*?graph end", re.IGNORECASE)
 # configure_logger's prefix: "[2025-06-01 10:00:00(.123) DP0 TP0] "; before 0.4 time only.
@@ -41,6 +52,9 @@ _PREFIX = re.compile(
     r"\[(?:(\d{4})-(\d\d)-(\d\d) )?(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?((?: [A-Z_]+\d+)*)\] "
 )
 _DP = re.compile(r" DP(\d+)")
+_PREFIX_CHARS = 96  # SGLang's prefix ends within this many characters ("[... DP12 TP15 EP15] ")
+# SGLang's request log: a prompt inside it is the client's text, never SGLang's message
+_REQUEST_LOG = ("Receive: ", "Finish: ", "Receive req", "Abort ")
 _PREFILL_TOKENS = re.compile(r"#new-token: (\d+), #cached-token: (\d+)")
 # The key of a batch line's load fields, every version: "#token" / "#full token" and
 # "token usage" / "full token usage" (hybrid SWA and SSM pools name the full pool first).
@@ -52,6 +66,7 @@ _KEYWORDS = re.compile(
     r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
     r"|max_total_num_tokens=|server_args=|Init torch distributed|No space left"
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
+    r"|rror|fatal|File \"|Load weight|KV Cache is allocated"  # crash.py's catalogue and stages
 )
 
 
@@ -90,6 +105,7 @@ class LogCounts:
     prefill_lines: int = 0
     prefill_new_tokens: int = 0  # tokens computed by prefill batches
     prefill_cached_tokens: int = 0  # tokens served from the prefix cache
+    crashes: tuple[CrashDiagnosis, ...] = ()  # each crash since the take, said in words
 
 
 class LogScanner:
@@ -107,12 +123,15 @@ class LogScanner:
         self._prefills = self._new_tokens = self._cached_tokens = 0
         # every TP rank prints a retraction: deduplicated within one log second
         self._retract_second: tuple[str | None, ...] = ()
-        self._retract_seen: dict[tuple[str, str], dict[str, int]] = {}
+        self._retract_seen: dict[tuple[str, str, str], dict[str, int]] = {}
+        self._prefixed = False  # a line with SGLang's prefix was read: unprefixed ones are not
 
     def feed(self, lines: Iterable[str]) -> None:
-        """Read lines in order."""
+        """Read lines in order, as a tool wrote them (its wrapping is taken off)."""
+        read = self.read_line
         for line in lines:
-            self.read_line(line)
+            text, _, stream = unwrap(line)
+            read(text, stream)
 
     def take(self) -> LogCounts:
         """The counts since the previous take; startup facts are kept, events reset."""
@@ -130,6 +149,7 @@ class LogScanner:
             prefill_lines=self._prefills,
             prefill_new_tokens=self._new_tokens,
             prefill_cached_tokens=self._cached_tokens,
+            crashes=self.crash.take_diagnoses(),
         )
         self._retracted = self._decode_lines = self._without_graph = 0
         self._prefills = self._new_tokens = self._cached_tokens = 0
@@ -139,11 +159,11 @@ class LogScanner:
 
     def finish(self) -> None:
         """The input ended for good (a whole file): close the open traceback and crash."""
-        self.crash.close_record()
-        self.crash.end_burst()
+        self.crash.finish()
 
-    def read_line(self, line: str) -> None:
-        """One line's contribution; the common lines return first."""
+    def read_line(self, line: str, stream: str = "") -> None:
+        """One line of SGLang's (its own prefix kept) from `stream` (a container or unit, ""
+        for one process); the common lines return first."""
         crash = self.crash
         if crash.record is not None:
             if not (_PREFIX.search(line) or "Decode batch" in line or "Prefill batch" in line):
@@ -152,19 +172,45 @@ class LogScanner:
                 crash.record_line(line)
                 return
             crash.close_record()
-        if (at := line.find("Decode batch")) >= 0 and line[at + 12 : at + 14] in _BATCH_ENDS:
-            self._decode(line)
-        elif (at := line.find("Prefill batch")) >= 0 and line[at + 13 : at + 15] in _BATCH_ENDS:
+        at = self._message_at(line)
+        if (
+            at >= 0
+            and line.startswith("Decode batch", at)
+            and line[at + 12 : at + 14] in _BATCH_ENDS
+        ):
+            self._decode(line, stream)
+        elif (
+            at >= 0
+            and line.startswith("Prefill batch", at)
+            and line[at + 13 : at + 15] in _BATCH_ENDS
+        ):
             crash.phase, crash.last_batch, crash.last_ts = (
                 Phase.SERVING,
                 CrashKind.PREFILL_OOM,
                 None,
             )
-            self._prefill(line, at)
-        elif _KEYWORDS.search(line):
-            self._rare(line)
+            self._prefill(line, at, stream)
+        elif _KEYWORDS.search(line) and not (at >= 0 and self._signal(line, at, stream)):
+            if "--mem-fraction-static" in line:
+                self._fraction_failed(line)
+            self.crash.line(line, line_seconds(line))
 
-    def _decode(self, line: str) -> None:
+    def _message_at(self, line: str) -> int:
+        """Where SGLang's message starts: after its `[time ranks] ` prefix; 0 in a log that has
+        shown no prefix (a paste without them); -1 for an unprefixed line in a log with them (a
+        traceback's, or a multi-line prompt's): never a signal."""
+        if line.startswith("[") and line[1:2].isdigit():
+            end = line.find("] ", 1, _PREFIX_CHARS)
+            if end > 0:
+                self._prefixed = True
+                end += 2
+                if line.startswith("[gpu=", end):  # 0.1.x: "[gpu=0] Decode batch. ..."
+                    close = line.find("] ", end, end + 16)
+                    end = close + 2 if close > 0 else end
+                return end
+        return -1 if self._prefixed else 0
+
+    def _decode(self, line: str, stream: str) -> None:
         """A Decode batch line: the phase, and the CUDA graph flag (absent <= 0.4.6.post3)."""
         crash = self.crash  # an unprefixed crash line after serving has no known time
         crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.DECODE_OOM, None
@@ -172,43 +218,45 @@ class LogScanner:
         if at >= 0 and line[line.rfind(" ", 0, at) + 1 : at] in _GRAPH_LABELS:
             self._decode_lines += 1
             self._without_graph += line.startswith("F", at + 8)
-        self._latest[_dp_rank(line)] = line
+        self._latest[_scheduler(line, stream)] = line
 
-    def _prefill(self, line: str, at: int) -> None:
+    def _prefill(self, line: str, at: int, stream: str) -> None:
         """A Prefill batch line: its tokens, and its load where no decode line follows."""
         self._prefills += 1
         if tokens := _PREFILL_TOKENS.search(line, at):
             self._new_tokens += int(tokens.group(1))
             self._cached_tokens += int(tokens.group(2))
-        rank = _dp_rank(line)
+        rank = _scheduler(line, stream)
         latest = self._latest.get(rank)
         if latest is None or "Decode batch" not in latest:  # a decode line's load is the fuller
             self._latest[rank] = line
 
-    def _rare(self, line: str) -> None:
-        """Retractions, startup and capture markers, crash evidence."""
-        if match := _RETRACT.search(line):
-            self._retract(line, int(match.group(1)))
-        elif match := _MAX_TOKENS.search(line):
+    def _signal(self, line: str, at: int, stream: str) -> bool:
+        """A rare signal whose message starts at `at`: retractions, startup and capture markers
+        (True: read; False: crash evidence, or nothing)."""
+        if line.startswith(_REQUEST_LOG, at):
+            return True  # the client's text, whatever it says
+        if match := _RETRACT.match(line, at):
+            self._retract(line, int(match.group(1)), stream)
+        elif match := _MAX_TOKENS.match(line, at):
             available = _AVAILABLE.search(line)  # absent before v0.4.7
             self.max_total_num_tokens = int(match.group(1))
             self.available_gpu_mem_gb = float(available.group(1)) if available else None
             self._server_args.update(summary_values(line))
             self._new_args = True
             self.crash.process_start(Phase.SERVING)
-        elif has_server_args(line):
+        elif line.startswith("server_args=", at) and has_server_args(line):
             self._server_args, self._new_args = parse_server_args(line), True
             self.crash.process_start(Phase.STARTUP)
-        elif _PROCESS_START.search(line):
+        elif _PROCESS_START.match(line, at):
             self.crash.process_start(Phase.STARTUP)
-        elif _CAPTURE_BEGIN.search(line):
+        elif _CAPTURE_BEGIN.match(line, at):
             self.crash.phase, self.crash.last_batch = Phase.CAPTURE, None
-        elif _CAPTURE_END.search(line):
+        elif _CAPTURE_END.match(line, at):
             self.crash.phase = Phase.STARTUP
         else:
-            if "--mem-fraction-static" in line:
-                self._fraction_failed(line)
-            self.crash.line(line, line_seconds(line))
+            return False
+        return True
 
     def _fraction_failed(self, line: str) -> None:
         """A start that found no room for the KV cache: the fraction it ran with, and the one
@@ -219,7 +267,7 @@ class LogScanner:
             self._server_args["mem_fraction_static"] = float(under.group(1))
             self._new_args = True
 
-    def _retract(self, line: str, count: int) -> None:
+    def _retract(self, line: str, count: int, stream: str) -> None:
         """Every TP rank of a scheduler prints the same retraction: count it once per rank set."""
         prefix = _PREFIX.search(line)
         if prefix is None:
@@ -228,11 +276,18 @@ class LogScanner:
         second, ranks = prefix.group(1, 2, 3, 4, 5, 6), prefix.group(7)
         if second != self._retract_second:
             self._retract_second, self._retract_seen = second, {}
-        by_tp = self._retract_seen.setdefault((_rank(_DP, ranks), line[prefix.end() :]), {})
+        key = (stream, _rank(_DP, ranks), line[prefix.end() :])
+        by_tp = self._retract_seen.setdefault(key, {})
         before, tp = max(by_tp.values(), default=0), _rank(_TP, ranks)
         by_tp[tp] = by_tp.get(tp, 0) + 1
         if by_tp[tp] > before:  # the same rank again is a new retraction
             self._retracted += count
+
+
+def _scheduler(line: str, stream: str) -> str:
+    """The scheduler a batch line is from: its process's stream and its DP rank."""
+    rank = _dp_rank(line)
+    return f"{stream}/{rank}" if stream else rank
 
 
 def _dp_rank(line: str) -> str:

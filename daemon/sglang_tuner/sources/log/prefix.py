@@ -1,0 +1,207 @@
+"""What a tool put around SGLang's own log line, taken off: the terminal's colours, `docker
+compose logs` (`svc-1  | `), journalctl (`short`, `short-precise`, `short-iso`, `short-full`,
+`short-unix`), `kubectl logs --timestamps` and `docker logs -t` (an RFC 3339 stamp), `kubectl
+logs --prefix` (`[pod/name/container] `), the CRI runtime's files (`<RFC 3339> stdout F `),
+JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
+vector, Loki's `logcli --output jsonl`: a message field and a time field), a second dated
+bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `), and SGLang's
+own prefix with its opening bracket lost in a paste. Wrappers nest (compose around `-t` stamps,
+a collector around CRI lines): each is taken off in turn.
+
+Pure and linear in the line's length: no regex here can backtrack over the line, and a JSON
+record longer than `MAX_JSON_CHARS` is read as plain text.
+"""
+
+import json
+import re
+from datetime import date, datetime, timezone
+from typing import Any, NamedTuple
+
+MAX_JSON_CHARS = 1 << 20
+_DEPTH = 4  # wrappers taken off one line at most (compose + -t + CRI + JSON is the deepest seen)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# RFC 3339 as kubectl, docker, CRI and journalctl's short-iso print it (journalctl: "+0000").
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ")
+_CRI = re.compile(r"(?:stdout|stderr) [FP] ")
+# journalctl's "host identifier[pid]: ", after its stamp
+_JOURNAL = re.compile(r"[^\s\[]\S* ([^\s\[:]+)(?:\[\d+\])?: ")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_SHORT = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? ")
+_SHORT_FULL = re.compile(
+    r"[A-Z][a-z]{2} (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,9}))? [A-Za-z+\d-]{1,6} "
+)
+_ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?$")
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+_SHORT_UNIX = re.compile(r"(\d{9,11})(?:\.(\d{1,9}))? ")
+_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\|(?: |$)")
+_OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
+_KUBECTL_PREFIX = re.compile(r"\[(?:pod|deployment|statefulset|job|daemonset|replicaset)/"
+                             r"([^\]\s]+)\] ")  # fmt: skip
+_BRACKET_LOST = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ")
+# JSON fields, most specific first (docker: log; vector, fluent-bit: message or log; journald:
+# MESSAGE; logcli: line; VictoriaLogs: _msg)
+_MESSAGE_KEYS = ("log", "message", "MESSAGE", "msg", "line", "_msg", "body")
+_TIME_KEYS = ("time", "timestamp", "@timestamp", "__REALTIME_TIMESTAMP", "_time", "ts", "date")
+_STREAM_KEYS = ("container_name", "container", "pod_name", "pod", "_SYSTEMD_UNIT",
+                "SYSLOG_IDENTIFIER", "service", "host")  # fmt: skip
+
+
+class Unwrapped(NamedTuple):
+    """A line without its wrappers: SGLang's own text, the time a wrapper stamped, its source."""
+
+    text: str
+    ts: float | None  # Unix seconds (None: no wrapper stamped one, or one without a year)
+    stream: str  # the container, service or unit the line came from ("" when unnamed)
+
+
+def unwrap(line: str, year: int | None = None) -> Unwrapped:
+    """`line` with every wrapper taken off; `year` dates stamps that print none (journalctl's
+    `short`): without it they give no time."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if line.startswith("[") and line.find("] [", 0, 48) < 0 and not line.startswith("[pod/"):
+        return Unwrapped(line, None, "")  # SGLang's own line, as most are: the short path
+    ts: float | None = None
+    stream = ""
+    for _ in range(_DEPTH):
+        layer = _layer(line, year)
+        if layer is None:
+            break
+        line, layer_ts, layer_stream = layer
+        ts = layer_ts if ts is None else ts
+        stream = stream or layer_stream
+    return Unwrapped(line, ts, stream)
+
+
+def _layer(line: str, year: int | None) -> Unwrapped | None:
+    """The outermost wrapper taken off, or None when `line` has none."""
+    first = line[:1]
+    if first == "[":
+        return _bracket(line)
+    if first == "{":
+        return _json(line) if len(line) <= MAX_JSON_CHARS else None
+    if first.isdigit():
+        return _stamped(line)
+    if first.isalpha():
+        return _journal_short(line, year) or _compose(line)
+    return None
+
+
+def _bracket(line: str) -> Unwrapped | None:
+    """A dated bracket before SGLang's own, or `kubectl logs --prefix`."""
+    if match := _OUTER_STAMP.match(line):
+        day, clock, fraction = match.groups()
+        return Unwrapped(line[match.end() :], _utc(day, clock, fraction), "")
+    if match := _KUBECTL_PREFIX.match(line):
+        return Unwrapped(line[match.end() :], None, match.group(1))
+    return None
+
+
+def _stamped(line: str) -> Unwrapped | None:
+    """A line that opens with digits: an RFC 3339 stamp (kubectl, docker -t, CRI, journalctl
+    short-iso), journalctl short-unix, or SGLang's prefix without its "["."""
+    if match := _RFC3339.match(line):
+        day, clock, fraction, zone = match.groups()
+        ts = _utc(day, clock, fraction, zone)
+        rest = line[match.end() :]
+        if cri := _CRI.match(rest):
+            return Unwrapped(rest[cri.end() :], ts, "")
+        if not rest.startswith("[") and (journal := _JOURNAL.match(rest)):
+            return Unwrapped(rest[journal.end() :], ts, journal.group(1))
+        return Unwrapped(rest, ts, "")
+    if _BRACKET_LOST.match(line):
+        return Unwrapped("[" + line, None, "")
+    if (match := _SHORT_UNIX.match(line)) and (journal := _JOURNAL.match(line, match.end())):
+        seconds, fraction = match.groups()
+        ts = int(seconds) + (float("0." + fraction) if fraction else 0.0)
+        return Unwrapped(line[journal.end() :], ts, journal.group(1))
+    return None
+
+
+def _journal_short(line: str, year: int | None) -> Unwrapped | None:
+    """journalctl's `short` / `short-precise` (`Jan 05 10:00:00[.123456] host unit[pid]: `),
+    dated with `year`, or its `short-full` (`Fri 2024-01-05 10:00:00 UTC host unit[pid]: `)."""
+    if match := _SHORT_FULL.match(line):
+        ts: float | None = _utc(match.group(1), match.group(2), match.group(3))
+    elif (match := _SHORT.match(line)) and match.group(1) in _MONTHS:
+        ts = _short_ts(match.groups(), year)
+    else:
+        return None
+    journal = _JOURNAL.match(line, match.end())
+    if journal is None:
+        return None
+    return Unwrapped(line[journal.end() :], ts, journal.group(1))
+
+
+def _short_ts(groups: tuple[str | Any, ...], year: int | None) -> float | None:
+    """Unix seconds of a `short` stamp's month, day and time in `year` (None without one)."""
+    month, day, hour, minute, second, fraction = groups
+    if year is None:
+        return None
+    try:
+        when = datetime(year, _MONTHS.index(month) + 1, int(day), int(hour), int(minute),
+                        int(second), tzinfo=timezone.utc)  # fmt: skip
+    except ValueError:  # Feb 29 in another year, or a wrong field
+        return None
+    return when.timestamp() + (float("0." + fraction) if fraction else 0.0)
+
+
+def _compose(line: str) -> Unwrapped | None:
+    """`docker compose logs`' `service-1  | `."""
+    match = _COMPOSE.match(line)
+    return Unwrapped(line[match.end() :], None, match.group(1)) if match else None
+
+
+def _json(line: str) -> Unwrapped | None:
+    """A JSON record with a message field: its message, time and source."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    message = next((v for k in _MESSAGE_KEYS if isinstance(v := record.get(k), str)), None)
+    if message is None:
+        return None
+    ts = next((t for k in _TIME_KEYS if (t := _json_time(record.get(k))) is not None), None)
+    return Unwrapped(message.rstrip("\r\n"), ts, _json_stream(record))
+
+
+def _json_stream(record: dict[str, Any]) -> str:
+    """The container, pod or unit a record names (also under `kubernetes` or `labels`)."""
+    for holder in (record, record.get("kubernetes"), record.get("labels")):
+        if isinstance(holder, dict):
+            for key in _STREAM_KEYS:
+                if isinstance(value := holder.get(key), str) and value:
+                    return value
+    return ""
+
+
+def _json_time(value: object) -> float | None:
+    """Unix seconds of a JSON time: RFC 3339 text, or a number of s, ms, µs or ns since 1970."""
+    if isinstance(value, str):
+        if not value.isdigit():
+            match = _ISO.match(value)
+            return _utc(*match.groups()) if match else None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    while seconds > 1e11:  # ms, µs (journald) or ns: to seconds
+        seconds /= 1000.0
+    return seconds if seconds > 0 else None
+
+
+def _utc(day: str, clock: str, fraction: str | None, zone: str | None = None) -> float | None:
+    """Unix seconds of a date, a time, a fraction and an offset (none: read as UTC)."""
+    try:
+        days = date(int(day[:4]), int(day[5:7]), int(day[8:10])).toordinal() - _EPOCH_DAY
+    except ValueError:
+        return None
+    ts = days * 86400.0 + int(clock[:2]) * 3600 + int(clock[3:5]) * 60 + int(clock[6:8])
+    if fraction:
+        ts += float("0." + fraction)
+    if zone and zone != "Z":  # "+01:00" or "+0100": local time that far ahead of UTC
+        offset = int(zone[1:3]) * 3600 + int(zone[-2:]) * 60
+        ts += -offset if zone[0] == "+" else offset
+    return ts
