@@ -1,169 +1,51 @@
-"""The design's walls, checked on the code: one direction through the flow, no I/O in the middle.
+"""The design's walls, checked on the code; and the checker, checked on crossings planted in a copy.
 
-The package is a few wings (sub-packages) and the pure middle (top-level modules). Each sits on
-a floor and may import only from floors below its own; each wing's docstring says what it may
-import, and that sentence is checked against its imports. The pure steps may not reach, through
-any chain of imports, a module that does I/O or reads the clock.
+The walls and their tables live in `tests/tools/walls.py`: floors, what each package's docstring
+says it may import, no I/O and no clock in the pure middle (nor in anything it reaches, nor in the
+physics package), the physics package and the simulator sealed off from the daemon, only the
+command line importing the simulator, the outputs reading only the published evaluation.
 """
 
 import ast
-import re
-from collections import deque
+import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.tools import walls
+from tests.tools.walls import Crossing
+
 DAEMON = Path(__file__).resolve().parents[1] / "daemon"
-PACKAGE = DAEMON / "sglang_tuner"
-SIM = DAEMON / "sglang_sim"
-
-# Wings and top-level modules, on the floor of the flow they serve (0 = the shared vocabulary).
-FLOORS: dict[str, int] = {
-    "__init__": 0,  # the package's face: its version
-    "assets": 0,  # standard library only: setup.py loads it from its file
-    "model": 0,  # signals, windows, scrape results, server config, flags, advice, plans
-    "config": 1,  # settings, targets, credentials
-    "changes": 1,  # the change record and its verdict
-    "rule": 2,  # the tuning-rule contract
-    "sources": 2,  # everything that reads an SGLang server
-    "alerting": 2,  # alert lifecycle, what an alert says, the Alertmanager client
-    "web": 2,  # the daemon's TLS / auth front
-    "predict": 3,  # the predictor: what a change would do to this server
-    "target_state": 3,
-    "evaluation": 3,  # the published evaluation every output reads
-    "rules": 4,  # the tuning rules and SGLang's per-version facts (rules/sglang/)
-    "store": 4,
-    "exporter": 4,
-    "judge": 5,
-    "plan": 6,
-    "publish": 6,
-    "api": 6,
-    "server": 7,  # one watched server: state, judgement, plan, what was asked
-    "watch": 8,
-    "loop": 9,
-    "cli": 10,
-    "__main__": 11,
-}
-# The outputs see only what was published: never the sources, target state, judge or plan.
-OUTPUTS = ("api", "exporter", "store", "web")
-UPSTREAM_OF_OUTPUTS = ("sources", "target_state", "judge", "plan", "watch", "publish", "loop")
-# The pure middle: these, and every module they reach, do no I/O and read no clock.
-PURE = (
-    "model", "changes", "rule", "predict", "rules", "server", "target_state", "judge", "plan",
-    "watch", "publish", "evaluation", "alerting.lifecycle", "alerting.texts", "alerting.alertmanager_status",
-)  # fmt: skip
-IO_MODULES = ("asyncio", "httpx", "aiohttp", "socket", "sqlite3", "urllib.request", "time", "os")
-IO_CALLS = ("open(", "time.time(", "datetime.now(", "perf_counter(", ".read_text(", ".read_bytes(")
-CLI = ("cli",)
+PACKAGE = DAEMON / walls.DAEMON_PACKAGE
+CROSSINGS = walls.crossings(DAEMON)
 
 
-def _modules(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+def _crossed(wall: str) -> list[str]:
+    return [str(c) for c in CROSSINGS if c.wall == wall]
 
 
-def _dotted(path: Path) -> str:
-    """`daemon/sglang_tuner/rules/queue.py` -> `rules.queue`; a package's `__init__` -> it."""
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
-    if parts[-1] == "__init__" and len(parts) > 1:
-        parts.pop()
-    return ".".join(parts)
+def test_imports_go_down_the_floors_never_back_up():
+    assert _crossed("floors") == []
 
 
-MODULES = {_dotted(p): p for p in _modules(PACKAGE)}
+def test_each_package_imports_only_what_its_docstring_says():
+    assert _crossed("declared") == []
 
 
-def _unit(dotted: str) -> str:
-    """The wing or top-level module a module belongs to: `rules.sglang.flags` -> `rules`."""
-    return dotted.split(".")[0]
+def test_the_middle_and_the_physics_reach_no_io_and_no_clock_through_any_import():
+    assert _crossed("pure") == []
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """(module of ours, line) for every import of the package in the file; a name imported from
-    a module counts as that module, a module imported from a package as that module."""
-    tree = ast.parse(path.read_text())
-    package = ".".join(path.relative_to(DAEMON).with_suffix("").parts[:-1])
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
-            module = ".".join(p for p in (base, node.module or "") if p)
-            for alias in node.names:
-                candidate = f"{module}.{alias.name}"
-                inner = candidate.removeprefix("sglang_tuner.")
-                found.append((candidate if inner in MODULES else module, node.lineno))
-    return found
+def test_the_physics_and_the_simulator_import_nothing_of_the_daemon():
+    assert _crossed("sealed") == []
 
 
-def _ours(module: str) -> str | None:
-    """`sglang_tuner.rules.queue` -> `rules.queue`; `sglang_tuner` -> `__init__`; else None."""
-    if module == "sglang_tuner":
-        return "__init__"
-    if not module.startswith("sglang_tuner."):
-        return None
-    return module.removeprefix("sglang_tuner.")
+def test_only_the_command_line_imports_the_simulator():
+    assert _crossed("simulator") == []
 
 
-def _violations(path: Path) -> list[str]:
-    here = _unit(_dotted(path))
-    out = []
-    for module, line in _imports(path):
-        there = _ours(module)
-        if there is None or _unit(there) == here:
-            continue
-        if FLOORS[_unit(there)] >= FLOORS[here]:
-            out.append(f"{path.relative_to(DAEMON)}:{line} {here} imports {module}")
-    return out
-
-
-def _io_of(path: Path) -> list[str]:
-    """What in one module does I/O or reads the clock: I/O modules imported, calls made."""
-    imported = {m for m, _ in _imports(path)}
-    found = sorted(m for m in imported if m.split(".")[0] in IO_MODULES or m in IO_MODULES)
-    source = path.read_text()
-    return found + [call for call in IO_CALLS if call in source]
-
-
-def _impurities(start: str) -> list[str]:
-    """Every module reached from `start` by imports that does I/O, with the chain that reaches
-    it (`judge -> config.discovery: os`)."""
-    chains, queue, out = {start: [start]}, deque([start]), []
-    while queue:
-        here = queue.popleft()
-        io = _io_of(MODULES[here])
-        if io:
-            out.append(f"{' -> '.join(chains[here])}: {', '.join(io)}")
-        for module, _ in _imports(MODULES[here]):
-            there = _ours(module)
-            if there is not None and there in MODULES and there not in chains:
-                chains[there] = [*chains[here], there]
-                queue.append(there)
-    return out
-
-
-def _is_pure(dotted: str) -> bool:
-    return any(dotted == p or dotted.startswith(f"{p}.") for p in PURE)
-
-
-def _wing_docstring_allows(wing: str) -> set[str] | None:
-    """The wings and modules a wing's docstring says it may import (None: "everything")."""
-    doc = ast.get_docstring(ast.parse((PACKAGE / wing / "__init__.py").read_text())) or ""
-    match = re.search(r"May import(.*?)(?:\.\s|\.$)", doc, re.S)
-    assert match, f"{wing}/__init__.py: say what the wing may import ('May import: ...')"
-    if "everything" in match.group(1):
-        return None
-    return set(re.findall(r"`([a-z_]+)`", match.group(1)))
-
-
-WINGS = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
-
-
-def test_every_wing_and_top_level_module_has_a_floor():
-    units = {_unit(d) for d in MODULES}
-    assert not units - FLOORS.keys(), (
-        f"give these a floor in FLOORS: {sorted(units - FLOORS.keys())}"
-    )
+def test_outputs_read_only_the_published_evaluation():
+    assert _crossed("outputs") == []
 
 
 def test_the_top_level_holds_the_middle_and_few_modules():
@@ -171,89 +53,198 @@ def test_the_top_level_holds_the_middle_and_few_modules():
     assert len(flat) <= 12, flat
 
 
-@pytest.mark.parametrize("wing", WINGS)
-def test_each_wing_says_what_it_is_for_and_imports_only_what_it_says(wing):
-    allowed = _wing_docstring_allows(wing)
-    if allowed is None:
-        return
-    reached = {
-        _unit(there)
-        for dotted, path in MODULES.items()
-        if _unit(dotted) == wing
-        for module, _ in _imports(path)
-        if (there := _ours(module)) is not None
+def test_the_physics_docstring_says_what_the_sealed_table_says():
+    modules = walls.load(DAEMON)
+    assert walls.declared("sglang_physics", modules) == {
+        "sglang_physics",
+        *walls.SEALED["sglang_physics"],
     }
-    assert reached - {wing, "__init__"} <= allowed, f"{wing} imports {sorted(reached - allowed)}"
 
 
-@pytest.mark.parametrize("dotted", sorted(MODULES))
-def test_imports_go_down_the_flow_never_back_up(dotted):
-    assert _violations(MODULES[dotted]) == []
+# --- the checker catches each crossing, planted in a copy of daemon/ ---------------------------
+
+T = "sglang_tuner/"
+Expected = tuple[str, int | None, str] | tuple[str, str, int | None, str]
 
 
-@pytest.mark.parametrize("dotted", sorted(MODULES))
-def test_outputs_read_only_the_published_evaluation(dotted):
-    if _unit(dotted) not in OUTPUTS:
-        return
-    reached = {_unit(t) for m, _ in _imports(MODULES[dotted]) if (t := _ours(m)) is not None}
-    assert not reached & set(UPSTREAM_OF_OUTPUTS)
+def case(name: str, file: str, text: str, *expected: Expected, more: dict[str, str] | None = None):
+    """A plant: `text` written into `file` under daemon/ (after what it holds, when it exists) and
+    in `more`; what the checker must then report, each (wall, line in the plant or None, what
+    the report says), in `file` unless a file is named first."""
+    want = [e if len(e) == 4 else (e[0], file, *e[1:]) for e in expected]
+    return pytest.param({file: text, **(more or {})}, want, id=name)
 
 
-@pytest.mark.parametrize("dotted", sorted(d for d in MODULES if _is_pure(d)))
-def test_the_middle_reaches_no_io_and_no_clock_through_any_import(dotted):
-    assert _impurities(dotted) == []
+PLANTS = [
+    case("subprocess", T + "model/planted.py", "import subprocess\n\nsubprocess.run(['true'])\n",
+         ("pure", 3, "model.planted uses subprocess.run")),
+    case("subprocess imported only", T + "rules/planted.py", "from subprocess import Popen\n",
+         ("pure", 1, "uses subprocess.Popen")),
+    case("open", T + "rules/planted.py",
+         "def read(path):\n    with open(path) as f:\n        return f.read()\n",
+         ("pure", 2, "rules.planted uses open()")),
+    case("Path.exists", T + "changes/planted.py",
+         "from pathlib import Path\n\n\ndef seen(path: Path) -> bool:\n    return path.exists()\n",
+         ("pure", 5, "uses .exists()")),
+    case("Path.read_text", T + "predict/planted.py",
+         "from pathlib import Path\n\nTEXT = Path('x').read_text()\n",
+         ("pure", 3, "predict.planted uses .read_text()")),
+    *[
+        case(f"Path.{method}", T + "rules/sglang/planted.py",
+             f"def touch(path):\n    return path.{method}({args})\n",
+             ("pure", 2, f"rules.sglang.planted uses .{method}()"))
+        for method, args in [("write_text", "'x'"), ("iterdir", ""), ("stat", ""), ("mkdir", ""),
+                             ("unlink", ""), ("glob", "'*.py'")]
+    ],
+    case("time.time, appended to a module", T + "plan.py", "import time\n\nNOW = time.time()\n",
+         ("pure", 3, "plan uses time.time")),
+    case("from time import time", T + "model/planted.py",
+         "from time import time\n\n\ndef now():\n    return time()\n",
+         ("pure", 5, "uses time.time")),
+    case("time.monotonic under an alias", T + "model/planted.py",
+         "from time import monotonic as clock\n\nSTART = clock()\n",
+         ("pure", 3, "uses time.monotonic")),
+    case("time.perf_counter, module aliased", T + "judge.py",
+         "import time as t\n\nSTART = t.perf_counter()\n",
+         ("pure", 3, "judge uses time.perf_counter")),
+    case("time.sleep", T + "target_state.py", "import time\n\n\ndef wait():\n    time.sleep(1)\n",
+         ("pure", 5, "target_state uses time.sleep")),
+    case("datetime.now", T + "rules/planted.py",
+         "from datetime import datetime\n\nNOW = datetime.now()\n",
+         ("pure", 3, "uses datetime.datetime.now")),
+    case("datetime.utcnow, module aliased", T + "rules/planted.py",
+         "import datetime as dt\n\nNOW = dt.datetime.utcnow()\n",
+         ("pure", 3, "uses datetime.datetime.utcnow")),
+    case("date.today", T + "changes/planted.py",
+         "from datetime import date\n\nTODAY = date.today()\n",
+         ("pure", 3, "uses datetime.date.today")),
+    case("socket", T + "publish.py",
+         "import socket\n\n\ndef probe(host):\n    return socket.create_connection((host, 80))\n",
+         ("pure", 5, "publish uses socket.create_connection")),
+    case("os.environ", T + "watch.py", "import os\n\nTOKEN = os.environ.get('TOKEN')\n",
+         ("pure", 3, "watch uses os.environ.get")),
+    case("from os import environ", T + "model/planted.py",
+         "from os import environ\n\nTOKEN = environ['TOKEN']\n",
+         ("pure", 3, "uses os.environ")),
+    case("os.getenv", T + "evaluation.py", "import os\n\nTOKEN = os.getenv('TOKEN')\n",
+         ("pure", 3, "evaluation uses os.getenv")),
+    case("os.listdir", T + "alerting/texts.py", "import os\n\nFILES = os.listdir('.')\n",
+         ("pure", 3, "alerting.texts uses os.listdir")),
+    case("os.path.exists", T + "model/planted.py", "import os.path\n\nHERE = os.path.exists('x')\n",
+         ("pure", 3, "uses os.path.exists")),
+    case("I/O reached through a chain of imports", T + "judge.py",
+         "from sglang_tuner.config import planted\n",
+         ("pure", T + "config/planted.py", 3, "judge -> config.planted uses os.environ"),
+         more={T + "config/planted.py": "import os\n\nTOKEN = os.environ['TOKEN']\n"}),
+    case("nested package up to its parent", T + "rules/sglang/planted.py",
+         "from sglang_tuner.rules.latency import SOURCE\n",
+         ("declared", 1, "rules.sglang imports rules.latency")),
+    case("nested package up, relative", T + "rules/sglang/planted.py",
+         "from ..latency import SOURCE\n",
+         ("declared", 1, "rules.sglang imports rules.latency")),
+    case("nested package up, relative module", T + "rules/sglang/planted.py",
+         "from .. import memory\n",
+         ("declared", 1, "rules.sglang imports rules.memory")),
+    case("nested package across to a sibling", T + "sources/log/planted.py",
+         "from sglang_tuner.sources.prometheus import promql\n",
+         ("declared", 1, "sources.log imports sources.prometheus.promql")),
+    case("nested package up to a module of its wing", T + "sources/log/planted.py",
+         "from sglang_tuner.sources.http import HttpClient\n",
+         ("declared", 1, "sources.log imports sources.http")),
+    case("a wing importing what its docstring does not name", T + "alerting/planted.py",
+         "from sglang_tuner.changes import record\n",
+         ("declared", 1, "alerting imports changes.record")),
+    case("a package that does not say what it may import", T + "rules/planted/__init__.py",
+         '"""Planted."""\n',
+         ("declared", None, "rules.planted: say what the package may import")),
+    case("sglang_physics importing the daemon", "sglang_physics/planted.py",
+         "from sglang_tuner.model import signals\n",
+         ("sealed", 1, "sglang_physics imports sglang_tuner.model.signals")),
+    case("sglang_physics importing the simulator", "sglang_physics/planted.py",
+         "from sglang_sim import gpus\n",
+         ("sealed", 1, "sglang_physics imports sglang_sim.gpus")),
+    case("sglang_physics reading the clock", "sglang_physics/step.py",
+         "import time\n\nSTART = time.monotonic()\n",
+         ("pure", 3, "sglang_physics.step uses time.monotonic")),
+    case("sglang_physics opening a file", "sglang_physics/planted.py",
+         "def load(path):\n    return open(path).read()\n",
+         ("pure", 2, "sglang_physics.planted uses open()")),
+    case("the simulator importing the daemon", "sglang_sim/planted.py",
+         "from sglang_tuner.model import signals\n",
+         ("sealed", 1, "sglang_sim imports sglang_tuner.model.signals")),
+    case("an import back up the floors", T + "judge.py", "from sglang_tuner import watch\n",
+         ("floors", 1, "judge (floor 5) imports watch (floor 8)")),
+    case("a module with no floor", T + "planted.py", "X = 1\n",
+         ("floors", None, "planted has no floor")),
+    case("an output reading the judge", T + "api/planted.py",
+         "from sglang_tuner.judge import Judge\n",
+         ("declared", 1, "api imports judge"), ("outputs", 1, "api reads judge")),
+    case("a source importing the simulator", T + "sources/planted.py",
+         "from sglang_sim import gpus\n",
+         ("declared", 1, "sources imports sglang_sim.gpus"),
+         ("simulator", 1, "sources imports sglang_sim.gpus")),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize("path", _modules(SIM), ids=lambda p: str(p.relative_to(SIM)))
-def test_simulator_imports_nothing_of_the_daemon(path):
-    assert not [m for m, _ in _imports(path) if m.split(".")[0] == "sglang_tuner"]
+def _listing(files: dict[str, str]) -> dict[str, tuple[int, int] | None]:
+    """Each file of the source tree a plant names, with its modification time and size (None:
+    absent), and every file there named like a plant: what planting in the tree would change.
+    (Not the whole tree: the tree may be edited while the tests run.)"""
+    paths = {DAEMON / rel for rel in files} | set(DAEMON.rglob("*planted*"))
+    return {
+        str(p.relative_to(DAEMON)): (p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else None
+        for p in paths
+    }
 
 
-@pytest.mark.parametrize("dotted", sorted(MODULES))
-def test_only_the_command_line_imports_the_simulator(dotted):
-    uses_sim = any(m.split(".")[0] == "sglang_sim" for m, _ in _imports(MODULES[dotted]))
-    assert not uses_sim or _unit(dotted) in CLI
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "daemon"
+    for top in (walls.DAEMON_PACKAGE, *walls.SEALED):
+        shutil.copytree(DAEMON / top, copy / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
 
 
-def _planted(tmp_rel: str, text: str) -> Path:
-    path = PACKAGE / tmp_rel
-    path.write_text(text)
-    MODULES[_dotted(path)] = path
-    return path
+def _plant(copy: Path, files: dict[str, str]) -> dict[str, int]:
+    """Write each text into the copy (after what a file holds); the line each text starts at."""
+    first_lines = {}
+    for rel, text in files.items():
+        path = copy / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        held = path.read_text() if path.exists() else ""
+        held += "\n" if held and not held.endswith("\n") else ""
+        first_lines[rel] = held.count("\n")
+        path.write_text(held + text)
+    return first_lines
 
 
-def _unplant(path: Path) -> None:
-    MODULES.pop(_dotted(path), None)
-    path.unlink()
+@pytest.fixture(scope="module")
+def unplanted(tmp_path_factory: pytest.TempPathFactory) -> list[Crossing]:
+    return walls.crossings(_copy(tmp_path_factory.mktemp("unplanted")))
 
 
-def test_the_walls_catch_an_import_going_back_up():
-    rogue = _planted("rules/_rogue_for_test.py", "from sglang_tuner.loop.tuner import Tuner\n")
-    try:
-        assert _violations(rogue) == [
-            "sglang_tuner/rules/_rogue_for_test.py:1 rules imports sglang_tuner.loop.tuner"
-        ]
-    finally:
-        _unplant(rogue)
+def test_the_checker_reports_on_a_copy_what_it_reports_on_the_tree(unplanted):
+    assert unplanted == CROSSINGS
 
 
-def test_the_purity_check_follows_a_chain_of_imports():
-    # a pure module importing a harmless-looking one that imports an I/O module: two hops
-    helper = _planted("model/_rogue_helper.py", "import sqlite3\n")
-    rogue = _planted("model/_rogue_for_test.py", "from sglang_tuner.model import _rogue_helper\n")
-    try:
-        assert _impurities("model._rogue_for_test") == [
-            "model._rogue_for_test -> model._rogue_helper: sqlite3"
-        ]
-    finally:
-        _unplant(rogue)
-        _unplant(helper)
+def test_the_unplanted_copy_crosses_no_wall(unplanted):
+    assert [str(c) for c in unplanted] == []
 
 
-def test_a_wing_importing_what_its_docstring_does_not_allow_is_caught():
-    rogue = _planted("changes/_rogue_for_test.py", "from sglang_tuner.config import settings\n")
-    try:
-        reached = {_unit(t) for m, _ in _imports(rogue) if (t := _ours(m)) is not None}
-        assert reached - (_wing_docstring_allows("changes") or set()) == {"config"}
-    finally:
-        _unplant(rogue)
+@pytest.mark.parametrize(("files", "expected"), PLANTS)
+def test_the_checker_catches_each_planted_crossing_and_writes_nothing_into_the_tree(
+    tmp_path, unplanted, files, expected
+):
+    before = _listing(files)
+    copy = _copy(tmp_path)
+    first_lines = _plant(copy, files)
+    for rel, text in files.items():
+        ast.parse(text, rel)  # each plant is valid Python
+    new = [c for c in walls.crossings(copy) if c not in unplanted]
+    wanted = [
+        (wall, rel if line is None else f"{rel}:{first_lines.get(rel, 0) + line}")
+        for wall, rel, line, _what in expected
+    ]
+    assert sorted((c.wall, c.where) for c in new) == sorted(wanted), [str(c) for c in new]
+    for (_wall, _rel, _line, what), crossing in zip(sorted(expected), sorted(new), strict=True):
+        assert what in crossing.what, str(crossing)
+    assert _listing(files) == before

@@ -1,7 +1,8 @@
 """SGLang's performance physics: step times and memory of a model on a GPU, no scheduler.
 
-Pure Python; imports nothing from sglang_tuner or sglang_sim. The simulator (sglang_sim) runs
-its scheduler on it, and the daemon can use the same model to predict one server's change.
+May import: nothing outside `sglang_physics` (the standard library only): never the daemon
+(sglang_tuner) nor the simulator (sglang_sim). Pure: no I/O, no clock. The simulator runs its
+scheduler on it, and the daemon's predictor uses the same model to predict one server's change.
 
     from sglang_physics import GPUS, MODELS, Deployment, StepModel, kv_pool_tokens
 
