@@ -139,3 +139,45 @@ def test_scan_lines_counts_only_decode_lines_that_state_a_known_graph_flag(line)
 def test_scan_lines_reads_the_graph_flag_of_each_decode_line():
     lines = [DECODE.format(graph=g) for g in ("True", "False", "False", "True")]
     assert (scan_lines(lines).decode_lines, scan_lines(lines).decode_without_graph) == (4, 2)
+
+
+# -- only SGLang's own lines, in SGLang's own position, are signals -----------------------------
+def test_scan_lines_a_prompt_echoed_by_log_requests_is_not_a_retraction():
+    prompt = RETRACT.format(n=5000)
+    lines = [
+        f"[2026-01-01 00:00:00 TP0] {DECODE.format(graph='True')}",
+        f"[2026-01-01 00:00:01] Receive: obj=GenerateReqInput(text='{prompt}', "
+        "sampling_params={'max_new_tokens': 16})",
+        f"[2026-01-01 00:00:02] Finish: obj=GenerateReqInput(text='{prompt}'), out={{'text': "
+        f"'server_args=ServerArgs(model_path=\"x\", tp_size=8) {STARTUP.format(n=1, gb=1)}'}}",
+    ]
+    counts = scan_lines(lines)
+    assert counts.retracted_reqs == 0
+    assert counts.server_args is None and counts.max_total_num_tokens is None
+
+
+def test_scan_lines_a_multi_line_prompts_lines_are_not_signals_in_a_prefixed_log():
+    lines = [
+        f"[2026-01-01 00:00:00 TP0] {DECODE.format(graph='True')}",
+        "[2026-01-01 00:00:01] Receive: obj=GenerateReqInput(text='line one",
+        RETRACT.format(n=5000),  # the prompt's second line
+        DECODE.format(graph="False") + "')",
+    ]
+    counts = scan_lines(lines)
+    assert (counts.retracted_reqs, counts.decode_lines, counts.decode_without_graph) == (0, 1, 0)
+
+
+def test_scan_lines_a_retraction_mid_line_is_not_one():
+    line = f"[2026-01-01 00:00:00 TP0] user said: {RETRACT.format(n=7)}"
+    assert scan_lines([line]).retracted_reqs == 0
+
+
+def test_log_scanner_feed_takes_the_wrapping_off_first():
+    wrapped = [
+        f"sglang-1  | 2026-01-01T00:00:0{t}.000000000Z [2026-01-01 00:00:0{t} TP0] "
+        + RETRACT.format(n=1)
+        for t in range(3)
+    ]
+    scanner = LogScanner()
+    scanner.feed(wrapped)
+    assert scanner.take().retracted_reqs == 3

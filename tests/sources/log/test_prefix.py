@@ -1,0 +1,154 @@
+"""The wrapping tools put around SGLang's lines, taken off: each sample is written the way the
+tool's documentation shows its output, around a real SGLang line (0.4.7+ retraction)."""
+
+import json
+
+import pytest
+from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, unwrap
+
+LINE = (
+    "[2025-08-11 17:20:03 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
+    "#new_token_ratio: 0.9998 -> 1.0000"
+)
+TS = 1754932803.0  # 2025-08-11T17:20:03Z (a Monday)
+NANO = "2025-08-11T17:20:03.123456789Z"
+
+# (tool, the line as it prints it, the time it stamped, the process it names)
+SAMPLES = [
+    ("docker compose logs", f"sglang-1  | {LINE}", None, "sglang-1"),
+    ("docker-compose v1", f"sglang_1     | {LINE}", None, "sglang_1"),
+    ("docker compose logs -t", f"sglang-1  | {NANO} {LINE}", TS + 0.123456789, "sglang-1"),
+    ("compose colours", f"\x1b[36msglang-1  |\x1b[0m {LINE}", None, "sglang-1"),
+    ("journalctl (short)", f"Aug 11 17:20:03 gpu-node-1 python3[48213]: {LINE}", TS, "python3"),
+    (
+        "journalctl -o short-precise",
+        f"Aug 11 17:20:03.123456 gpu-node-1 python3[48213]: {LINE}",
+        TS + 0.123456,
+        "python3",
+    ),
+    (
+        "journalctl -o short-iso",
+        f"2025-08-11T17:20:03+0000 gpu-node-1 sglang[7]: {LINE}",
+        TS,
+        "sglang",
+    ),
+    (
+        "journalctl -o short-iso-precise",
+        f"2025-08-11T19:20:03.123456+02:00 gpu-node-1 sglang[7]: {LINE}",
+        TS + 0.123456,
+        "sglang",
+    ),
+    (
+        "journalctl -o short-full",
+        f"Mon 2025-08-11 17:20:03 UTC gpu-node-1 python3[48213]: {LINE}",
+        TS,
+        "python3",
+    ),
+    (
+        "journalctl -o short-unix",
+        f"1754932803.500000 gpu-node-1 python3[48213]: {LINE}",
+        TS + 0.5,
+        "python3",
+    ),
+    ("kubectl logs --timestamps", f"{NANO} {LINE}", TS + 0.123456789, ""),
+    ("docker logs -t", f"2025-08-11T17:20:03.000000000Z {LINE}", TS, ""),
+    ("kubectl logs --prefix", f"[pod/sglang-0/sglang] {LINE}", None, "sglang-0/sglang"),
+    ("CRI (containerd, CRI-O)", f"{NANO} stderr F {LINE}", TS + 0.123456789, ""),
+    (
+        "docker json-file",
+        json.dumps({"log": LINE + "\n", "stream": "stderr", "time": NANO}),
+        TS + 0.123456789,
+        "",
+    ),
+    (
+        "journalctl -o json",
+        json.dumps(
+            {
+                "__REALTIME_TIMESTAMP": "1754932803123456",
+                "_HOSTNAME": "gpu-node-1",
+                "SYSLOG_IDENTIFIER": "python3",
+                "_SYSTEMD_UNIT": "sglang.service",
+                "MESSAGE": LINE,
+            }
+        ),  # fmt: skip
+        TS + 0.123456,
+        "sglang.service",
+    ),
+    (
+        "fluent-bit (tail + docker parser)",
+        json.dumps(
+            {"date": 1754932803.25, "log": LINE, "stream": "stderr", "container_name": "/sglang"}
+        ),  # fmt: skip
+        TS + 0.25,
+        "/sglang",
+    ),
+    (
+        "vector (docker_logs source)",
+        json.dumps(
+            {
+                "container_name": "sglang",
+                "message": LINE,
+                "source_type": "docker_logs",
+                "stream": "stderr",
+                "timestamp": "2025-08-11T17:20:03.25Z",
+            }
+        ),  # fmt: skip
+        TS + 0.25,
+        "sglang",
+    ),
+    (
+        "Loki logcli --output=jsonl",
+        json.dumps(
+            {"labels": {"container": "sglang", "namespace": "llm"}, "line": LINE, "timestamp": NANO}
+        ),  # fmt: skip
+        TS + 0.123456789,
+        "sglang",
+    ),
+    (
+        "fluent-bit CRI lines from /var/log/containers (no CRI parser)",
+        json.dumps({"log": f"{NANO} stdout F {LINE}", "kubernetes": {"pod_name": "sglang-0"}}),
+        TS + 0.123456789,
+        "sglang-0",
+    ),
+    ("a wrapper's dated bracket", f"[2025-08-11 17:20:03] {LINE}", TS, ""),
+]
+
+
+@pytest.mark.parametrize(("tool", "wrapped", "ts", "stream"), SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_unwrap_gives_sglangs_line_and_the_stamp(tool, wrapped, ts, stream):
+    text, stamped, named = unwrap(wrapped, 2025)
+    assert text == LINE, tool
+    assert stamped == (pytest.approx(ts, abs=1e-6) if ts is not None else None)
+    assert named == stream
+
+
+def test_unwrap_leaves_sglangs_own_lines_alone():
+    for line in (
+        LINE,
+        "[2025-08-11 17:20:03.123 DP1 TP3] Decode batch, #running-req: 3",
+        "[15:54:17 TP0] Decode batch. #running-req: 3",
+        "Traceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 9, in f',
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "Killed",
+    ):
+        assert unwrap(line) == (line, None, "")
+
+
+def test_unwrap_journal_short_has_no_year_without_one():
+    assert unwrap(f"Aug 11 17:20:03 gpu-node-1 python3[48213]: {LINE}") == (LINE, None, "python3")
+
+
+def test_unwrap_restores_a_prefix_whose_bracket_a_paste_lost():
+    cut = "2026-05-24 03:51:44 TP0] Decode batch, #running-req: 4, #full token: 2642688"
+    assert unwrap(cut).text == "[" + cut
+
+
+def test_unwrap_reads_text_that_only_looks_wrapped_as_text():
+    long_json = '{"log": "' + "x" * MAX_JSON_CHARS + '"}'
+    assert unwrap(long_json).text == long_json  # not parsed: bounded work per line
+    assert unwrap('{"level": "info"}').text == '{"level": "info"}'  # no message field
+    assert unwrap("[1, 2, 3]").text == "[1, 2, 3]"
+    name = "a" * 200_000
+    assert unwrap(name).text == name
+    assert unwrap(name + " |").text == ""  # a compose prefix with nothing after it
