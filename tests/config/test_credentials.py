@@ -6,7 +6,7 @@ import ssl
 from pathlib import Path
 
 import pytest
-from sglang_tuner.config.credentials import auth_headers, ssl_context
+from sglang_tuner.config.credentials import api_key, auth_headers, ssl_context
 from sglang_tuner.config.settings import BasicAuthSettings, TLSSettings
 
 from tests.certs import CA, Pair
@@ -124,3 +124,14 @@ def test_ssl_context_presents_the_client_certificate(ca):
 def test_ssl_context_a_missing_ca_file_fails_at_once(tmp_path):
     with pytest.raises(FileNotFoundError):
         ssl_context(TLSSettings(ca_file=tmp_path / "missing.crt"))
+
+
+def test_an_api_key_comes_from_its_file_first_then_from_the_variable_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLANG_KEY", "from-env")
+    monkeypatch.setenv("EMPTY_KEY", "")
+    assert api_key(_secret(tmp_path, "s3cret\n"), "SGLANG_KEY") == "s3cret"
+    assert api_key(None, "SGLANG_KEY") == "from-env"
+    assert api_key(None, "EMPTY_KEY") is None  # set but empty: no key, as unset
+    assert api_key(None, None) is None
+    with pytest.raises(ValueError, match="cannot read"):
+        api_key(tmp_path / "missing", "SGLANG_KEY")

@@ -5,6 +5,7 @@ their `user:password@` part.
 """
 
 import base64
+import os
 import ssl
 from pathlib import Path
 
@@ -25,6 +26,16 @@ def auth_headers(
     if bearer_token_file is not None:
         return {"Authorization": f"Bearer {read_key_file(bearer_token_file)}"}
     return {}
+
+
+def api_key(api_key_file: Path | None, api_key_env: str | None) -> str | None:
+    """An SGLang server's `--api-key` from its file, else from the environment variable named
+    (unset or empty: none); raises ValueError when the file cannot be read."""
+    if api_key_file is not None:
+        return read_key_file(api_key_file)
+    if api_key_env:
+        return os.environ.get(api_key_env) or None
+    return None
 
 
 def ssl_context(tls: TLSSettings) -> ssl.SSLContext:

@@ -10,12 +10,11 @@ from typing import Any
 
 import yaml
 
-from sglang_tuner.config.key_files import read_key_file
+from sglang_tuner.config.credentials import api_key
 from sglang_tuner.config.settings import Settings, ShardSettings
 from sglang_tuner.config.target_settings import (
     LIMIT_FIELDS,
     FileSDSettings,
-    TargetSettings,
     checked_url,
 )
 from sglang_tuner.config.text import joined_surrogates
@@ -23,14 +22,6 @@ from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.target_spec import TargetSpec, TargetTLS
 
 logger = logging.getLogger(__name__)
-
-
-def _read_token(target: TargetSettings) -> str | None:
-    if target.api_key_file is not None:
-        return read_key_file(target.api_key_file)
-    if target.api_key_env:
-        return os.environ.get(target.api_key_env) or None
-    return None
 
 
 def static_targets(settings: Settings) -> list[TargetSpec]:
@@ -41,7 +32,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
             url=t.url,
             profile=t.profile,
             labels=dict(t.labels),
-            token=_read_token(t),
+            token=api_key(t.api_key_file, t.api_key_env),
             log_file=t.log_file,
             log_command=tuple(t.log_command or ()),
             dcgm_url=t.dcgm_url,

@@ -2,11 +2,10 @@
 who is missing and why, restarts from counter resets, and each target's `/server_info` reads."""
 
 import logging
-import os
 from collections.abc import Mapping
 
+from sglang_tuner.config.credentials import api_key
 from sglang_tuner.config.discovery import in_shard
-from sglang_tuner.config.key_files import read_key_file
 from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
@@ -30,7 +29,7 @@ class FleetTargets:
     def __init__(self, settings: PrometheusSettings, shard: ShardSettings) -> None:
         self._settings, self._shard = settings, shard
         self._labels = tuple(settings.target_labels)
-        self._token = _read_token(settings)
+        self._token = api_key(settings.api_key_file, settings.api_key_env)
         # label values (None: label absent) -> name (None: not ours); per answer series, so cheap
         self._names: dict[tuple[str | None, ...], str | None] = {}
         self._owner: dict[str, tuple[str | None, ...]] = {}  # name -> the values that claimed it
@@ -137,14 +136,6 @@ def _why_missing(up: float | None, warnings: tuple[str, ...]) -> str:
         why = "no series in Prometheus this round (not scraped any more, its series went stale, "
         why += "or it serves no SGLang metrics)"
     return why + (f"; the answer was partial: {warnings[0]}" if warnings else "")
-
-
-def _read_token(settings: PrometheusSettings) -> str | None:
-    if settings.api_key_file is not None:
-        return read_key_file(settings.api_key_file)
-    if settings.api_key_env:
-        return os.environ.get(settings.api_key_env) or None
-    return None
 
 
 class FleetTargetSource:
