@@ -25,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def static_targets(settings: Settings) -> list[TargetSpec]:
-    """Targets listed in the config file; raises OSError when a key file cannot be read."""
+    """Targets listed in the config file; raises ValueError when a key file cannot be read."""
     return [
         TargetSpec(
             name=t.target_name,
