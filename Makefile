@@ -70,12 +70,14 @@ test: $(STAMP) system-deps actionlint
 	$(BIN)/python -m pytest
 
 # docs/rules.md, the advice alert rules and the dashboards come from the rule catalogue;
-# the test suite fails when a checked-in copy is stale.
+# the test suite fails when a checked-in copy is stale. The catalogue of SGLang's messages is read
+# from its PyPI wheels (downloaded once into ~/.cache/sglang-wheels).
 generate: $(STAMP)
 	$(BIN)/python -m sglang_tuner.cli.rules_doc
 	$(BIN)/python alerts/generate.py
 	$(BIN)/python dashboards/generate.py
 	$(BIN)/python deploy/kubernetes/generate.py
+	$(BIN)/python -m sglang_tuner.sources.log.messages.extract
 
 # Builds deploy/Dockerfile's runtime stage on a debootstrapped Debian root and runs the image
 # (tests/test_container.py): about a minute the first time, 20 s with the root cached.

@@ -8,6 +8,13 @@ last from the batch the scheduler logged last. One crash is one "burst": the rec
 lines within `BURST_SECONDS` of each other (log time), ended early by a process start or a
 startup summary. A burst counts each specific kind once (so the same exception from eight TP
 ranks is one event); `other_crash` counts once, and only for a burst with no specific kind.
+
+What the hand-written readers do not recognise is read from the crash's last exception line by
+the message catalogue (`messages/`): every message SGLang 0.4-0.5 can raise, classified, then
+generic families (an OOM from any framework, a capture failure with any cause, toolchain and
+driver errors). Each burst leaves one `CrashDiagnosis`: its class, kind, phase and last
+exception line, "unclassified" where nothing knew it. A traceback without SGLang's header is a
+crash when its exception is one (a refused request is not), or when the log ends with it.
 """
 
 import re
@@ -15,6 +22,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sglang_tuner.model.strenum import StrEnum
+from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING
+from sglang_tuner.sources.log.messages.exceptions import (
+    UNCLASSIFIED,
+    Said,
+    diagnose,
+    final_exception,
+    is_exception_line,
+)
 
 BURST_SECONDS = 60.0  # TP ranks print the same traceback within about a second of each other
 
@@ -96,6 +111,20 @@ _INIT_FUNCS = frozenset(
     "init_tp_model_worker init_model_worker init_memory_pool load_model load_weights"
     " init_torch_distributed _create_buffers initialize".split()
 )
+_POOL_FUNCS = frozenset({"init_memory_pool", "_create_buffers", "profile_max_num_token"})
+# Startup lines that say which stage a starting process is in (every version 0.4-0.5).
+_STAGES = (
+    ("Load weight begin", "load"),
+    ("Load weight end", "pool_sizing"),
+    ("KV Cache is allocated", "capture"),
+    ("Memory pool end", "capture"),
+)
+# What a catalogued or generic class counts as, where it is one of the kinds the rules know.
+_COUNTED = {
+    (NOT_TUNING, "allocator_bug"): "allocator_bug",
+    (CRASH, "kv_pool_exhausted"): "kv_pool_exhausted",
+    (CRASH, "startup_not_enough_memory"): "startup_not_enough_memory",
+}
 _PREFILL_GRAPH_FILES = frozenset({"piecewise_cuda_graph_runner.py", "prefill_cuda_graph_runner.py"})
 
 
@@ -113,6 +142,20 @@ def frame_phase(filename: str, func: str) -> CrashKind | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class CrashDiagnosis:
+    """One crash, said in words: its class (crash, config_error, not_tuning, unclassified),
+    kind, phase (load, pool_sizing, capture, prefill, decode, serving, startup, unknown), the
+    last exception line, the flag a configuration error names, and what classified it."""
+
+    cls: str
+    kind: str
+    phase: str
+    message: str
+    flag: str = ""
+    source: str = ""
+
+
 @dataclass(slots=True)
 class _Record:
     """One traceback record being read: what its frames and lines said so far."""
@@ -124,6 +167,9 @@ class _Record:
     phase: CrashKind | None = None  # the innermost prefill/decode frame
     specific: bool = False  # a specific kind was counted from this record
     stale: bool = False  # already open at the previous `flush_stale`
+    stage: str = ""  # load or pool_sizing, from the frames of a starting process
+    last: str = ""  # the last exception line
+    request: bool = False  # raised serving a request (the HTTP server's): the server lives on
 
 
 @dataclass(slots=True)
@@ -134,6 +180,7 @@ class _Burst:
     kinds: set[CrashKind] = field(default_factory=set)
     fatal: bool = False  # fatal evidence seen (other_crash unless a specific kind shows up)
     stale: bool = False  # already open at the previous `flush_stale`
+    said: CrashDiagnosis | None = None  # the first diagnosis of its records and lines
 
 
 class CrashTracker:
@@ -141,13 +188,44 @@ class CrashTracker:
 
     def __init__(self) -> None:
         self.phase = Phase.UNKNOWN
-        self.last_batch: CrashKind | None = None  # PREFILL_OOM or DECODE_OOM
+        self._last_batch: CrashKind | None = None  # PREFILL_OOM or DECODE_OOM
         self.events: Counter[CrashKind] = Counter()
         self.record: _Record | None = None
         self._burst: _Burst | None = None
         self.last_ts: float | None = None  # of the last crash line; None after other lines
         self._pool_oom: list[int | None] | None = None  # [wanted, free] after a pool OOM line
         self._unplaced_oom = False  # a CUDA OOM seen before anything said where the server was
+        self.stage = ""  # a starting process's stage, from its startup lines
+        self.diagnoses: list[CrashDiagnosis] = []  # one per ended burst, since the take
+        self._pending: CrashDiagnosis | None = None  # a bare traceback nothing has run after
+        self._request = False  # the line before a traceback said it serves a request
+
+    @property
+    def last_batch(self) -> CrashKind | None:
+        """PREFILL_OOM or DECODE_OOM after a batch line: a batch ran, so a bare traceback
+        before it did not end the process."""
+        return self._last_batch
+
+    @last_batch.setter
+    def last_batch(self, kind: CrashKind | None) -> None:
+        if kind is not None:
+            self._pending = None
+        self._last_batch = kind
+
+    def take_diagnoses(self) -> tuple[CrashDiagnosis, ...]:
+        """The diagnoses of the bursts that ended since the previous take."""
+        taken, self.diagnoses = tuple(self.diagnoses), []
+        return taken
+
+    def finish(self) -> None:
+        """The log ended: a bare traceback nothing ran after was the process's end."""
+        self.close_record()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            burst = self._burst_at(self.last_ts)
+            burst.fatal = True
+            burst.said = burst.said or pending
+        self.end_burst()
 
     def process_start(self, phase: Phase) -> None:
         """A new process (STARTUP) or its startup summary (SERVING): the previous crash is over."""
@@ -155,13 +233,33 @@ class CrashTracker:
         self.close_record()
         self.end_burst()
         self.phase, self.last_batch, self.last_ts = phase, None, None
+        self.stage, self._pending = ("load" if phase is Phase.STARTUP else ""), None
 
     def line(self, text: str, ts: float | None) -> None:
         """A line outside a traceback record that passed the keyword filter."""
         self.last_ts = ts if ts is not None else self.last_ts
         if _HEAD.search(text):  # a bare traceback is fatal only if its text says so
-            self.record = _Record(self.last_ts, fatal=_FATAL.search(text) is not None)
+            fatal = _FATAL.search(text) is not None
+            self.record = _Record(self.last_ts, fatal, request=self._request)
+        elif self.record is None and _FRAME.search(text):  # an excerpt cut inside a traceback
+            self.record = _Record(self.last_ts, fatal=False)
+        self._request = _REQUEST.search(text) is not None
+        for marker, stage in _STAGES:
+            if marker in text:
+                self.stage = stage
+        if self.record is not None and 'File "' in text:  # a traceback pasted on one line
+            self._joined(text)
+            return
         self._evidence(text)
+
+    def _joined(self, text: str) -> None:
+        """A whole traceback on one line: each frame, then its final exception."""
+        for frame in _FRAME.finditer(text):
+            self._frame(frame.group(1), frame.group(2))
+        last = final_exception(text)
+        if self.record is not None and last:
+            self.record.last = last
+        self._evidence(last or text)
 
     def record_line(self, text: str) -> None:
         """A continuation line of the open record (a frame, code, or the exception)."""
@@ -169,12 +267,22 @@ class CrashTracker:
         assert record is not None
         frame = _FRAME.search(text) if 'File "' in text else None
         if frame is None:
+            if is_exception_line(text):
+                record.last = text.strip()
             self._evidence(text)
             return
-        if frame.group(2) in _INIT_FUNCS:
+        record.request = record.request or _REQUEST.search(text) is not None
+        self._frame(frame.group(1), frame.group(2))
+
+    def _frame(self, filename: str, func: str) -> None:
+        """What one frame of the open record says."""
+        record = self.record
+        assert record is not None
+        if func in _INIT_FUNCS or func in _POOL_FUNCS:
             record.init = True
+            record.stage = "pool_sizing" if func in _POOL_FUNCS else record.stage or "load"
             self._unplaced_oom = False  # an init OOM: no kind of ours
-        said = frame_phase(frame.group(1), frame.group(2))
+        said = frame_phase(filename, func)
         if said is not None and self._unplaced_oom:  # the traceback after the OOM line says
             self._unplaced_oom = False
             self._count(said)
@@ -184,16 +292,64 @@ class CrashTracker:
             record.phase = said  # later frames are deeper: the innermost one wins
 
     def close_record(self) -> None:
-        """The record ended: a fatal header with no specific kind is some other crash."""
+        """The record ended: its last exception says what it was (the catalogue, then generic
+        families); a fatal one with no specific kind is some other crash."""
         record, self.record = self.record, None
-        if record is not None and record.fatal and not record.specific:
-            self._burst_at(record.ts).fatal = True
+        if record is None:
+            return
+        said = diagnose(record.last) if record.last else Said(UNCLASSIFIED)
+        fatal = record.fatal or _is_crash(said)
+        if not (fatal or record.specific):
+            if record.last and not record.request:  # a crash if nothing runs after it
+                self._pending = self._diagnosis(said, record.last, record)
+            return
+        burst = self._burst_at(record.ts)
+        burst.said = burst.said or self._diagnosis(said, record.last, record)
+        counted = _COUNTED.get((said.cls, said.kind))
+        if counted is not None and not record.specific:
+            self._count(CrashKind(counted))
+        elif not record.specific:
+            burst.fatal = True
 
     def end_burst(self) -> None:
-        """Count the pending `other_crash` of the current burst, if it had no specific kind."""
+        """Count the pending `other_crash` of the current burst, if it had no specific kind,
+        and keep its diagnosis."""
         burst, self._burst = self._burst, None
-        if burst is not None and burst.fatal and not burst.kinds:
+        if burst is None or not (burst.fatal or burst.kinds):
+            return
+        if not burst.kinds:
             self.events[CrashKind.OTHER_CRASH] += 1
+        self.diagnoses.append(self._said_of(burst))
+
+    def _said_of(self, burst: _Burst) -> CrashDiagnosis:
+        """A burst's diagnosis: the kind the hand-written readers counted wins."""
+        said = burst.said or self._diagnosis(Said(UNCLASSIFIED), "", None)
+        known = sorted(kind.value for kind in burst.kinds)
+        if not known or (said.cls, said.kind) in _COUNTED or said.kind in known:
+            return said
+        return CrashDiagnosis(CRASH, known[0], said.phase, said.message, source="log reader")
+
+    def _diagnosis(self, said: Said, message: str, record: _Record | None) -> CrashDiagnosis:
+        """A diagnosis, its phase from the message's class, else from where the server was."""
+        phase = said.phase or self._where(record)
+        kind = said.kind or ("" if said.cls == CONFIG else UNCLASSIFIED)
+        return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.source)
+
+    def _where(self, record: _Record | None) -> str:
+        """The phase a crash happened in: its frames, else the server's phase."""
+        if record is not None and record.capture:
+            return "capture"
+        if record is not None and record.phase is not None:
+            return _PHASE_NAMES[record.phase]
+        if record is not None and record.stage:
+            return record.stage
+        if self.phase is Phase.CAPTURE:
+            return "capture"
+        if self.phase is Phase.STARTUP:
+            return self.stage or "startup"
+        if self.last_batch is not None:
+            return _PHASE_NAMES[self.last_batch]
+        return "serving" if self.phase is Phase.SERVING else "unknown"
 
     def flush_stale(self) -> None:
         """End what was already open at the previous call (one poll's grace for other ranks)."""
@@ -222,6 +378,12 @@ class CrashTracker:
             self._count(kind)
         elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
             self._mark_fatal()
+        elif self.record is None and _FATAL_LINE.search(text):  # ptxas, NCCL, ... on their own
+            said = diagnose(text)
+            if _is_crash(said):
+                self._mark_fatal()
+                burst = self._burst_at(self.last_ts)
+                burst.said = burst.said or self._diagnosis(said, text.strip(), None)
 
     def _pool_numbers(self, text: str) -> bool:
         """A pool OOM's numbers; free tokens covering the request make it an allocator bug
@@ -301,6 +463,24 @@ class CrashTracker:
         elif burst.start is None:
             burst.start = ts
         return burst
+
+
+_PHASE_NAMES = {
+    CrashKind.PREFILL_OOM: "prefill",
+    CrashKind.DECODE_OOM: "decode",
+    CrashKind.CUDA_GRAPH_CAPTURE_OOM: "capture",
+}
+# A traceback raised while serving one request (the HTTP stack's frames, uvicorn's header).
+_REQUEST = re.compile(r"Exception in ASGI application|[/\\](?:fastapi|starlette|uvicorn)[/\\]")
+# A fatal line printed outside any traceback: a toolchain or driver error said on its own.
+_FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|failure)")
+
+
+def _is_crash(said: Said) -> bool:
+    """A class that ends the process (a refused request and an unknown exception do not)."""
+    if said.cls == NOT_TUNING:
+        return said.kind != "request"
+    return said.cls in (CRASH, CONFIG)
 
 
 def _specific_kind(text: str) -> CrashKind | None:

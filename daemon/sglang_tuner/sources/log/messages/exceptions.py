@@ -1,0 +1,116 @@
+"""What a crash's last exception line says: the catalogued SGLang message it prints, else a
+generic family any framework prints (an OOM from torch, tvm, triton or flashinfer; a CUDA-graph
+capture failure with any cause; a toolchain or driver error), else unclassified.
+
+Also finds the final exception of a traceback whose newlines were lost in a paste.
+"""
+
+import re
+from dataclasses import dataclass
+
+from sglang_tuner.sources.log.messages.catalogue import lookup
+from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, FAILURES, NOT_TUNING
+
+UNCLASSIFIED = "unclassified"
+# Crash kinds a message names itself; any other crash message that holds an OOM is an OOM.
+_NAMED_CRASHES = frozenset(
+    {"kv_pool_exhausted", "startup_not_enough_memory", "cuda_graph_capture_oom"}
+    | {"prefill_oom", "decode_oom"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """The class of one exception line (see `classes.py`), and what gave it."""
+
+    cls: str
+    kind: str = ""
+    phase: str = ""
+    flag: str = ""
+    source: str = ""  # "catalogue (versions)" or "fallback:<family>"
+
+
+# Generic families, first match wins (searched in the line as printed; linear alternations).
+_FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
+    (
+        "oom",
+        CRASH,
+        "oom",
+        "",
+        re.compile(
+            r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation"
+            r"|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|hipErrorOutOfMemory",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "capture",
+        CRASH,
+        "capture_failure",
+        "capture",
+        re.compile(r"Capture [\w -]*?graph failed|graph capture failed", re.IGNORECASE),
+    ),
+    (
+        "toolchain",
+        NOT_TUNING,
+        "toolchain",
+        "",
+        re.compile(
+            r"ptxas|\bsm_\d+|no kernel image is available|not compiled for|undefined symbol"
+            r"|ModuleNotFoundError|ImportError|CUDA driver version is insufficient"
+            r"|unsupported (?:GPU|architecture)|compute capability|nvcc|triton\.compiler"
+            r"|CompilationError|JIT compil",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "driver",
+        NOT_TUNING,
+        "driver",
+        "",
+        re.compile(
+            r"NCCL|DistBackendError|ProcessGroup|Connection (?:refused|reset)|Broken pipe"
+            r"|timed out|[Ww]atchdog|illegal memory access|device-side assert|ECC error"
+            r"|uncorrectable|cudaErrorLaunchFailure|CUDA error: unspecified launch failure"
+            r"|peer access|RDMA|ibv_",
+        ),
+    ),
+)
+# The start of a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...",
+# "tvm.error.InternalError: ...", a bare "Exception: ...".
+EXCEPTION = re.compile(
+    r"(?<![\w.])((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)"
+    r"|Exception|Error))(?::\s|:?$)"
+)
+_FRAME_END = re.compile(r'File "[^"]*", line \d+(?:, in [\w<>.]+)?')
+
+
+def final_exception(text: str) -> str:
+    """The exception a one-line traceback ends in (everything from the exception's name on
+    after its last frame), or "" when `text` holds none."""
+    ends = [frame.end() for frame in _FRAME_END.finditer(text)]
+    tail = text[ends[-1] :] if ends else text
+    found = EXCEPTION.search(tail)
+    return tail[found.start() :].strip() if found else ""
+
+
+def is_exception_line(text: str) -> bool:
+    """True for a Python exception line ("ValueError: ...", "Exception: ...")."""
+    found = EXCEPTION.search(text)
+    return found is not None and not text[: found.start()].strip(" \t")
+
+
+def diagnose(text: str) -> Said:
+    """The class of a crash's last exception line."""
+    message = lookup(text)
+    oom = _FAMILIES[0][4].search(text) is not None
+    if message is not None and message.call in FAILURES:
+        verdict = message.verdict
+        source = f"catalogue: {message.call} in {message.module} ({message.versions})"
+        named = verdict.cls == CRASH and verdict.kind in _NAMED_CRASHES
+        if verdict.cls in (CRASH, CONFIG, NOT_TUNING) and (named or not oom):
+            return Said(verdict.cls, verdict.kind, verdict.phase, verdict.flag, source)
+    for family, cls, kind, phase, pattern in _FAMILIES:
+        if pattern.search(text):
+            return Said(cls, kind, phase, source=f"fallback: {family}")
+    return Said(UNCLASSIFIED)
