@@ -9,8 +9,8 @@ from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass, Predict
 from sglang_tuner.model.flags import FlagHistory, FlagOutcome
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import PREFILL_OOM_EVENTS
-from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
 from sglang_tuner.predict.server_model import CRASHES
+from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
 
 PREFILL_CRASH = window_from(prefill_oom_events="0x5 1 0x4")
 DECODE_CRASH = window_from(decode_oom_events="0x5 2 0x4", num_running_reqs_max_rank="100x5 200x5")
@@ -59,6 +59,31 @@ def test_prefill_oom_unknown_value_assumes_gpu_default():
     assert isinstance(out, Finding)
     assert out.action.text == "--chunked-prefill-size 8192 -> 4096"
     assert out.action.note.endswith("assumed SGLang's default 8192")
+
+
+def test_prefill_oom_unknown_value_assumes_the_default_of_the_servers_version():
+    # An L40S (48 GB) defaults to 8192 up to 0.5.2 and to 4096 from 0.5.3.
+    old, new = (ServerConfig(gpu_model="NVIDIA L40S", version=v) for v in ("0.5.2", "0.5.3"))
+    assert evaluate(PREFILL_OOM, PREFILL_CRASH, config=old).action.text == (
+        "--chunked-prefill-size 8192 -> 4096"
+    )
+    assert evaluate(PREFILL_OOM, PREFILL_CRASH, config=new).action.text == (
+        "--chunked-prefill-size 4096 -> 2048"
+    )
+
+
+def test_prefill_oom_unknown_value_under_dp_attention_assumes_the_split_default():
+    # 8192 on an H100, divided by the 8 attention-DP ranks: below the guide's floor already.
+    config = ServerConfig(
+        gpu_model="NVIDIA H100 80GB HBM3",
+        version="0.5.9",
+        dp_size=8,
+        enable_dp_attention=True,
+        mem_fraction_static=0.9,
+    )
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.9 -> 0.8"
+    assert out.action.note == "--chunked-prefill-size is already 1024, the guide's floor"
 
 
 def test_prefill_oom_unknown_value_and_gpu():

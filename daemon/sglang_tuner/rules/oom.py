@@ -19,6 +19,13 @@ from sglang_tuner.model.signals import (
     PREFILL_OOM_EVENTS,
     RESTARTS,
 )
+from sglang_tuner.predict.crash_fix import crash_fix, reported
+from sglang_tuner.predict.units import (
+    flag_from_per_rank,
+    max_running_flag,
+    max_running_per_rank,
+    per_rank_batch,
+)
 from sglang_tuner.rule import (
     Rule,
     RuleInput,
@@ -26,15 +33,9 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, lower_mem_fraction
+from sglang_tuner.rules.sglang.defaults import default_for
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
-from sglang_tuner.predict.units import (
-    flag_from_per_rank,
-    max_running_flag,
-    max_running_per_rank,
-    per_rank_batch,
-)
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 _NO_OOM_LINES = (
@@ -45,14 +46,13 @@ NO_CRASH = "no more out-of-memory crashes"
 
 
 def default_chunked_prefill(inp: RuleInput) -> int | None:
-    """SGLang's default by GPU memory (< 35 GB 2048, < 60 GB 4096, < 160 GB 8192, else 16384)."""
-    memory = gpu_memory_gb(inp.config)
-    if memory is None:
+    """SGLang's `--chunked-prefill-size` when unset, for this server's version, GPU memory, DP
+    attention and PD role, as `/server_info` reports it (`rules/sglang/defaults.py`); None when
+    the GPU is unknown."""
+    if inp.config is None:
         return None
-    for below_gb, size in ((35, 2048), (60, 4096), (160, 8192)):
-        if memory < below_gb:
-            return size
-    return 16384
+    value = default_for("--chunked-prefill-size", inp.config, gpu_memory_gb(inp.config))
+    return value if isinstance(value, int) else None
 
 
 def _lower_chunked_prefill(inp: RuleInput) -> Action:

@@ -1,5 +1,7 @@
 """SGLang's own values for unset flags, per version, GPU memory and tp, on both sides of changes."""
 
+from dataclasses import replace
+
 import pytest
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.defaults import (
@@ -39,6 +41,18 @@ def test_default_chunked_prefill_size_by_gpu_memory(version, expected):
 def test_default_chunked_prefill_size_split_by_dp_attention_and_unknown_gpu():
     assert default_chunked_prefill_size("0.5.9", 80, attention_dp=8) == 1024
     assert default_chunked_prefill_size("0.5.9", None) is None
+
+
+def test_default_chunked_prefill_size_of_a_pd_server_was_16k_in_0_4_7_only():
+    assert default_chunked_prefill_size("0.4.7", 80, pd_role=True) == 16384
+    assert default_chunked_prefill_size("0.4.7", 24, pd_role=True) == 2048  # small GPUs: 2048
+    assert default_chunked_prefill_size("0.4.8", 80, pd_role=True) == 8192
+    prefill = ServerConfig(version="0.4.7", disaggregation_mode="prefill")
+    assert default_for("--chunked-prefill-size", prefill, 80) == 16384
+    assert (
+        default_for("--chunked-prefill-size", replace(prefill, disaggregation_mode="null"), 80)
+        == 8192
+    )
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,10 @@ _TIERS: tuple[tuple[str, tuple[Tier, ...]], ...] = (
     ("0.5.20", (Tier(20, 2048, (8, 8)), Tier(35, 4096, (48, 160)), Tier(60, 4096, (32, 160)),
                 Tier(160, 8192, (256, 512)), Tier(math.inf, 16384, (512, 512)))),
 )  # fmt: skip
+# 0.4.7 only: a PD-disaggregated server (prefill or decode) between 25,000 and 180,000 MiB gets
+# 16384, not 8192 (`elif self.disaggregation_mode != "null"`); 0.4.8 dropped the branch.
+PD_CHUNK_SPAN = ("0.4.7", "0.4.8")
+PD_CHUNK = 16384
 # Before 0.5.3 `cuda_graph_runner.get_batch_sizes_to_capture` built the list itself, up to 160
 # and longer on big GPUs: (above GB, sizes added). 0.4.6 adds them only with dp_size 1.
 RUNNER_BASE = (1, 2, 4, 8, *range(16, 161, 8))
@@ -91,16 +95,25 @@ def _tier(version: str | None, gpu_memory_gb: float) -> Tier:
 
 
 def default_chunked_prefill_size(
-    version: str | None, gpu_memory_gb: float | None, attention_dp: int = 1
+    version: str | None,
+    gpu_memory_gb: float | None,
+    attention_dp: int = 1,
+    *,
+    pd_role: bool = False,
 ) -> int | None:
     """SGLang's `--chunked-prefill-size` when unset, as `/server_info` reports it.
 
-    DP attention divides it by the attention-DP size (0.4.5+). None when the GPU memory is
-    unknown (SGLang then picks 4096, 0.4.8+).
+    DP attention divides it by the attention-DP size (every release: `dp_size` with
+    `--enable-dp-attention`, `attn_dp_size` from 0.5.22). `pd_role`: the server is a PD prefill
+    or decode server (16384 on mid-size GPUs in 0.4.7). None when the GPU memory is unknown
+    (SGLang then picks 4096, 0.4.8+; 8192 before).
     """
     if gpu_memory_gb is None:
         return None
-    return _tier(version, gpu_memory_gb).chunked_prefill_size // max(attention_dp, 1)
+    size = _tier(version, gpu_memory_gb).chunked_prefill_size
+    if pd_role and size == 8192 and in_span(version, *PD_CHUNK_SPAN):
+        size = PD_CHUNK
+    return size // max(attention_dp, 1)
 
 
 def default_graph_max_bs(
@@ -192,7 +205,8 @@ def default_for(
     if setting == "--schedule-policy":
         return default_schedule_policy(version)
     if setting == "--chunked-prefill-size":
-        return default_chunked_prefill_size(version, gpu_memory_gb, width)
+        pd_role = config.disaggregation_mode in ("prefill", "decode")
+        return default_chunked_prefill_size(version, gpu_memory_gb, width, pd_role=pd_role)
     if setting == "--cuda-graph-max-bs":
         return _graph_default(config, gpu_memory_gb)
     if setting == "--mem-fraction-static":
