@@ -1,0 +1,81 @@
+"""`sglang-tuner check --log` on what users paste: a two-line excerpt judged at low confidence,
+logs from docker compose, kubectl and journalctl read at their own times, and logs without
+dates never dated 1970."""
+
+import json
+import os
+
+from sglang_tuner.__main__ import main
+
+# SGLang 0.4.7+'s retraction line (tests/fixtures/sglang/logs/corpus: same format)
+RETRACT = (
+    "[2025-08-11 17:20:{s:02d} TP0] KV cache pool is full. Retract requests. "
+    "#retracted_reqs: {n}, #new_token_ratio: 0.9998 -> 1.0000"
+)
+DECODE = (
+    "[2025-08-11 17:20:{s:02d} TP0] Decode batch, #running-req: 48, #token: 307481, "
+    "token usage: 1.00, cuda graph: True, gen throughput (token/s): 10.92, #queue-req: 3"
+)
+MTIME = 1754932900.0  # 2025-08-11 17:21:40 UTC
+
+
+def _log(tmp_path, lines, name="excerpt.log"):
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    os.utime(path, (MTIME, MTIME))
+    return str(path)
+
+
+def test_check_log_two_retraction_lines_name_the_problem_at_low_confidence(tmp_path, capsys):
+    log = _log(tmp_path, [RETRACT.format(s=3, n=1), RETRACT.format(s=9, n=2)])
+    assert main(["check", "--log", log]) == 0
+    out = capsys.readouterr().out
+    assert "retractions_frequent" in out and "low confidence" in out
+    assert "judged on 2 lines (6 s of log time; a window is 300 s)" in out
+    assert "evaluated 2025-08-11T17:20:09Z" in out
+
+
+def test_check_log_a_batch_line_at_full_pool_and_a_retraction_as_json(tmp_path, capsys):
+    log = _log(tmp_path, [DECODE.format(s=1), RETRACT.format(s=2, n=1)])
+    assert main(["check", "--log", log, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    retraction = next(a for a in report["data"] if a["rule"] == "retractions_frequent")
+    assert retraction["confidence"] == "low"
+    assert retraction["evidence"].endswith("judged on 2 lines (1 s of log time; a window is 300 s)")
+
+
+def test_check_log_reads_each_wrappers_time(tmp_path, capsys):
+    wrapped = {
+        "compose -t": "sglang-1  | 2025-08-11T17:20:{s:02d}.000000000Z {line}",
+        "kubectl --timestamps": "2025-08-11T17:20:{s:02d}.000000000Z {line}",
+        "journalctl": "Aug 11 17:20:{s:02d} gpu-node-1 python3[48213]: {line}",
+        "CRI": "2025-08-11T17:20:{s:02d}.000000000Z stderr F {line}",
+    }
+    for tool, form in wrapped.items():
+        lines = [
+            form.format(s=s, line=(RETRACT.format(s=s, n=1) if s % 2 else DECODE.format(s=s)))
+            .replace("[2025-08-11 17:20", "[2025-08-11 03:20")  # SGLang's local time: not read
+            for s in range(0, 40)
+        ]  # fmt: skip
+        assert main(["check", "--log", _log(tmp_path, lines)]) == 0, tool
+        out = capsys.readouterr().out
+        assert "evaluated 2025-08-11T17:20:39Z" in out, tool
+        assert "retractions_frequent" in out, tool
+
+
+def test_check_log_time_only_stamps_are_dated_from_the_file_and_said_once(tmp_path, capsys):
+    lines = [DECODE.format(s=s).replace("2025-08-11 ", "") for s in range(0, 30)]
+    assert main(["check", "--log", _log(tmp_path, lines)]) == 0
+    captured = capsys.readouterr()
+    assert "evaluated 2025-08-11T17:20:29Z" in captured.out
+    assert captured.err.count("time-only stamps dated 2025-08-11") == 1
+
+
+def test_check_log_without_timestamps_judges_by_line_order_never_1970(tmp_path, capsys):
+    undated = [RETRACT.format(s=0, n=1).split("] ", 1)[1]] * 2
+    assert main(["check", "--log", _log(tmp_path, undated)]) == 0
+    captured = capsys.readouterr()
+    assert "1970" not in captured.out
+    assert "evaluated 2025-08-11T17:21:40Z" in captured.out  # the file's modification time
+    assert captured.err.count("no timestamps: judged by line order") == 1
+    assert "retractions_frequent" in captured.out
