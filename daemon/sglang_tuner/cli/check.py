@@ -8,7 +8,9 @@ import asyncio
 import csv
 import io
 import json
+import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -30,9 +32,11 @@ from sglang_tuner.evaluation import Evaluation
 from sglang_tuner.loop.history import judge_history
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
+from sglang_tuner.model.advice import Confidence
 from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.sources.log.history import LogSample, log_samples
+from sglang_tuner.rules import ALL_RULES
+from sglang_tuner.sources.log.history import LogHistory, LogSample
 from sglang_tuner.sources.prometheus.history import History
 
 # SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
@@ -161,7 +165,7 @@ def log_settings(args: argparse.Namespace) -> Settings:
             # judgement at the log's end decides what fires; crashes and flags are kept anyway
             "evaluation_interval_seconds": max(interval, args.window),
             "window_seconds": max(args.window, interval * 3),
-            "min_samples": 3,
+            "min_samples": 1,
             "hold_for_seconds": 0.0,
             "keep_firing_for_seconds": 0.0,
         },
@@ -184,38 +188,78 @@ def run_check_log(args: argparse.Namespace) -> int:
     settings = log_settings(args)
     name = "stdin" if args.log == "-" else Path(args.log).name
     spec = TargetSpec(name=name, url=f"log:{args.log}", profile=args.profile)
-    show = sys.stderr.isatty()
-
-    def progress(lines: int, seconds: float) -> None:
-        if show:
-            sys.stderr.write(f"\r{lines:,} lines, {seconds / 60:,.0f} min of log time ")
-            sys.stderr.flush()
-
     try:
         handle = sys.stdin.buffer if args.log == "-" else open(args.log, "rb")  # noqa: SIM115
     except OSError as exc:
         print(f"error: cannot read {args.log}: {exc.strerror}", file=sys.stderr)
         return 2
     said: list[bool] = []  # whether any sample said anything of SGLang's
-
-    def heard(samples: Iterator[LogSample]) -> Iterator[LogSample]:
-        for sample in samples:
-            if sample.config is not None or any(
-                v for k, v in sample.values.items() if k not in CRASH_EVENT_SIGNALS or v
-            ):
-                said.append(True)
-            yield sample
-
     with handle:
-        samples = log_samples(_lines(handle), settings.scrape_interval_seconds)
-        ev = replay(settings, spec, heard(samples), progress)
-    if show:
+        end = _log_end(handle)
+        history = LogHistory(_lines(handle), settings.scrape_interval_seconds, *end)
+        ev = replay(settings, spec, _heard(history.samples(), said), _log_progress)
+    if sys.stderr.isatty():
         sys.stderr.write("\n")
+    if history.note:  # how its time was read, said once
+        print(f"{name}: {history.note}", file=sys.stderr)
     if not said:
         print(f"error: {args.log} holds no SGLang log lines", file=sys.stderr)
         return 1
-    _print(ev, settings, args.format)
+    report = select_advice(
+        ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
+    )
+    print(report_text(judged_on(report, history, settings), args.format or "text"), end="")
     return 0
+
+
+def _log_progress(lines: int, seconds: float) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\r{lines:,} lines, {seconds / 60:,.0f} min of log time ")
+        sys.stderr.flush()
+
+
+def _heard(samples: Iterator[LogSample], said: list[bool]) -> Iterator[LogSample]:
+    """The samples, noting in `said` whether any said anything of SGLang's."""
+    for sample in samples:
+        if sample.config is not None or any(
+            v for k, v in sample.values.items() if k not in CRASH_EVENT_SIGNALS or v
+        ):
+            said.append(True)
+        yield sample
+
+
+def _log_end(handle: IO[bytes]) -> tuple[float, int | None, str]:
+    """Where a log that does not say when it ends ends: a regular file's modification time
+    (standard input redirected from one too), else now; with the file's size."""
+    try:
+        info = os.fstat(handle.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        return info.st_mtime, info.st_size, "the file's modification time"
+    return time.time(), None, "the time it was read"
+
+
+def judged_on(report: AdviceList, history: LogHistory, settings: Settings) -> AdviceList:
+    """A log shorter than the window is judged all the same: each advice says on how many lines
+    and how much log time, and a windowed rule's confidence is low under half a window."""
+    first, last = history.first_ts, history.last_ts
+    span = last - first if first is not None and last is not None else 0.0
+    window = settings.window_seconds
+    if span + settings.scrape_interval_seconds >= window:
+        return report
+    lines = f"{history.lines} line{'' if history.lines == 1 else 's'}"
+    said = f"judged on {lines} ({span:.0f} s of log time; a window is {window:.0f} s)"
+    windowed = {rule.id for rule in ALL_RULES if rule.needs_window}
+    low = span < window / 2
+    data = [
+        a.model_copy(update={
+            "evidence": f"{a.evidence}; {said}" if a.evidence else said,
+            "confidence": Confidence.LOW if low and a.rule in windowed else a.confidence,
+        })
+        for a in report.data
+    ]  # fmt: skip
+    return report.model_copy(update={"data": data})
 
 
 # -- check --prometheus: every server's stored history, judged at once ---------------------------
