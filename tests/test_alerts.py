@@ -14,6 +14,8 @@ from sglang_tuner.alerting.texts import alert_name
 from sglang_tuner.exporter.families import SPECS
 from sglang_tuner.rules import ALL_RULES
 
+from tests.tools.promql import exported_metric_names, metric_names
+
 ALERTS_DIR = Path(__file__).resolve().parent.parent / "alerts"
 RULE_FILES = sorted(ALERTS_DIR.glob("*.rules.yml"))
 TEST_FILES = sorted(ALERTS_DIR.glob("*.rules.test.yml"))
@@ -22,23 +24,6 @@ needs_promtool = pytest.mark.skipif(
     PROMTOOL is None,
     reason="promtool not installed (Debian package `prometheus`, see make system-deps)",
 )
-# Series names in PromQL: identifiers not followed by "(" (functions) and not PromQL keywords.
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or"}
-_KEYWORDS |= {"unless", "offset", "inf", "nan"}
-_NAME_RE = re.compile(r"(?<![\w\"'.$])([a-zA-Z_:][\w:]*)\b(?!\s*\()")
-
-
-def exported_metric_names() -> set[str]:
-    """Sample names the daemon exposes, from the exporter's own table (suffixes as on the wire)."""
-    suffix = {"counter": "_total", "info": "_info", "gauge": ""}
-    return {name + suffix[kind] for name, (kind, _doc, _labels) in SPECS.items()}
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric names an expression selects (label matchers, ranges and keywords stripped)."""
-    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\"[^\"]*\"", " ", expr)
-    bare = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", " ", bare)
-    return {n for n in _NAME_RE.findall(bare) if n not in _KEYWORDS and not n[0].isdigit()}
 
 
 def _alert_rules() -> list[tuple[Path, dict[str, Any]]]:

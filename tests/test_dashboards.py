@@ -13,30 +13,15 @@ from typing import Any
 
 import pytest
 import yaml
-from sglang_tuner.exporter.families import SPECS
 from sglang_tuner.model.signals import EXPORTED_AS
+
+from tests.tools.promql import exported_metric_names, metric_names
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent.parent / "dashboards"
 DASHBOARD_FILES = sorted(DASHBOARDS_DIR.glob("sglang-tuner-*.json"))
 PROMTOOL = shutil.which("promtool")
 # Grafana variables replaced by plausible values before PromQL is parsed or run.
 SUBSTITUTIONS = {"$__rate_interval": "1m", "$target": "gpu-a"}
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or"}
-_KEYWORDS |= {"unless", "offset", "inf", "nan"}
-_NAME_RE = re.compile(r"(?<![\w\"'.$])([a-zA-Z_:][\w:]*)\b(?!\s*\()")
-
-
-def exported_metric_names() -> set[str]:
-    """Sample names the daemon exposes, from the exporter's own table (suffixes as on the wire)."""
-    suffix = {"counter": "_total", "info": "_info", "gauge": ""}
-    return {name + suffix[kind] for name, (kind, _doc, _labels) in SPECS.items()}
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric names an expression selects (label matchers, ranges and keywords stripped)."""
-    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]|\"[^\"]*\"", " ", expr)
-    bare = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", " ", bare)
-    return {n for n in _NAME_RE.findall(bare) if n not in _KEYWORDS and not n[0].isdigit()}
 
 
 def load_generator() -> ModuleType:
