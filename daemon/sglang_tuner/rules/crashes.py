@@ -11,9 +11,7 @@ from sglang_tuner.model.advice import (
     Action,
     Confidence,
     Finding,
-    NoData,
     Outcome,
-    Pass,
     Prediction,
     Severity,
 )
@@ -27,11 +25,11 @@ from sglang_tuner.model.signals import (
     RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
-from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
 from sglang_tuner.predict.crash_fix import crash_fix, reported
-from sglang_tuner.rules.cuda_graph import graph_flag
-from sglang_tuner.rules.oom import lower_max_running
 from sglang_tuner.predict.server_model import CRASHES
+from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
+from sglang_tuner.rules.cuda_graph import graph_flag
+from sglang_tuner.rules.oom import ONE_CRASH, crashes_in_window, lower_max_running
 from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
@@ -41,18 +39,9 @@ _NO_LOG = (
     "crashes are read from the SGLang log only: set the target's log_file "
     "(CUDA-graph capture, KV pool and startup memory errors)"
 )
-_ONE_CRASH = "ours: one crash in the window is enough to act on"
 SHRINKS_THE_POOL = (
     f"do not lower {MEM_FLAG}: it shrinks the pool that ran out (the GPU itself had room)"
 )
-
-
-def _events(inp: RuleInput, signal: str) -> tuple[float, int] | NoData:
-    """(crashes of this kind in the window, samples that could have shown one)."""
-    present = inp.view.present(signal)
-    if present == 0:
-        return NoData(_NO_LOG, inp.view.window_seconds)
-    return inp.view.total(signal) or 0.0, present
 
 
 def _crashed_value(inp: RuleInput, field: str, too_low: bool = False) -> float | None:
@@ -103,12 +92,10 @@ def _lower_graph_bs(inp: RuleInput) -> Action:
 
 def _check_capture_oom(inp: RuleInput) -> Outcome:
     """Any out-of-memory while capturing CUDA graphs at startup, in the window."""
-    events = _events(inp, CUDA_GRAPH_CAPTURE_OOM_EVENTS)
-    if isinstance(events, NoData):
-        return events
-    count, present = events
-    if count < inp.thresholds["oom_events"]:
-        return Pass(0.0, present)
+    crashes = crashes_in_window(inp, CUDA_GRAPH_CAPTURE_OOM_EVENTS, _NO_LOG)
+    if not isinstance(crashes, tuple):
+        return crashes
+    count, present = crashes
     evidence = f"{count:.0f} out-of-memory error(s) while capturing CUDA graphs at startup"
     # Sure from the value it crashed with; SGLang's default for this GPU is an assumption.
     sure = _crashed_value(inp, "cuda_graph_max_bs") is not None
@@ -128,7 +115,7 @@ CUDA_GRAPH_CAPTURE_OOM = Rule(
     signals=(CUDA_GRAPH_CAPTURE_OOM_EVENTS,),
     thresholds={"oom_events": 1.0, "graph_bs_step_ratio": 0.5},
     provenance={
-        "oom_events": _ONE_CRASH,
+        "oom_events": ONE_CRASH,
         "graph_bs_step_ratio": "ours: the guide says 'reduce' without a number; graph memory "
         "grows with the largest captured batch, so half of it roughly halves that memory",
     },
@@ -142,12 +129,10 @@ CUDA_GRAPH_CAPTURE_OOM = Rule(
 def _check_kv_pool(inp: RuleInput) -> Outcome:
     """Any 'Prefill/Decode out of memory. Try to lower your batch size' (or the request-slot
     spellings) in the window: the scheduler's KV or request pool was exhausted."""
-    events = _events(inp, KV_POOL_EXHAUSTED_EVENTS)
-    if isinstance(events, NoData):
-        return events
-    count, present = events
-    if count < inp.thresholds["oom_events"]:
-        return Pass(0.0, present)
+    crashes = crashes_in_window(inp, KV_POOL_EXHAUSTED_EVENTS, _NO_LOG)
+    if not isinstance(crashes, tuple):
+        return crashes
+    count, present = crashes
     evidence = f"{count:.0f} crash(es): SGLang's KV or request pool ran out"
     action = lower_max_running(inp)
     sure = reported(action)  # else it may already be that low
@@ -169,7 +154,7 @@ KV_POOL_EXHAUSTED = Rule(
     signals=(KV_POOL_EXHAUSTED_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
     thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
     provenance={
-        "oom_events": _ONE_CRASH,
+        "oom_events": ONE_CRASH,
         "max_running_step_ratio": "ours: as decode_oom, a quarter below the p90 batch that crashed",
     },
     needs_up=False,
@@ -198,12 +183,10 @@ def _report_it(_inp: RuleInput) -> Action:
 def _check_allocator_bug(inp: RuleInput) -> Outcome:
     """A leak check failed, or a pool OOM's own numbers show free tokens covering the request:
     in the public threads these were allocator bugs (sgl-project/sglang#4602, #6888, #13125)."""
-    events = _events(inp, ALLOCATOR_BUG_EVENTS)
-    if isinstance(events, NoData):
-        return events
-    count, present = events
-    if count < inp.thresholds["bug_events"]:
-        return Pass(0.0, present)
+    crashes = crashes_in_window(inp, ALLOCATOR_BUG_EVENTS, _NO_LOG, "bug_events")
+    if not isinstance(crashes, tuple):
+        return crashes
+    count, present = crashes
     evidence = (
         f"{count:.0f} crash(es) where SGLang's allocator failed with room to spare: a leak check "
         "fired, or the free tokens it printed covered the request"
@@ -221,7 +204,7 @@ ALLOCATOR_BUG = Rule(
     check=_check_allocator_bug,
     signals=(ALLOCATOR_BUG_EVENTS,),
     thresholds={"bug_events": 1.0},
-    provenance={"bug_events": _ONE_CRASH},
+    provenance={"bug_events": ONE_CRASH},
     needs_up=False,
     needs_window=False,
     stability=True,
@@ -292,12 +275,10 @@ def _raise_for_the_pool(inp: RuleInput) -> Action:
 
 def _check_startup_memory(inp: RuleInput) -> Outcome:
     """'Not enough memory. Please try to increase --mem-fraction-static' in the window."""
-    events = _events(inp, STARTUP_NOT_ENOUGH_MEMORY_EVENTS)
-    if isinstance(events, NoData):
-        return events
-    count, present = events
-    if count < inp.thresholds["oom_events"]:
-        return Pass(0.0, present)
+    crashes = crashes_in_window(inp, STARTUP_NOT_ENOUGH_MEMORY_EVENTS, _NO_LOG)
+    if not isinstance(crashes, tuple):
+        return crashes
+    count, present = crashes
     evidence = f"{count:.0f} failed start(s): 'Not enough memory' for the KV cache pool"
     required = inp.view.max(MEM_FRACTION_REQUIRED)
     # Sure where SGLang said which fraction the pool needs; a fixed step may still fall short.
@@ -321,7 +302,7 @@ STARTUP_NOT_ENOUGH_MEMORY = Rule(
     signals=(STARTUP_NOT_ENOUGH_MEMORY_EVENTS, MEM_FRACTION_REQUIRED),
     thresholds={"oom_events": 1.0, "mem_fraction_step": 0.05, "mem_fraction_max": 0.95},
     provenance={
-        "oom_events": _ONE_CRASH,
+        "oom_events": ONE_CRASH,
         "mem_fraction_step": "ours: five of the guide's 0.01 steps, since every failed start "
         "costs a full model load",
         "mem_fraction_max": "ours: as mem_fraction_too_low, past 0.95 activations have no room",

@@ -104,16 +104,26 @@ def lower_max_running(inp: RuleInput) -> Action:
     return with_expected(action, f"{expected}; lower peak concurrency")
 
 
+def crashes_in_window(
+    inp: RuleInput, signal: str, no_log: str, threshold: str = "oom_events"
+) -> tuple[float, int] | NoData | Pass:
+    """(crashes of one kind in the window, samples that could have shown one): NoData (`no_log`)
+    when no sample could, a Pass below the rule's `threshold`."""
+    present = inp.view.present(signal)
+    if present == 0:
+        return NoData(no_log, inp.view.window_seconds)
+    count = inp.view.total(signal) or 0.0
+    return (count, present) if count >= inp.thresholds[threshold] else Pass(0.0, present)
+
+
 def _check_events(
     inp: RuleInput, signal: str, phase: str, suggest: Callable[[RuleInput], Action]
 ) -> Outcome:
     """Fires on any OOM line of the phase in the window; one crash is enough evidence."""
-    present = inp.view.present(signal)
-    if present == 0:
-        return NoData(_NO_OOM_LINES, inp.view.window_seconds)
-    events = inp.view.total(signal) or 0.0
-    if events < inp.thresholds["oom_events"]:
-        return Pass(0.0, present)
+    crashes = crashes_in_window(inp, signal, _NO_OOM_LINES)
+    if not isinstance(crashes, tuple):
+        return crashes
+    events, present = crashes
     evidence = f"{events:.0f} CUDA out-of-memory crash(es) during {phase} in the window"
     action = suggest(inp)
     # Sure only from a reported value: an assumed or unknown one may already be the suggestion.
@@ -133,7 +143,7 @@ def _check_decode_oom(inp: RuleInput) -> Outcome:
     return _check_events(inp, DECODE_OOM_EVENTS, "decode", lower_max_running)
 
 
-_ONE_CRASH = "ours: one crash in the window is enough to act on"
+ONE_CRASH = "ours: one crash in the window is enough to act on"
 
 PREFILL_OOM = Rule(
     id="prefill_oom",
@@ -154,7 +164,7 @@ PREFILL_OOM = Rule(
         "chunked_prefill_floor": 2048.0,
     },
     provenance={
-        "oom_events": _ONE_CRASH,
+        "oom_events": ONE_CRASH,
         "chunked_prefill_step_1": "guide (all versions): 'to 4096 or 2048'",
         "chunked_prefill_floor": "guide (all versions): 'to 4096 or 2048'",
     },
@@ -174,7 +184,7 @@ DECODE_OOM = Rule(
     signals=(DECODE_OOM_EVENTS, NUM_RUNNING_REQS_MAX_RANK),
     thresholds={"oom_events": 1.0, "max_running_step_ratio": 0.25},
     provenance={
-        "oom_events": _ONE_CRASH,
+        "oom_events": ONE_CRASH,
         "max_running_step_ratio": "ours: the guide says 'lower' without a number; a quarter "
         "below the p90 batch that crashed",
     },
