@@ -1,7 +1,12 @@
-"""Secrets kept out of what the daemon shows: a URL's `user:password@` removed."""
+"""Secrets kept out of what the daemon shows: a URL's `user:password@`, query secrets and
+secret flags removed, from any string, however hostile."""
+
+import re
 
 import pytest
-from sglang_tuner.model.secrets import redact_userinfo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sglang_tuner.model.secrets import REDACTED, redact, redact_userinfo
 
 
 @pytest.mark.parametrize(
@@ -29,3 +34,83 @@ def test_redact_userinfo_leaves_an_at_sign_outside_the_authority_alone():
 
 def test_redact_userinfo_removes_a_password_holding_an_at_sign():
     assert redact_userinfo("http://ops:p@ss@gpu-1:30000") == "http://gpu-1:30000"
+
+
+# Adversarial strings: built from the characters every pattern reacts to, so runs of them,
+# separators and half-finished URLs or flags appear often.
+_ALPHABET = "a_:/@?&;=-. \t#'\"é" + "tokenTOKENkeysigpassword"
+_PIECES = st.sampled_from(
+    ["://", "http://", "@", "?", "&", "=", "--", "-", " ", "/", "token", "api-key", "key",
+     "password", "sig", "a", "é", ":", "\n"]
+)  # fmt: skip
+adversarial = st.one_of(
+    st.text(alphabet=_ALPHABET, max_size=80),
+    st.lists(_PIECES, max_size=40).map("".join),
+)
+SECRET = "S3CR3TVALUE"
+
+
+@given(adversarial, adversarial)
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_password_in_a_url_never_survives_whatever_surrounds_it(before, after):
+    text = f"{before} http://ops:{SECRET}@gpu-1:30000/metrics {after}"
+    assert SECRET not in redact(text)
+
+
+@given(adversarial, adversarial, st.sampled_from(["token", "X-Amz-Signature", "api_key"]))
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_query_secret_never_survives_whatever_surrounds_it(before, after, name):
+    text = f"{before} http://gpu-1/x?a=1&{name}={SECRET}&b=2 {after}"
+    assert SECRET not in redact(text)
+
+
+@given(adversarial, adversarial, st.sampled_from(["--api-key ", "--admin-api-key=", "--token  "]))
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_secret_flag_value_never_survives_whatever_surrounds_it(before, after, flag):
+    text = f"{before} python -m sglang.launch_server {flag}{SECRET} --port 1 {after}"
+    assert SECRET not in redact(text)
+
+
+@given(adversarial)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_text_without_secrets_is_left_exactly_as_it_was(text):
+    # no "@" after a scheme, no keyword: nothing to redact, nothing changed
+    clean = text.replace("@", "").lower()
+    for word in ("token", "key", "sig", "password", "auth", "secret", "credential", "passwd"):
+        clean = clean.replace(word, "")
+    assert redact(clean) == clean
+
+
+@given(adversarial)
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+def test_redaction_matches_the_plain_patterns_it_replaced(text):
+    # The backtracking patterns this module used to run (quadratic, fine on short strings):
+    # the linear ones give the same answer on every string.
+    assert redact(text) == _reference_redact(text)
+
+
+def _reference_redact(text: str) -> str:
+    flag = re.compile(
+        r"(--[\w-]*(?:api[-_]key|password|secret|credential|token)[\w-]*)(=|\s+)(?!--)(\S+)",
+        re.IGNORECASE,
+    )
+    text = flag.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = re.sub(r"(\w+://)[^/\s]*@", r"\1", text)
+    query = re.compile(
+        r"([?&;](?:[\w.-]*(?:token|key|secret|password|passwd|sig|signature|credential|auth)"
+        r"[\w.-]*)=)([^&#\s\"']+)",
+        re.IGNORECASE,
+    )
+    return query.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" * 200_000, "a://" * 50_000, "http://" + "a:" * 100_000, "?token" * 40_000,
+     "-" * 200_000, "--token " * 25_000, "@" * 200_000, "a--" * 70_000],
+)  # fmt: skip
+def test_long_hostile_strings_are_redacted_like_short_ones(text):
+    # 200 KB of each shape the old patterns took minutes on: nothing in them is a secret, and
+    # a password after them is still found
+    assert redact(text) == text
+    assert SECRET not in redact(text + f" http://u:{SECRET}@h/")

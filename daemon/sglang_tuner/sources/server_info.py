@@ -1,11 +1,10 @@
 """Read SGLang's `/server_info` (fallback `/get_server_info`): redact secrets, resolve the knobs."""
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_tuner.model.secrets import redact_url_secrets
+from sglang_tuner.model.secrets import redact as redact_secrets
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
 from sglang_tuner.sources.timeout import timeout
@@ -35,21 +34,8 @@ def redact(obj: Any) -> Any:
         return [redact(item) for item in obj]
     if isinstance(obj, str):
         # any string may be a URL or path with credentials in it (a model_path with a token)
-        return redact_url_secrets(redact_command(obj) if "--" in obj else obj)
+        return redact_secrets(obj)
     return obj
-
-
-# A secret flag in a command line (`launch_command` from SGLang 0.5.20 is the raw command):
-# `--api-key X`, `--admin-api-key=X`, `--ssl-keyfile-password X`, any *password/secret/token*.
-_SECRET_FLAG = re.compile(
-    r"(--[\w-]*(?:api[-_]key|password|secret|credential|token)[\w-]*)(=|\s+)(?!--)(\S+)",
-    re.IGNORECASE,
-)
-
-
-def redact_command(text: str) -> str:
-    """A command line with the values of secret flags replaced."""
-    return _SECRET_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
 def _needs_redaction(key: object, value: object) -> bool:
