@@ -19,7 +19,7 @@ crash when its exception is one (a refused request is not), or when the log ends
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sglang_tuner.model.strenum import StrEnum
 from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING
@@ -31,6 +31,7 @@ from sglang_tuner.sources.log.messages.exceptions import (
     is_exception_line,
 )
 
+MESSAGE_CHARS = 400  # of a diagnosis's exception line (a CUDA OOM's runs to 600)
 BURST_SECONDS = 60.0  # TP ranks print the same traceback within about a second of each other
 
 
@@ -180,7 +181,9 @@ class _Burst:
     kinds: set[CrashKind] = field(default_factory=set)
     fatal: bool = False  # fatal evidence seen (other_crash unless a specific kind shows up)
     stale: bool = False  # already open at the previous `flush_stale`
-    said: CrashDiagnosis | None = None  # the first diagnosis of its records and lines
+    said: CrashDiagnosis | None = None  # what its records and lines said (`_say`)
+    strong: bool = False  # `said` comes from an exception line, not a fatal line around it
+    phase: str = ""  # the phase its records' frames name
 
 
 class CrashTracker:
@@ -199,6 +202,7 @@ class CrashTracker:
         self.diagnoses: list[CrashDiagnosis] = []  # one per ended burst, since the take
         self._pending: CrashDiagnosis | None = None  # a bare traceback nothing has run after
         self._request = False  # the line before a traceback said it serves a request
+        self._loose = ""  # the last exception line seen outside a traceback (an excerpt's)
 
     @property
     def last_batch(self) -> CrashKind | None:
@@ -234,6 +238,7 @@ class CrashTracker:
         self.end_burst()
         self.phase, self.last_batch, self.last_ts = phase, None, None
         self.stage, self._pending = ("load" if phase is Phase.STARTUP else ""), None
+        self._loose = ""
 
     def line(self, text: str, ts: float | None) -> None:
         """A line outside a traceback record that passed the keyword filter."""
@@ -243,6 +248,8 @@ class CrashTracker:
             self.record = _Record(self.last_ts, fatal, request=self._request)
         elif self.record is None and _FRAME.search(text):  # an excerpt cut inside a traceback
             self.record = _Record(self.last_ts, fatal=False)
+        elif self.record is None and is_exception_line(_bare(text)):
+            self._loose = _bare(text)
         self._request = _REQUEST.search(text) is not None
         for marker, stage in _STAGES:
             if marker in text:
@@ -297,6 +304,8 @@ class CrashTracker:
         record, self.record = self.record, None
         if record is None:
             return
+        if self._burst is not None:  # the frames of a traceback that follows a crash line
+            self._burst.phase = self._burst.phase or self._frames_phase(record)
         said = diagnose(record.last) if record.last else Said(UNCLASSIFIED)
         fatal = record.fatal or _is_crash(said)
         if not (fatal or record.specific):
@@ -304,7 +313,8 @@ class CrashTracker:
                 self._pending = self._diagnosis(said, record.last, record)
             return
         burst = self._burst_at(record.ts)
-        burst.said = burst.said or self._diagnosis(said, record.last, record)
+        burst.phase = burst.phase or self._frames_phase(record)
+        self._say(burst, self._diagnosis(said, record.last, record), strong=bool(record.last))
         counted = _COUNTED.get((said.cls, said.kind))
         if counted is not None and not record.specific:
             self._count(CrashKind(counted))
@@ -324,25 +334,48 @@ class CrashTracker:
     def _said_of(self, burst: _Burst) -> CrashDiagnosis:
         """A burst's diagnosis: the kind the hand-written readers counted wins."""
         said = burst.said or self._diagnosis(Said(UNCLASSIFIED), "", None)
+        if burst.phase and said.phase in _VAGUE_PHASES:
+            said = replace(said, phase=burst.phase)
         known = sorted(kind.value for kind in burst.kinds)
         if not known or (said.cls, said.kind) in _COUNTED or said.kind in known:
             return said
-        return CrashDiagnosis(CRASH, known[0], said.phase, said.message, source="log reader")
+        cls = NOT_TUNING if known[0] == CrashKind.ALLOCATOR_BUG.value else CRASH
+        return CrashDiagnosis(cls, known[0], said.phase, said.message, source="log reader")
 
     def _diagnosis(self, said: Said, message: str, record: _Record | None) -> CrashDiagnosis:
         """A diagnosis, its phase from the message's class, else from where the server was."""
+        if not message and self._loose:  # the excerpt's only exception line
+            message = self._loose
+            said = diagnose(message) if said.cls == UNCLASSIFIED else said
         phase = said.phase or self._where(record)
         kind = said.kind or ("" if said.cls == CONFIG else UNCLASSIFIED)
+        message = _bare(message)[:MESSAGE_CHARS]
         return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.source)
+
+    def _say(self, burst: _Burst, said: CrashDiagnosis, strong: bool) -> None:
+        """Keep `said` as the burst's diagnosis where it says more than what it has: an
+        exception line over a fatal line around it, anything over unclassified."""
+        old = burst.said
+        if (
+            old is None
+            or (strong and not burst.strong)
+            or (old.cls == UNCLASSIFIED and said.cls != UNCLASSIFIED and strong >= burst.strong)
+        ):
+            burst.said, burst.strong = said, strong or burst.strong
+
+    @staticmethod
+    def _frames_phase(record: _Record) -> str:
+        """The phase a record's frames name ("" when they name none)."""
+        if record.capture:
+            return "capture"
+        if record.phase is not None:
+            return _PHASE_NAMES[record.phase]
+        return record.stage
 
     def _where(self, record: _Record | None) -> str:
         """The phase a crash happened in: its frames, else the server's phase."""
-        if record is not None and record.capture:
-            return "capture"
-        if record is not None and record.phase is not None:
-            return _PHASE_NAMES[record.phase]
-        if record is not None and record.stage:
-            return record.stage
+        if record is not None and (named := self._frames_phase(record)):
+            return named
         if self.phase is Phase.CAPTURE:
             return "capture"
         if self.phase is Phase.STARTUP:
@@ -375,15 +408,12 @@ class CrashTracker:
         if oom:
             kind = self._oom_kind()
         if kind is not None:
-            self._count(kind)
+            self._count(kind, text)
         elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
-            self._mark_fatal()
+            self._mark_fatal(text)
         elif self.record is None and _FATAL_LINE.search(text):  # ptxas, NCCL, ... on their own
-            said = diagnose(text)
-            if _is_crash(said):
-                self._mark_fatal()
-                burst = self._burst_at(self.last_ts)
-                burst.said = burst.said or self._diagnosis(said, text.strip(), None)
+            if _is_crash(diagnose(text)):
+                self._mark_fatal(text)
 
     def _pool_numbers(self, text: str) -> bool:
         """A pool OOM's numbers; free tokens covering the request make it an allocator bug
@@ -409,6 +439,8 @@ class CrashTracker:
         if burst is None or was not in burst.kinds:
             return
         burst.kinds.discard(was)
+        if burst.said is not None and burst.said.kind == was.value:
+            burst.said = replace(burst.said, cls=NOT_TUNING, kind=kind.value)
         if self.events[was] > 0:  # not yet taken: the crash is counted as its true kind only
             self.events[was] -= 1
         if kind not in burst.kinds:
@@ -435,21 +467,30 @@ class CrashTracker:
             return None
         return self.last_batch or CrashKind.PREFILL_OOM  # a process's first forward is a prefill
 
-    def _count(self, kind: CrashKind) -> None:
-        """One specific kind, once per burst."""
+    def _count(self, kind: CrashKind, text: str = "") -> None:
+        """One specific kind, once per burst (`text`: the line that proved it)."""
         burst = self._burst_at(self.record.ts if self.record else self.last_ts)
         if self.record is not None:
             self.record.specific = True
         if kind not in burst.kinds:
             burst.kinds.add(kind)
             self.events[kind] += 1
+        if text:
+            phase = _PHASE_NAMES.get(kind) or self._where(self.record)
+            cls = NOT_TUNING if kind is CrashKind.ALLOCATOR_BUG else CRASH
+            said = CrashDiagnosis(cls, kind.value, phase, _bare(text), source="log reader")
+            self._say(burst, said, strong=True)
 
-    def _mark_fatal(self) -> None:
-        """Fatal evidence without a specific kind (decided when the burst ends)."""
+    def _mark_fatal(self, text: str) -> None:
+        """Fatal evidence without a specific kind (decided when the burst ends); a line outside
+        a traceback is said as what it is (a sigquit only says that a child failed)."""
         if self.record is not None:
             self.record.fatal = True
-        else:
-            self._burst_at(self.last_ts).fatal = True
+            return
+        burst = self._burst_at(self.last_ts)
+        burst.fatal = True
+        said = Said(UNCLASSIFIED) if _SIGQUIT.search(text) else diagnose(text)
+        self._say(burst, self._diagnosis(said, text.strip(), None), strong=False)
 
     def _burst_at(self, ts: float | None) -> _Burst:
         """The burst a line at `ts` belongs to; a new one past the span."""
@@ -465,15 +506,27 @@ class CrashTracker:
         return burst
 
 
+_SIGQUIT = re.compile(r"sigquit|SIGQUIT")
+_VAGUE_PHASES = frozenset({"unknown", "startup", "serving"})
 _PHASE_NAMES = {
     CrashKind.PREFILL_OOM: "prefill",
     CrashKind.DECODE_OOM: "decode",
     CrashKind.CUDA_GRAPH_CAPTURE_OOM: "capture",
+    CrashKind.STARTUP_NOT_ENOUGH_MEMORY: "pool_sizing",
 }
 # A traceback raised while serving one request (the HTTP stack's frames, uvicorn's header).
 _REQUEST = re.compile(r"Exception in ASGI application|[/\\](?:fastapi|starlette|uvicorn)[/\\]")
 # A fatal line printed outside any traceback: a toolchain or driver error said on its own.
 _FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|failure)")
+
+
+def _bare(text: str) -> str:
+    """A line without SGLang's `[time ranks] ` prefix, stripped."""
+    text = text.strip()
+    if text.startswith("["):
+        end = text.find("] ")
+        text = text[end + 2 :] if 0 < end < 60 else text
+    return text.strip()
 
 
 def _is_crash(said: Said) -> bool:

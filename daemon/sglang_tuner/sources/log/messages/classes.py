@@ -319,6 +319,6 @@ def _flag_named(text: str, refs: Iterable[str], fields: set[str]) -> str:
     """The flag a message names: a `--flag` in its text, else a ServerArgs field it prints."""
     if match := _FLAG.search(text):
         return f"--{match.group(1)}"
-    named = [field for field in fields if len(field) > 6 and field in text]
+    named = sorted((f for f in fields if len(f) > 6 and f in text), key=lambda f: (-len(f), f))
     named += sorted(ref for ref in refs if ref in fields)
     return f"--{named[0].replace('_', '-')}" if named else ""

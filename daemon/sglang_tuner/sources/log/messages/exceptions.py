@@ -48,7 +48,11 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
         CRASH,
         "capture_failure",
         "capture",
-        re.compile(r"Capture [\w -]*?graph failed|graph capture failed", re.IGNORECASE),
+        re.compile(
+            r"Capture [\w -]*?graph failed|graph capture failed|stream is capturing"
+            r"|during CUDA graph capture|cudaErrorStreamCapture",
+            re.IGNORECASE,
+        ),
     ),
     (
         "toolchain",
@@ -72,7 +76,7 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
             r"NCCL|DistBackendError|ProcessGroup|Connection (?:refused|reset)|Broken pipe"
             r"|timed out|[Ww]atchdog|illegal memory access|device-side assert|ECC error"
             r"|uncorrectable|cudaErrorLaunchFailure|CUDA error: unspecified launch failure"
-            r"|peer access|RDMA|ibv_",
+            r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver",
         ),
     ),
 )

@@ -162,13 +162,17 @@ def _exception_name(node: ast.expr | None) -> str:
 
 
 def _printed(node: ast.AST) -> tuple[str, str, ast.expr] | None:
-    """(call kind, exception type, message expression) of a statement that prints one."""
+    """(call kind, exception type, message expression) of a statement that prints one; a
+    logger call's `%s` arguments are folded into the expression (`"..." % args`)."""
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
         return "raise", _exception_name(node.exc), node.exc.args[0]
     if isinstance(node, ast.Assert) and node.msg is not None:
         return "assert", "AssertionError", node.msg
     if isinstance(node, ast.Call) and node.args and (kind := _call_kind(node)):
-        return kind, "", node.args[0]
+        if len(node.args) == 1:
+            return kind, "", node.args[0]
+        args = ast.Tuple(elts=list(node.args[1:]), ctx=ast.Load())
+        return kind, "", ast.BinOp(left=node.args[0], op=ast.Mod(), right=args)
     return None
 
 

@@ -1,0 +1,150 @@
+"""The checked-in catalogue of SGLang's messages (sources/log/messages/sglang_messages.json):
+every message of every release read is classified, by today's tables, and real log lines find
+their message. Nothing here downloads: the data file is what `make generate` wrote."""
+
+import copy
+import json
+import re
+from importlib import resources
+
+import pytest
+from sglang_tuner.sources.log.messages.catalogue import catalogue, lookup, parse
+from sglang_tuner.sources.log.messages.classes import (
+    CLASSES,
+    CONFIG,
+    CRASH,
+    NOT_TUNING,
+    NOT_TUNING_KINDS,
+    PHASES,
+    SIGNAL,
+    SIGNAL_KINDS,
+)
+from sglang_tuner.sources.log.messages.extract import reclassify
+
+DOCUMENT = json.loads(
+    resources.files("sglang_tuner.sources.log.messages")
+    .joinpath("sglang_messages.json")
+    .read_text()
+)
+
+
+def test_catalogue_covers_every_release_from_0_4_0_to_0_5_23() -> None:
+    read = DOCUMENT["versions_read"]
+    assert read[0] == "0.4.0" and read[-1] == "0.5.23"
+    assert {"0.4.6.post5", "0.5.4.post3", "0.5.10.post1"} <= set(read)
+    assert len(read) + len(DOCUMENT["versions_failed"]) >= 90
+    assert len(DOCUMENT["messages"]) > 3000
+
+
+def test_every_extracted_message_is_classified() -> None:
+    unclassified = [row["pattern"] for row in DOCUMENT["messages"] if row["class"] not in CLASSES]
+    assert unclassified == []
+    for row in DOCUMENT["messages"]:
+        assert row["phase"] in PHASES, row
+        if row["class"] == CRASH:
+            assert row["kind"], row
+        elif row["class"] == NOT_TUNING:
+            assert row["kind"] in NOT_TUNING_KINDS, row
+        elif row["class"] == SIGNAL:
+            assert row["kind"] in SIGNAL_KINDS, row
+        assert row["versions"] and row["rule"], row
+
+
+def test_checked_in_classes_are_those_of_todays_tables() -> None:
+    """A changed keyword table needs `make generate` (or `extract --reclassify`)."""
+    again = reclassify(copy.deepcopy(DOCUMENT))
+    pairs = zip(again["messages"], DOCUMENT["messages"], strict=True)
+    stale = [a["pattern"] for a, b in pairs if a != b]
+    assert stale == []
+
+
+def test_config_errors_name_their_flag_where_the_message_does() -> None:
+    named = [
+        row
+        for row in DOCUMENT["messages"]
+        if row["class"] == CONFIG and re.match(r"--[a-z]", row["pattern"])
+    ]
+    assert named and all(row["flag"].startswith("--") for row in named)
+
+
+@pytest.mark.parametrize(
+    ("line", "cls", "kind"),
+    [
+        (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=0.88",
+            CRASH,
+            "startup_not_enough_memory",
+        ),
+        ("Exception: Capture cuda graph failed: boom", CRASH, "capture_failure"),
+        (
+            "ValueError: token_to_kv_pool_allocator memory leak detected! available_size=3",
+            NOT_TUNING,
+            "allocator_bug",
+        ),
+        (
+            "RuntimeError: Prefill out of memory. Try to lower your batch size.",
+            CRASH,
+            "kv_pool_exhausted",
+        ),
+        (
+            "[2025-01-02 03:04:05 TP0] Decode batch. #running-req: 3, #token: 120, token usage: "
+            "0.01, gen throughput (token/s): 50.00, #queue-req: 0",
+            SIGNAL,
+            "load",
+        ),
+        (
+            "[2025-01-02 03:04:05 TP0] KV Cache is allocated. #tokens: 500000, K size: 30.5 GB, "
+            "V size: 30.5 GB",
+            SIGNAL,
+            "memory",
+        ),
+    ],
+)
+def test_real_lines_find_their_message(line: str, cls: str, kind: str) -> None:
+    message = lookup(line)
+    assert message is not None, line
+    assert (message.verdict.cls, message.verdict.kind) == (cls, kind)
+    assert message.versions
+
+
+def test_a_line_no_release_printed_finds_nothing() -> None:
+    assert lookup("hello world, nothing SGLang ever said here " * 3) is None
+    assert lookup("x" * 100_000) is None
+
+
+def test_the_longest_message_wins_and_a_failure_over_a_log_line() -> None:
+    doc = {
+        "versions_read": ["0.4.0"],
+        "versions_failed": [],
+        "messages": [
+            _row("Capture cuda graph failed: {*}", "raise", CRASH, "capture_failure"),
+            _row("Capture cuda graph failed: {*} out of memory", "raise", CRASH, "oom"),
+            _row("Capture cuda graph failed: {*}", "info", SIGNAL, "capture"),
+        ],
+    }
+    found = parse(doc).lookup("Exception: Capture cuda graph failed: CUDA out of memory")
+    assert found is not None and found.verdict.kind == "oom"
+    found = parse(doc).lookup("Exception: Capture cuda graph failed: illegal address")
+    assert found is not None and found.call == "raise"
+
+
+def test_the_shipped_catalogue_is_read_once() -> None:
+    assert catalogue() is catalogue()
+
+
+def _row(pattern: str, call: str, cls: str, kind: str) -> dict[str, object]:
+    return {
+        "pattern": pattern,
+        "call": call,
+        "exception": "",
+        "area": "cuda_graph",
+        "module": "srt/x.py",
+        "refs": [],
+        "versions": "0.4.0",
+        "class": cls,
+        "kind": kind,
+        "phase": "",
+        "flag": "",
+        "rule": "test",
+    }
