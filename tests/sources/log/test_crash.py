@@ -246,3 +246,86 @@ def test_loaded_weights_leave_no_memory_reads_the_fraction_sglang_asks_for() -> 
     assert crash_counts(counts) == {"startup_not_enough_memory": 1}
     assert counts.mem_fraction_required == 0.942
     assert counts.server_args == {"mem_fraction_static": 0.94}
+
+
+# -- what no hand-written reader knows: the message catalogue and the generic families ------
+def said(lines: list[str]) -> list[tuple[str, str, str]]:
+    """(class, kind, phase) of each crash the lines hold."""
+    return [(d.cls, d.kind, d.phase) for d in scan_lines(lines).crashes]
+
+
+def test_headerless_traceback_ending_in_a_capture_failure_is_a_capture_crash() -> None:
+    lines = ["Traceback (most recent call last):"]
+    lines += ['  File "/sgl/srt/model_executor/cuda_graph_runner.py", line 3, in capture']
+    lines += ["Exception: Capture cuda graph failed: Triton Error [CUDA]: invalid argument"]
+    counts = scan_lines(lines)
+    assert crash_counts(counts) == {"other_crash": 1}
+    assert said(lines) == [("crash", "capture_failure", "capture")]
+    assert counts.crashes[0].message.startswith("Exception: Capture cuda graph failed: Triton")
+
+
+def test_a_traceback_pasted_on_one_line_is_read_frame_by_frame() -> None:
+    line = PREFIX.format(sec=0, tp=0) + "Scheduler hit an exception: Traceback (most recent call "
+    line += 'last):   File "/sgl/srt/model_executor/cuda_graph_runner.py", line 9, in capture  '
+    line += "  x()  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB"
+    assert crash_counts(scan_lines([line])) == {"cuda_graph_capture_oom": 1}
+    assert said([line]) == [("crash", "cuda_graph_capture_oom", "capture")]
+
+
+def test_another_frameworks_oom_at_the_end_of_a_serving_log_is_said_as_an_oom() -> None:
+    lines = [PREFIX.format(sec=0, tp=0) + DECODE, "Traceback (most recent call last):"]
+    lines += ['  File "/venv/tvm/runtime.py", line 3, in f', "tvm.error.InternalError: CUDA out of"]
+    lines[-1] += " memory"
+    assert crash_counts(scan_lines(lines)) == {"decode_oom": 1}
+    assert said(lines) == [("crash", "decode_oom", "decode")]
+
+
+def test_toolchain_error_on_its_own_line_is_a_crash_that_no_flag_fixes() -> None:
+    ptxas = "ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'"
+    assert crash_counts(scan_lines([ptxas])) == {"other_crash": 1}
+    assert said([ptxas]) == [("not_tuning", "toolchain", "unknown")]
+
+
+def test_nccl_error_at_startup_is_a_driver_problem_in_the_load_phase() -> None:
+    init = PREFIX.format(sec=0, tp=0) + "Init torch distributed begin."
+    lines = [init, PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most "]
+    lines[-1] += "recent call last):"
+    lines += ['  File "/sgl/srt/model_executor/model_runner.py", line 3, in init_torch_distributed']
+    lines += ["torch.distributed.DistBackendError: NCCL error: unhandled system error"]
+    assert said(lines) == [("not_tuning", "driver", "load")]
+
+
+def test_an_unclassified_crash_says_its_last_exception_line_and_phase() -> None:
+    lines = [PREFIX.format(sec=0, tp=0) + DECODE]
+    lines += [PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent"]
+    lines[-1] += " call last):"
+    lines += ['  File "/sgl/srt/managers/scheduler.py", line 3, in event_loop_normal']
+    lines += ["ZeroDivisionError: division by zero"]
+    counts = scan_lines(lines)
+    assert crash_counts(counts) == {"other_crash": 1}
+    (crash,) = counts.crashes
+    assert (crash.cls, crash.phase) == ("unclassified", "decode")
+    assert crash.message == "ZeroDivisionError: division by zero"
+
+
+def test_a_bare_traceback_the_log_ends_with_is_a_crash_one_followed_by_batches_is_not() -> None:
+    tb = ["Traceback (most recent call last):", '  File "/x/y.py", line 3, in f', "KeyError: 'a'"]
+    assert said(tb) == [("unclassified", "unclassified", "unknown")]
+    assert said([*tb, PREFIX.format(sec=5, tp=0) + DECODE]) == []
+
+
+def test_an_excerpt_cut_inside_a_traceback_keeps_the_phase_its_frames_name() -> None:
+    frames = ['  File "/sgl/srt/model_executor/model_runner.py", line 3, in forward_extend']
+    sigquit = "[2026-03-01 12:00:01] Received sigquit from a child process. It usually means ..."
+    head = PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent call"
+    (crash,) = scan_lines([sigquit, head + " last):", *frames]).crashes
+    assert (crash.cls, crash.phase) == ("unclassified", "prefill")
+
+
+def test_a_catalogued_leak_message_without_the_hand_written_words_is_an_allocator_bug() -> None:
+    head = PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent call"
+    lines = [head + " last):", '  File "/sgl/srt/mem_cache/radix_cache.py", line 3, in evict']
+    lines += ["AssertionError: evict device leaf: full_lock_ref mismatch with x.id=3 "]
+    lines[-1] += "x.full_lock_ref=0 x.mamba_lock_ref=1"  # SGLang 0.5.x's radix cache
+    assert crash_counts(scan_lines(lines)) == {"allocator_bug": 1}
+    assert said(lines) == [("not_tuning", "allocator_bug", "unknown")]
