@@ -81,7 +81,7 @@ def test_advice_text_heads_with_the_counts_and_when_it_was_judged():
 def test_advice_text_a_plan_shows_the_next_change_then_what_follows_and_what_waits():
     text = advice_text(AdviceList(plans=[_plan("gpu-a")], data=[], count=0))
     assert _block(text, "gpu-a") == [
-        "next change: --schedule-conservativeness 1 -> 0.3   (scheduler_too_conservative, warning)",
+        "next change: --schedule-conservativeness 1 -> 0.3   (scheduler_too_conservative)",
         "  expected: token usage 0.6 -> about 0.85",
         "  then:     --chunked-prefill-size 8192 -> 4096   (chunks_too_large)",
         "  held:     mem_fraction_too_low: scheduler_too_conservative moves it first",
@@ -120,11 +120,32 @@ def test_advice_text_an_advice_block_shows_expected_and_note_only_when_set():
     assert "expected:" not in second and "note:" not in second
 
 
-def test_advice_text_an_advice_that_is_the_next_change_points_to_its_expected_above():
-    out = AdviceList(plans=[_plan("gpu-a")], data=[_advice("gpu-a", "r")], count=1)
+def test_advice_text_says_each_advice_once_named_in_the_plan_by_its_rule():
+    advice = [_advice("gpu-a", "scheduler_too_conservative"), _advice("gpu-a", "other", CHUNK)]
+    out = AdviceList(plans=[_plan("gpu-a")], data=advice, count=2)
     text = advice_text(out)
-    assert text.count("token usage 0.6 -> about 0.85") == 1  # said once, in the plan
-    assert "  expected: (as above)" in text
+    assert _block(text, "gpu-a")[0] == "next change: scheduler_too_conservative (below)"
+    assert text.count("token usage 0.6 -> about 0.85") == 1  # in its advice block
+    assert text.count("--schedule-conservativeness 1 -> 0.3") == 1
+    assert text.count("WARNING") == 2 and "warning)" not in text  # one severity per advice
+    assert text.index("gpu-a  scheduler_too_conservative") < text.index("gpu-a  other")
+
+
+def test_advice_text_lists_every_server_judged_a_clean_one_too():
+    out = AdviceList(data=[_advice("gpu-a", "r")], count=1)
+    text = advice_text(out, ["gpu-a", "gpu-b"], one_shot=True)
+    assert "2 server(s), 1 advice" in text.splitlines()[0]
+    assert _block(text, "gpu-b") == ["no advice: every rule that could judge it passed"]
+
+
+def test_advice_text_one_shot_says_no_retry():
+    out = AdviceList(
+        data=[], count=0,
+        no_data=[NoDataOut(target="gpu-a", rule="r", reason="window short", retry_after_seconds=5)],
+    )  # fmt: skip
+    assert "window short (retry in 5s)" in advice_text(out)
+    one_shot = advice_text(out, ["gpu-a"], one_shot=True)
+    assert "window short" in one_shot and "retry" not in one_shot
 
 
 def test_advice_text_targets_come_in_name_order_whatever_has_them():

@@ -1,6 +1,8 @@
 """`sglang-tuner check`: a short watch from the terminal prints the advice."""
 
 import json
+import subprocess
+import sys
 
 from sglang_sim import ServerSpec, SimFleet
 from sglang_tuner.__main__ import main
@@ -47,8 +49,8 @@ def test_check_log_replays_a_log_file_at_once(tmp_path, capsys):
     log = _sim_log(tmp_path / "sglang.log", "queue_flood")
     assert main(["check", "--log", str(log)]) == 0
     out = capsys.readouterr().out
-    assert "next change: client: slow request submission" in out
-    assert "queue_too_long" in out
+    assert "next change: queue_too_long (below)" in out
+    assert out.count("client: slow request submission") == 1  # each advice said once
 
 
 def test_check_log_reads_standard_input_as_json(tmp_path):
@@ -97,3 +99,36 @@ def test_check_log_errors_are_clear(tmp_path, capsys):
     assert "holds no SGLang log lines" in capsys.readouterr().err
     assert main(["check", "http://127.0.0.1:1", "--log", str(text)]) == 2
     assert main(["check"]) == 2
+
+
+def _check(*argv: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "sglang_tuner", "check", *argv]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def test_check_stops_at_the_first_scrape_when_nothing_listens():
+    """A refused connection is known at once: exit 1, the cause said, long before --duration."""
+    done = _check(f"http://127.0.0.1:{free_port()}", "--duration", "10m")
+    assert done.returncode == 1
+    assert "conn_refused" in done.stderr and "connection refused" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_check_stops_at_once_on_a_404_and_on_prometheus_own_metrics_suggests_prometheus(tmp_path):
+    from tests.prometheus_process import PROMETHEUS, PrometheusProcess
+
+    with SimFleet([ServerSpec("healthy")], seed=1) as fleet:
+        wrong = _check(f"{fleet.urls[0]}/v2/nothing-here/", "--duration", "10m", "--format", "json")
+    assert wrong.returncode == 1 and "http_404" in wrong.stderr
+    assert "give the SGLang server's own address" in wrong.stderr
+    assert json.loads(wrong.stdout)["count"] == 0  # a script still gets its report
+    if PROMETHEUS is None:
+        return
+    prometheus = PrometheusProcess(tmp_path, [])
+    try:
+        prometheus.wait_for("vector(1)")  # answering queries: its /metrics is served
+        done = _check(f"{prometheus.url}/metrics", "--duration", "10m")
+    finally:
+        prometheus.stop()
+    assert done.returncode == 1 and "not_sglang" in done.stderr
+    assert f"sglang-tuner check --prometheus {prometheus.url}" in done.stderr

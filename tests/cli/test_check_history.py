@@ -9,10 +9,10 @@ from sglang_tuner.cli.check import (
     history_settings,
     latency_every,
     run_check,
-    seconds_of,
     time_of,
 )
 from sglang_tuner.cli.parser import build_parser
+from sglang_tuner.config.duration import seconds
 
 
 def _args(*argv: str):
@@ -20,16 +20,29 @@ def _args(*argv: str):
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("1h", 3600.0), ("1h30m", 5400.0), ("90s", 90.0), ("600", 600.0)]
+    ("text", "want"), [("1h", 3600.0), ("1h30m", 5400.0), ("90s", 90.0), ("600", 600.0)]
 )
-def test_since_takes_prometheus_durations_or_seconds(text: str, seconds: float):
-    assert seconds_of(text) == seconds
+def test_since_takes_prometheus_durations_or_seconds(text: str, want: float):
+    assert _args("--prometheus", "http://p", "--since", text).since == want
 
 
 @pytest.mark.parametrize("text", ["", "3x", "1h 2m", "-5", "0"])
 def test_since_refuses_what_is_not_a_positive_duration(text: str):
     with pytest.raises(ValueError, match="duration"):
-        seconds_of(text)
+        seconds(text)
+
+
+@pytest.mark.parametrize("flag", ["--since", "--duration", "--interval", "--window"])
+def test_every_duration_flag_takes_5m(flag: str):
+    assert getattr(_args(flag, "5m"), flag[2:]) == 300.0
+    assert getattr(_args(flag, "90"), flag[2:]) == 90.0
+
+
+def test_a_bad_duration_flag_exits_2_naming_the_flag(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _args("--duration", "soon")
+    assert exit_.value.code == 2
+    assert "--duration: 'soon' is not a duration (use e.g. 15s, 5m" in capsys.readouterr().err
 
 
 def test_at_takes_unix_seconds_or_rfc3339():
@@ -59,7 +72,7 @@ def test_history_settings_window_is_since_with_at_most_60_samples():
     [
         (["--prometheus", "http://p", "--log", "x.log"], "only one"),
         (["http://gpu:30000", "--prometheus", "http://p"], "only one"),
-        (["--prometheus", "http://p", "--since", "soon"], "not a duration"),
+        (["--prometheus", "http://p", "--username", "u"], "--password-file go together"),
         (["--prometheus", "http://p", "--selector", "job=~"], "--selector: must be label"),
         (["--prometheus", "ftp://p"], "--prometheus: must be an http"),
     ],
@@ -75,6 +88,6 @@ def test_an_empty_report_still_prints_a_table_and_a_csv_header():
     assert advice_table(empty) == "no server was judged\n"
     assert advice_table(empty, ["a:1"]).splitlines() == [
         "SERVER  SEVERITY  RULE  ADVICE",
-        "a:1     -         -     no advice",
+        "a:1     -         -     no advice: every rule with data passed",
     ]
     assert advice_csv(empty).startswith("server,rule,severity,state,flag,current,suggested,")

@@ -21,8 +21,11 @@ def test_demo_shows_where_to_look_and_advice_as_it_appears(capsys):
     assert f"curl 'http://127.0.0.1:{port}/advice?format=text'" in out
     assert f"http://127.0.0.1:{port}/docs" in out
     assert "PENDING  sim-queue_flood" in out and "queue_too_long" in out
-    assert "Final advice (the same text as GET /advice?format=text)" in out
-    assert "sim-healthy" not in out.split("Final advice")[0]  # healthy gets no advice
+    live, final = out.split("Final advice (GET /advice?format=text gives the same")
+    assert "sim-healthy" not in live  # healthy gets no advice
+    assert "5 server(s)" in final.splitlines()[2]  # every server listed, the healthy one too
+    assert "== sim-healthy\nno advice: every rule that could judge it passed" in final
+    assert "(as above)" not in final and "retry in" not in final
 
 
 def test_demo_refuses_a_busy_port(capsys):

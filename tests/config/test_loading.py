@@ -93,7 +93,7 @@ def test_load_settings_lists_unknown_rules_beside_the_other_problems(tmp_path):
     problems = _problems(path, catalogue=CATALOGUE)
     assert problems == [
         "scrape_interval_seconds: Input should be greater than 0",
-        "rules.queue_emtpy: unknown tuning rule (known: queue_empty, scheduler_too_conservative)",
+        "rules.queue_emtpy: unknown tuning rule; did you mean queue_empty?",
         "rules.queue_empty.thresholds.idle_ratoi: unknown threshold of queue_empty "
         "(known: idle_ratio)",
     ]

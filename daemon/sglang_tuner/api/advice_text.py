@@ -1,26 +1,39 @@
-"""/advice as a text report: per target the next change first, then each advice block."""
+"""/advice as a text report: per target the order of its changes, then each advice block once
+(the next change first); the one-shot commands (`check`, `demo`) print it too, every server
+judged listed, a clean one included."""
 
-from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, PlanOut
+from collections.abc import Collection, Iterable
+
+from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, PlanOut, StepOut
+
+CLEAN = "no advice: every rule that could judge it passed"
 
 
-def advice_text(out: AdviceList) -> str:
+def advice_text(out: AdviceList, servers: Iterable[str] = (), one_shot: bool = False) -> str:
     """`/advice` as a fixed-width text report: per target its next change, then its advice
-    blocks; then what has no data."""
+    blocks; then what has no data. `servers`: every server judged, so a clean one is listed
+    too; `one_shot`: a command's final report (no "retry in": nothing retries)."""
     when = out.evaluated_at or "never (no evaluation has finished yet)"
     no_data = sum(out.no_data_counts.values()) or len(out.no_data)
-    head = f"{out.count} advice, {no_data} no data, {len(out.errors)} error(s)"
-    lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
+    servers = set(servers)
     plans = {p.target: p for p in out.plans}
     targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
-    for target in targets:
+    every = sorted(servers | set(targets))
+    counted = f"{len(every)} server(s), " if servers else ""
+    head = f"{counted}{out.count} advice, {no_data} no data, {len(out.errors)} error(s)"
+    lines = [f"sglang-tuner advice, evaluated {when}: {head}", ""]
+    for target in every:
+        if target not in targets:
+            lines += [f"== {target}", CLEAN, ""]
+            continue
         own = [a for a in out.data if a.target == target]
         lines += _target_block(
             target, plans.get(target), own, out.last_change.get(target),
             out.inferred_profiles.get(target),
         )  # fmt: skip
-    if not targets:
+    if not every:
         lines += ["No advice is pending or firing.", ""]
-    rows = [(n.target, n.rule or "(target)", _retry(n)) for n in out.no_data]
+    rows = [(n.target, n.rule or "(target)", _why(n, one_shot)) for n in out.no_data]
     if not rows:  # the compact answer: a count per target, the reasons one request away
         rows = [
             (name, f"{n} rule(s)", f"why: /advice/{name}")
@@ -38,19 +51,22 @@ def _target_block(
     change: str | None,
     profile: str | None = None,
 ) -> list[str]:
+    """The target's plan (its advice named by rule), then each advice block once, in the
+    plan's order."""
     last = [f"last change: {change}"] if change else []
     inferred = [f"profile: {profile}"] if profile else []
-    lines = [f"== {target}", *inferred, *_plan_lines(plan), *last, ""]
-    said = plan.next.action.expected if plan is not None and plan.next is not None else None
-    for a in advice:
-        expected = a.action.expected if a.action.expected != said else "(as above)"
+    shown = {a.rule for a in advice}
+    lines = [f"== {target}", *inferred, *_plan_lines(plan, shown), *last, ""]
+    order = [] if plan is None or plan.next is None else [plan.next.rule]
+    order += [s.rule for s in plan.after] if plan is not None else []
+    for a in sorted(advice, key=lambda a: order.index(a.rule) if a.rule in order else len(order)):
         lines += [
             f"{a.target}  {a.rule}",
             f"  {a.severity.upper()} {a.state} since {a.since}, {a.confidence} confidence",
             f"  summary:  {a.summary}",
             f"  evidence: {a.evidence}",
             f"  action:   {a.action.text}",
-            *([f"  expected: {expected}"] if a.action.expected else []),
+            *([f"  expected: {a.action.expected}"] if a.action.expected else []),
             *([f"  note:     {a.action.note}"] if a.action.note else []),
             f"  source:   {a.source}",
             "",
@@ -58,20 +74,30 @@ def _target_block(
     return lines
 
 
-def _plan_lines(plan: PlanOut | None) -> list[str]:
-    """`next change: ...`, then what follows it and what is held back."""
+def _plan_lines(plan: PlanOut | None, shown: Collection[str] = ()) -> list[str]:
+    """`next change: ...`, then what follows it and what is held back; an advice whose block
+    follows is named by its rule (its action and expectation are said there, once)."""
     if plan is None or plan.next is None:
         return ["next change: none"]
     step = plan.next
-    lines = [f"next change: {step.action.text}   ({step.rule}, {step.severity})"]
-    if step.action.expected:
+    lines = [f"next change: {_step(step, shown)}"]
+    if step.rule not in shown and step.action.expected:
         lines.append(f"  expected: {step.action.expected}")
-    lines += [f"  then:     {s.action.text}   ({s.rule})" for s in plan.after]
+    lines += [f"  then:     {_step(s, shown)}" for s in plan.after]
     lines += [f"  held:     {h.rule}: {h.reason}" for h in plan.held]
     return lines
 
 
-def _retry(n: NoDataOut) -> str:
+def _step(step: StepOut, shown: Collection[str]) -> str:
+    """A plan step: its rule where its advice block follows, else its action and rule."""
+    if step.rule in shown:
+        return f"{step.rule} (below)"
+    return f"{step.action.text}   ({step.rule})"
+
+
+def _why(n: NoDataOut, one_shot: bool) -> str:
+    if one_shot:
+        return n.reason
     return f"{n.reason} (retry in {n.retry_after_seconds:g}s)"
 
 

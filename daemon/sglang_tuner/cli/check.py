@@ -13,7 +13,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import IO
@@ -23,16 +23,18 @@ import yaml
 
 from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 from sglang_tuner.api.advice_text import advice_text
-from sglang_tuner.api.schemas.advice import AdviceList
+from sglang_tuner.api.schemas.advice import ActionOut, AdviceList
 from sglang_tuner.cli.logsetup import configure_logging
+from sglang_tuner.config.duration import duration_text
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation
-from sglang_tuner.loop.history import judge_history
+from sglang_tuner.loop.history import review_all
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.advice import Confidence
+from sglang_tuner.model.scrape import NOT_SGLANG_REASONS, UNREACHABLE_REASONS
 from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules import ALL_RULES
@@ -86,12 +88,56 @@ def _progress(elapsed: float, total: float, ev: Evaluation) -> str:
     return f"\r[{bar}] {elapsed:4.0f}/{total:.0f}s  {counts} "
 
 
-async def _watch(settings: Settings, duration: float, show_progress: bool) -> Evaluation:
+# Failures that say, at the first scrape, that watching longer cannot help: nothing listens
+# there, or what answers is not an SGLang server's /metrics.
+_FINAL_REASONS = UNREACHABLE_REASONS | NOT_SGLANG_REASONS | {"http_404_metrics_disabled"}
+_FINAL_REASONS |= {"http_4xx"}
+
+
+def known_failures(tuner: Tuner) -> dict[str, str] | None:
+    """Per target, why it cannot be watched, when that is known of every target (none has ever
+    answered and each last failed for a reason that will not pass); None while any may."""
+    why = {}
+    for name, server in tuner.watch.servers.items():
+        state = server.state
+        last = state.last
+        if state.last_success_ts is not None or last is None:
+            return None
+        if last.error_reason not in _FINAL_REASONS:
+            return None
+        why[name] = f"{last.error_reason}: {last.error}" + _hint(state.spec.url, last.error)
+    return why or None
+
+
+def _hint(url: str, error: str | None) -> str:
+    """What to run instead, where the failure says what the URL is."""
+    error = error or ""
+    if "prometheus_*" in error or "401" in error:
+        what = "Prometheus's own /metrics" if "401" not in error else "asks for credentials"
+        return (
+            f"\n  ({what}: for the history of the SGLang servers a Prometheus scrapes, run "
+            f"sglang-tuner check --prometheus {url}; SGLang's /metrics needs no credentials)"
+        )
+    if "404" in error:
+        return "\n  (give the SGLang server's own address, e.g. http://gpu-1:30000)"
+    return ""
+
+
+async def _watch(
+    settings: Settings, duration: float, show_progress: bool
+) -> tuple[Evaluation, dict[str, str] | None]:
+    """The evaluation after `duration`, or (sooner) why no target can be watched at all."""
     tuner = Tuner(settings)
     await tuner.start()
     started = time.monotonic()
+    failed = None
     try:
+        # every server once at once (its own job starts later in the interval): a refused
+        # connection or a wrong page is known at the first scrape
+        await asyncio.gather(*(tuner.scrape(name) for name in list(tuner.watch.servers)))
         while (elapsed := time.monotonic() - started) < duration:
+            if (failed := known_failures(tuner)) is not None:
+                break
             if show_progress:
                 sys.stderr.write(_progress(elapsed, duration, tuner.state.latest()))
                 sys.stderr.flush()
@@ -101,7 +147,7 @@ async def _watch(settings: Settings, duration: float, show_progress: bool) -> Ev
         await tuner.stop()
     if show_progress:
         sys.stderr.write(_progress(duration, duration, tuner.state.latest()) + "\n")
-    return tuner.state.latest()
+    return tuner.state.latest(), failed
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -127,31 +173,47 @@ def run_check(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr)
     args.urls = [u for u, _ in urls]
     settings = check_settings(args)
-    configure_logging("warning")
-    print(f"watching {len(args.urls)} server(s) for {args.duration:g}s ...", file=sys.stderr)
-    ev = asyncio.run(_watch(settings, args.duration, sys.stderr.isatty()))
+    configure_logging("error")  # a server down is said once, below
+    watching = f"watching {len(args.urls)} server(s) for up to {duration_text(args.duration)}"
+    print(f"{watching} ...", file=sys.stderr)
+    ev, failed = asyncio.run(_watch(settings, args.duration, sys.stderr.isatty()))
+    if failed is not None:  # known at the first scrape: said at once, not after --duration
+        for name, why in failed.items():
+            print(f"error: {name}: {why}", file=sys.stderr)
+        if args.format not in (None, "text", "table"):  # a script still gets its report
+            _print(ev, settings, args.format)
+        return 1
     _print(ev, settings, args.format)
     return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1
 
 
-def _print(ev: Evaluation, settings: Settings, fmt: str | None) -> None:
+def _print(
+    ev: Evaluation, settings: Settings, fmt: str | None, history: Mapping[str, str] | None = None
+) -> None:
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
     )
-    print(report_text(report, fmt or "text"), end="")
+    print(report_text(report, fmt or "text", list(ev.targets), history), end="")
 
 
-def report_text(report: AdviceList, fmt: str) -> str:
-    """The report in one of `check`'s formats: text, table, json, yaml or csv."""
+def report_text(
+    report: AdviceList,
+    fmt: str,
+    servers: Iterable[str] = (),
+    history: Mapping[str, str] | None = None,
+) -> str:
+    """The report in one of `check`'s formats: text, table, json, yaml or csv; every server
+    judged is in it (`servers`), one without advice too; `history`: how much history each
+    server was judged on (`check --prometheus`)."""
     if fmt == "json":
         return json.dumps(report.model_dump(mode="json"), indent=2) + "\n"
     if fmt == "yaml":
         return str(yaml.safe_dump(report.model_dump(mode="json"), sort_keys=False))
     if fmt == "table":
-        return advice_table(report)
+        return advice_table(report, servers, history)
     if fmt == "csv":
-        return advice_csv(report)
-    return advice_text(report)
+        return advice_csv(report, history, servers)
+    return advice_text(report, servers, one_shot=True)
 
 
 def log_settings(args: argparse.Namespace) -> Settings:
@@ -263,29 +325,11 @@ def judged_on(report: AdviceList, history: LogHistory, settings: Settings) -> Ad
 
 
 # -- check --prometheus: every server's stored history, judged at once ---------------------------
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_UNIT["y"] = 365 * 86400.0
 HISTORY_STEP_SECONDS = 15.0  # Prometheus's default scrape interval
 HISTORY_SAMPLES = 60  # at most, per window: a longer --since takes a longer step
 # Latency quantiles (every bucket series, per step: most of Prometheus's work) every 4th step
 # of a window of 40 samples or more, each over 4 steps' rate window: at least 10 per window.
 LATENCY_EVERY, LATENCY_EVERY_FROM = 4, 40
-
-
-def seconds_of(text: str) -> float:
-    """Seconds in a Prometheus duration (`90s`, `1h30m`) or a plain number; ValueError else."""
-    text = text.strip()
-    try:
-        value = float(text)
-    except ValueError:
-        parts = _DURATION_PART.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise ValueError(f"{text!r} is not a duration (e.g. 30m, 1h, 6h or seconds)") from None
-        value = sum(float(n) * _UNIT[u] for n, u in parts)
-    if not value > 0:
-        raise ValueError(f"{text!r} is not a positive duration")
-    return value
 
 
 def time_of(text: str | None, now: float) -> float:
@@ -315,7 +359,8 @@ def history_settings(args: argparse.Namespace, since: float) -> Settings:
         "selector": selector, "profile": args.profile, "api_key_env": args.api_key_env,
         "rate_window_seconds": max(60.0, 2 * step), "timeout_seconds": min(30.0, step * 0.9),
         "backfill": False, "forget_after_seconds": since + step,
-    }  # fmt: skip
+        "server_url_template": args.server_url_template or None,
+    } | _prometheus_access(args)  # fmt: skip
     return load_settings(
         None,
         {
@@ -328,6 +373,22 @@ def history_settings(args: argparse.Namespace, since: float) -> Settings:
             "keep_firing_for_seconds": 0.0,
         },
     )
+
+
+def _prometheus_access(args: argparse.Namespace) -> dict[str, object]:
+    """The auth, tenant and TLS settings the flags give (the unset ones left to the
+    environment's SGLANG_TUNER_PROMETHEUS__* variables, as the daemon reads them)."""
+    access: dict[str, object] = {}
+    if (args.username is None) != (args.password_file is None):
+        raise ValueError("--username and --password-file go together (basic auth)")
+    if args.username is not None:
+        access["basic_auth"] = {"username": args.username, "password_file": args.password_file}
+    given = {"bearer_token_file": args.bearer_token_file, "tenant": args.tenant}
+    access |= {k: v for k, v in given.items() if v is not None}
+    tls = {k: getattr(args, k) for k in ("ca_file", "cert_file", "key_file")}
+    tls["insecure_skip_verify"] = args.insecure_skip_verify
+    tls = {k: v for k, v in tls.items() if v is not None}
+    return access | ({"tls": tls} if tls else {})
 
 
 class _Progress:
@@ -361,7 +422,13 @@ async def _judge_prometheus(settings: Settings, end: float, since: float) -> tup
     tuner = Tuner(settings, clock=lambda: end)
     await tuner.start(scheduled=False)
     try:
-        past = await judge_history(tuner, end, since, latency_every(settings, since))
+        past = await tuner.judge_history(end, since, latency_every(settings, since))
+        if tuner.watch.servers and past.error is None:
+            # the flags each server runs with (its /server_info, where its URL is known), then
+            # judged again: advice from the values in use, not from SGLang's defaults
+            await tuner.refresh_server_info()
+            await review_all(tuner.watch, list(tuner.watch.servers), end)
+            tuner.publish()
     finally:
         await tuner.stop()
     return tuner, past
@@ -369,9 +436,11 @@ async def _judge_prometheus(settings: Settings, end: float, since: float) -> tup
 
 def run_check_prometheus(args: argparse.Namespace) -> int:
     """Judge every SGLang server's history in Prometheus and print the advice; exit 2 on bad
-    arguments, 1 when Prometheus cannot be read or holds no SGLang series for the selector."""
+    arguments, 1 when Prometheus cannot be read or holds no SGLang series for the selector.
+    A history shorter than asked is judged on what there is, at a step that gives it enough
+    samples, and said beside the answer."""
     try:
-        since = seconds_of(args.since)
+        since = args.since
         end = time_of(args.at, time.time())
         settings = history_settings(args, since)
     except (ValueError, ConfigError) as exc:
@@ -380,16 +449,14 @@ def run_check_prometheus(args: argparse.Namespace) -> int:
     configure_logging("error")
     prom = settings.prometheus
     assert prom is not None
-    progress = _Progress(f"reading {args.since} of history from {prom.url}")
-
-    async def main() -> tuple[Tuner, History]:
-        shown = asyncio.get_running_loop().create_task(progress.run())
-        try:
-            return await _judge_prometheus(settings, end, since)
-        finally:
-            shown.cancel()
-
-    tuner, past = asyncio.run(main())
+    progress = _Progress(f"reading {duration_text(since)} of history from {prom.url}")
+    tuner, past = asyncio.run(_judged(progress, settings, end, since))
+    spans = past.spans()
+    had = max(spans.values(), default=since)
+    if had < since and history_settings(args, had).scrape_interval_seconds < past.step:
+        settings = history_settings(args, had)  # the samples there are, at a finer step
+        tuner, past = asyncio.run(_judged(progress, settings, end, had))
+        spans = past.spans()
     if progress.shown and sys.stderr.isatty():
         sys.stderr.write("\n")
     problem = _history_problem(tuner, past, settings)
@@ -397,16 +464,49 @@ def run_check_prometheus(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 1
     ev = tuner.state.latest()
-    servers = len(ev.targets)
     took = time.monotonic() - progress.started
     print(
-        f"{servers} server(s) from {prom.url}: {past.steps} samples each, {past.step:g} s apart, "
-        f"judged at {_utc(end)}; {past.queries} range queries ({past.seconds:.1f} s), "
+        f"{len(ev.targets)} server(s) from {prom.url}: {past.steps} samples each, {past.step:g} s "
+        f"apart, judged at {_utc(end)}; {past.queries} range queries ({past.seconds:.1f} s), "
         f"{took:.1f} s in all",
         file=sys.stderr,
     )
-    _print(ev, settings, args.format or "table")
+    history = {name: _history_said(spans.get(name, 0.0), since) for name in ev.targets}
+    for line in _short_histories(history, since):
+        print(line, file=sys.stderr)
+    _print(ev, settings, args.format or "table", history)
     return 0
+
+
+async def _judged(
+    progress: "_Progress", settings: Settings, end: float, since: float
+) -> tuple[Tuner, History]:
+    shown = asyncio.get_running_loop().create_task(progress.run())
+    try:
+        return await _judge_prometheus(settings, end, since)
+    finally:
+        shown.cancel()
+
+
+def _history_said(span: float, since: float) -> str:
+    """`5m of 1h` where a server's history is shorter than asked, else `1h`."""
+    asked = duration_text(since)
+    return asked if span >= since else f"{duration_text(span)} of {asked}"
+
+
+def _short_histories(history: Mapping[str, str], since: float) -> list[str]:
+    """One line per server judged on less history than asked (one for all when they agree)."""
+    short = {name: said for name, said in history.items() if " of " in said}
+    if not short:
+        return []
+    asked = duration_text(since)
+    if len(set(short.values())) == 1 and len(short) == len(history):
+        got = next(iter(short.values())).split(" of ")[0]
+        return [f"judged on {got} of the {asked} asked: Prometheus holds no more for any server"]
+    return [
+        f"{name}: judged on {said.split(' of ')[0]} of the {asked} asked (no more in Prometheus)"
+        for name, said in sorted(short.items())
+    ]
 
 
 def _history_problem(tuner: Tuner, past: History, settings: Settings) -> str | None:
@@ -414,8 +514,9 @@ def _history_problem(tuner: Tuner, past: History, settings: Settings) -> str | N
     prom = settings.prometheus
     assert prom is not None
     if past.error is not None:
-        return f"cannot read the history from Prometheus: {past.error}"
-    if tuner.targets:
+        error = past.error.replace(": None: None", "")  # a JSON 404 that is not Prometheus's
+        return f"cannot read the history from Prometheus: {error}{_query_hint(prom.url, error)}"
+    if tuner.watch.servers:
         return None
     matchers = f"{{{prom.selector}}}" if prom.selector else "no selector"
     example = next(q.expr for q in tuner.fleet.source.queries) if tuner.fleet else ""
@@ -426,11 +527,40 @@ def _history_problem(tuner: Tuner, past: History, settings: Settings) -> str | N
     )
 
 
+def _query_hint(url: str, error: str) -> str:
+    """What to do about a failed query, by what the answer says the URL is."""
+    if "HTTP 401" in error or "HTTP 403" in error:
+        return (
+            "\n  Prometheus asks for credentials: give --username and --password-file, or "
+            "--bearer-token-file (or SGLANG_TUNER_PROMETHEUS__BASIC_AUTH__USERNAME and "
+            "SGLANG_TUNER_PROMETHEUS__BASIC_AUTH__PASSWORD_FILE, as the daemon takes them)"
+        )
+    if "HTTP 404" in error:
+        parts = urlsplit(url)
+        if parts.path.strip("/"):
+            base = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+            return f"\n  give Prometheus's base URL, without {parts.path}: --prometheus {base}"
+        return (
+            f"\n  no Prometheus query API at {url} (/api/v1/query_range answered 404); if it "
+            f"is an SGLang server, watch it with: sglang-tuner check {url}"
+        )
+    if "unreachable" in error:
+        return f"\n  is Prometheus listening at {url}? (its default port is 9090)"
+    return ""
+
+
 def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
-_FLAGS = {"prometheus.url": "--prometheus", "prometheus.selector": "--selector"}
+_FLAGS = {
+    "prometheus.url": "--prometheus", "prometheus.selector": "--selector",
+    "prometheus.basic_auth.username": "--username",
+    "prometheus.basic_auth.password_file": "--password-file",
+    "prometheus.basic_auth": "--username/--password-file",
+    "prometheus.bearer_token_file": "--bearer-token-file", "prometheus.tls": "--ca-file",
+    "prometheus": "--prometheus",
+}  # fmt: skip
 
 
 def _first_error(exc: Exception) -> str:
@@ -442,6 +572,17 @@ def _first_error(exc: Exception) -> str:
 
 
 # -- one line per server (table), one row per server and advice (csv) -----------------------------
+def _action(action: ActionOut) -> str:
+    """The change, its current value marked `(assumed)` where /server_info did not say it."""
+    if action.current is not None and _assumed(action):
+        return action.text.replace(f" {action.current} -> ", f" {action.current} (assumed) -> ", 1)
+    return action.text
+
+
+def _assumed(action: ActionOut) -> bool:
+    return action.current is not None and "assumed" in action.note
+
+
 def _per_server(report: AdviceList) -> dict[str, list[str]]:
     """Per target: severity, rule, what to do (its plan's next change, else its most severe
     advice, else why there is none)."""
@@ -449,11 +590,11 @@ def _per_server(report: AdviceList) -> dict[str, list[str]]:
     plans = {p.target: p for p in report.plans}
     for a in report.data:  # most severe first
         if a.target not in rows:
-            rows[a.target] = [a.severity, a.rule, a.action.text or a.summary]
+            rows[a.target] = [a.severity, a.rule, _action(a.action) or a.summary]
     for target, plan in plans.items():
         if plan.next is not None:
             step = plan.next
-            rows[target] = [step.severity, step.rule, step.action.text or step.summary]
+            rows[target] = [step.severity, step.rule, _action(step.action) or step.summary]
     no_data = dict(report.no_data_counts)
     for item in report.no_data:
         no_data[item.target] = no_data.get(item.target, 0) + 1
@@ -462,33 +603,51 @@ def _per_server(report: AdviceList) -> dict[str, list[str]]:
     return rows
 
 
-def advice_table(report: AdviceList, servers: Iterable[str] = ()) -> str:
-    """One line per server: severity, rule and the change to make (or why there is none)."""
+def advice_table(
+    report: AdviceList, servers: Iterable[str] = (), history: Mapping[str, str] | None = None
+) -> str:
+    """One line per server: severity, rule and the change to make (or why there is none);
+    with `history`, how much history each was judged on."""
     rows = _per_server(report)
     for name in servers:
-        rows.setdefault(name, ["-", "-", "no advice"])
+        rows.setdefault(name, ["-", "-", "no advice: every rule with data passed"])
     if not rows:
         return "no server was judged\n"
-    table = [["SERVER", "SEVERITY", "RULE", "ADVICE"]]
-    table += [[name, *rows[name]] for name in sorted(rows)]
-    widths = [max(len(r[i]) for r in table) for i in range(3)] + [0]
+    head = ["SERVER", *(["HISTORY"] if history else []), "SEVERITY", "RULE", "ADVICE"]
+    table = [head]
+    for name in sorted(rows):
+        table.append([name, *([history.get(name, "-")] if history else []), *rows[name]])
+    widths = [max(len(r[i]) for r in table) for i in range(len(head) - 1)] + [0]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def advice_csv(report: AdviceList) -> str:
-    """CSV: a row per advice (most severe first), and one per server without any."""
+def advice_csv(
+    report: AdviceList, history: Mapping[str, str] | None = None, servers: Iterable[str] = ()
+) -> str:
+    """CSV: a row per advice (most severe first), and one per server without any; `current`
+    comes with where it was read (`server_info`) or that it was `assumed`; with `history`, how
+    much history each server was judged on."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["server", "rule", "severity", "state", "flag", "current", "suggested",
-                     "action", "summary"])  # fmt: skip
+    head = ["server", "rule", "severity", "state", "flag", "current", "suggested", "action"]
+    writer.writerow([*head, "summary", "current_from", *(["history"] if history else [])])
     seen = set()
+
+    def more(target: str) -> list[str]:
+        return [history.get(target, "")] if history else []
+
     for a in report.data:
         seen.add(a.target)
         act = a.action
+        source = "" if act.current is None else "assumed" if _assumed(act) else "server_info"
         writer.writerow([a.target, a.rule, a.severity, a.state, act.flag or "",
-                         act.current or "", act.suggested or "", act.text, a.summary])  # fmt: skip
-    for target, row in sorted(_per_server(report).items()):
+                         act.current or "", act.suggested or "", _action(act), a.summary,
+                         source, *more(a.target)])  # fmt: skip
+    rows = _per_server(report)
+    for name in servers:
+        rows.setdefault(name, ["-", "-", "no advice: every rule with data passed"])
+    for target, row in sorted(rows.items()):
         if target not in seen:
-            writer.writerow([target, "", "", "", "", "", "", "", row[2]])
+            writer.writerow([target, "", "", "", "", "", "", "", row[2], "", *more(target)])
     return out.getvalue()

@@ -118,7 +118,8 @@ async def _run(settings: Settings, duration: float) -> str:
         await tuner.stop()
     ev = tuner.state.latest()
     full = AdviceFilter(full_no_data=True)
-    return advice_text(select_advice(ev, full, None, settings.scrape_interval_seconds))
+    report = select_advice(ev, full, None, settings.scrape_interval_seconds)
+    return advice_text(report, ev.targets, one_shot=True)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -142,7 +143,7 @@ def _run_with_fleet(specs: list[ServerSpec], args: argparse.Namespace, tmp: Path
     with SimFleet(specs, seed=1, warmup_seconds=300.0) as fleet:
         settings = demo_settings(list(fleet.urls), args.port, tmp)
         report = asyncio.run(_run(settings, args.duration))
-    print("\nFinal advice (the same text as GET /advice?format=text):\n")
+    print("\nFinal advice (GET /advice?format=text gives the same, every server listed):\n")
     print(report, end="")
     return 0
 

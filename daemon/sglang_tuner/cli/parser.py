@@ -3,21 +3,22 @@ flags override. Parsing only; `main.py` runs the commands.
 """
 
 import argparse
-import math
+import re
+from collections.abc import Callable
+from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
-
-from pydantic_core import PydanticCustomError
+from typing import Any, NoReturn, get_args
 
 from sglang_tuner import __version__
-from sglang_tuner.config.duration import DURATION_HINT, parse_duration
+from sglang_tuner.config.duration import seconds
+from sglang_tuner.model.server_config import Profile
 
 DESCRIPTION = """\
 Watches running SGLang servers and tells you, with evidence and the exact flag change,
 how to tune them (rules from SGLang's hyperparameter tuning guide).
 
   sglang-tuner run --config config.yml     the daemon: API + /metrics on :9877
-  sglang-tuner check http://gpu-1:30000    watch servers for a minute, print advice
+  sglang-tuner check http://gpu-1:30000    watch servers (up to a minute), print advice
   sglang-tuner check --log server.log      advice from a log's history, at once (- : stdin)
   sglang-tuner check --prometheus URL      advice for every server from Prometheus's history
   sglang-tuner demo                        simulated SGLang servers + the daemon
@@ -58,9 +59,49 @@ def _log_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", choices=["text", "json"])
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors name the flag or choice meant when one is close."""
+
+    def error(self, message: str) -> NoReturn:
+        """The usage and the message, with `did you mean ...?` where a close one exists."""
+        super().error(message + self._did_you_mean(message))
+
+    def _did_you_mean(self, message: str) -> str:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown:
+            word = unknown.group(1).split("=", 1)[0]
+            known = [o for p in self._parsers() for a in p._actions for o in a.option_strings]
+        else:
+            choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+            if choice is None:
+                return ""
+            word, known = choice.group(1), re.findall(r"'([^']*)'", choice.group(2))
+        close = get_close_matches(word, known, n=1, cutoff=0.6)
+        return f"; did you mean {close[0]}?" if close else ""
+
+    def _parsers(self) -> list[argparse.ArgumentParser]:
+        """This parser and its subcommands' (an unknown flag is reported by the top one)."""
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        return [self, *(p for a in subs for p in a.choices.values())]
+
+
+def _duration(zero: bool = False) -> Callable[[str], float]:
+    """An argparse type: seconds, or a duration as Prometheus writes it (`90s`, `5m`, `1h30m`),
+    the same parser as every setting and environment variable."""
+
+    def parse(text: str) -> float:
+        try:
+            return seconds(text, zero=zero)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "duration"  # argparse's "invalid duration value"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="sglang-tuner", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"sglang-tuner {__version__}")
@@ -82,21 +123,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--window",
-        type=float,
+        type=_duration(),
         default=300.0,
-        help="with --log: seconds of log time each rule judges, ending at the log's end (300)",
+        help="with --log: how much log time each rule judges, ending at the log's end (5m)",
     )
-    check.add_argument("--duration", type=float, default=60.0, help="seconds to watch (60)")
+    check.add_argument(
+        "--duration",
+        type=_duration(),
+        default=60.0,
+        help="how long to watch at most (1m; 90s, 5m or seconds); it stops at once when no "
+        "server can be watched",
+    )
     check.add_argument(
         "--interval",
-        type=float,
+        type=_duration(),
         default=None,
-        help="seconds between scrapes (2); with --log, seconds of log time per sample (5); "
-        "with --prometheus, seconds between history samples (15, or --since / 60 if longer)",
+        help="time between scrapes (2s); with --log, log time per sample (5s); with "
+        "--prometheus, time between history samples (15s, or --since / 60 if longer)",
     )
     check.add_argument(
         "--profile",
         default=None,
+        choices=get_args(Profile),
         help="offline|online|long_context|multi_turn (default: inferred from the traffic)",
     )
     check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
@@ -111,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="simulated SGLang servers + the daemon, advice in a minute")
     demo.add_argument(
         "--duration",
-        type=_demo_seconds,
+        type=_duration(zero=True),
         default=0.0,
         help="stop after this long: seconds or 2m, 1h30m (default 0: until Ctrl-C)",
     )
@@ -137,17 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _demo_seconds(text: str) -> float:
-    """`demo --duration`: seconds or a Prometheus duration (`2m`); 0 runs until Ctrl-C."""
-    try:
-        seconds = float(parse_duration(text))
-    except (PydanticCustomError, ValueError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration ({DURATION_HINT})") from None
-    if not 0 <= seconds < math.inf:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration ({DURATION_HINT})")
-    return seconds
-
-
 def _history_flags(check: argparse.ArgumentParser) -> None:
     """`check --prometheus`: every server's stored history judged at once."""
     check.add_argument(
@@ -163,9 +200,10 @@ def _history_flags(check: argparse.ArgumentParser) -> None:
     )
     check.add_argument(
         "--since",
-        default="1h",
+        type=_duration(),
+        default=3600.0,
         help="with --prometheus: how much history each rule judges, ending now (1h; 30m, 6h, "
-        "or seconds)",
+        "or seconds); a server with less history is judged on what there is",
     )
     check.add_argument(
         "--at",
@@ -173,14 +211,33 @@ def _history_flags(check: argparse.ArgumentParser) -> None:
         help="with --prometheus: judge the history as of this time (Unix seconds or RFC 3339; "
         "default now)",
     )
+    check.add_argument(
+        "--server-url-template",
+        default="http://{instance}",
+        help="with --prometheus: each server's URL from its labels, to read the flags it runs "
+        "with from its /server_info (http://{instance}; '' reads none)",
+    )
+    _client_flags(check, "Prometheus")
+    check.add_argument(
+        "--bearer-token-file", type=Path, help="with --prometheus: file holding a bearer token"
+    )
+    check.add_argument(
+        "--tenant", help="with --prometheus: X-Scope-OrgID header (Mimir, Cortex tenants)"
+    )
+    check.add_argument(
+        "--insecure-skip-verify",
+        action="store_true",
+        default=None,
+        help="with --prometheus: do not verify its certificate",
+    )
 
 
-def _client_flags(p: argparse.ArgumentParser) -> None:
-    """Credentials and TLS for a daemon whose API has a web config."""
+def _client_flags(p: argparse.ArgumentParser, server: str = "daemon") -> None:
+    """Credentials and TLS for a server (the daemon whose API has a web config, Prometheus)."""
     p.add_argument("--username", help="basic auth user (with --password-file)")
     p.add_argument("--password-file", type=Path, help="file holding that user's password")
-    p.add_argument("--ca-file", type=Path, help="CA certificate that signed the daemon's")
-    p.add_argument("--cert-file", type=Path, help="client certificate, if the daemon asks one")
+    p.add_argument("--ca-file", type=Path, help=f"CA certificate that signed the {server}'s")
+    p.add_argument("--cert-file", type=Path, help=f"client certificate, if the {server} asks one")
     p.add_argument("--key-file", type=Path, help="its key")
 
 

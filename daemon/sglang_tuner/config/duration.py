@@ -53,3 +53,30 @@ def parse_duration(value: Any) -> Any:
 
 # A seconds-valued setting: float seconds, or a Prometheus duration string.
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def seconds(text: str, *, zero: bool = False) -> float:
+    """Seconds in a duration as a flag or an environment variable gives it (`90s`, `1h30m`, a
+    plain number): the same parser as the settings'; ValueError when it is none, negative, or
+    zero where `zero` is not allowed."""
+    try:
+        value = float(parse_duration(text))
+    except (PydanticCustomError, ValueError):
+        raise ValueError(f"{text!r} is not a duration ({DURATION_HINT})") from None
+    if not (0 <= value < float("inf")) or (value == 0 and not zero):
+        what = "of 0 or more" if zero else "above 0"
+        raise ValueError(f"{text!r} is not a duration {what} ({DURATION_HINT})")
+    return value
+
+
+def duration_text(value: float) -> str:
+    """Seconds as the shortest Prometheus duration that says them: 300 -> `5m`, 5400 ->
+    `1h30m`, 90.5 -> `90.5s`."""
+    if value <= 0 or not float(value).is_integer():
+        return f"{value:g}s"
+    rest, parts = int(value), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)

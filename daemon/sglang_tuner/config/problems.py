@@ -154,8 +154,10 @@ def rule_override_problems(rules: object, catalogue: Catalogue) -> list[str]:
     problems = []
     for rule_id, override in rules.items():
         if rule_id not in catalogue:
-            known = ", ".join(sorted(catalogue))
-            problems.append(f"rules.{rule_id}: unknown tuning rule (known: {known})")
+            close = _did_you_mean(str(rule_id), sorted(catalogue))
+            problems.append(
+                f"rules.{rule_id}: unknown tuning rule{close or ' (sglang-tuner rules lists them)'}"
+            )
             continue
         thresholds = getattr(override, "thresholds", None)
         if thresholds is None and isinstance(override, Mapping):

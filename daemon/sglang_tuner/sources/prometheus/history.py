@@ -36,6 +36,21 @@ class History:
         """The last step's timestamp."""
         return self.start + (self.steps - 1) * self.step
 
+    def spans(self) -> dict[str, float]:
+        """Per target, how much of the history it has: from its first step with any value to
+        the end, one step counted for each sample (a server scraped for 5 of the 60 minutes
+        asked has 5 minutes)."""
+        out = {}
+        for name, cols in self.columns.items():
+            first = min(
+                (next((k for k, v in enumerate(col) if not math.isnan(v)), self.steps)
+                 for col in cols.values()),
+                default=self.steps,
+            )  # fmt: skip
+            if first < self.steps:
+                out[name] = (self.steps - first) * self.step
+        return out
+
     def at(self, k: int) -> dict[str, dict[str, float]]:
         """Step `k`: per target with any value there, part -> value (absent values left out)."""
         out: dict[str, dict[str, float]] = {}

@@ -17,8 +17,9 @@ from sglang_tuner.sources.server_info import fetch_server_info
 
 logger = logging.getLogger(__name__)
 NO_SERVER_URL = (
-    "the server's URL is unknown in Prometheus mode: set prometheus.server_url_template "
-    "(e.g. http://{instance}) or prometheus.server_url_label to read /server_info"
+    "the server's URL is unknown, so its /server_info is not read: set "
+    "prometheus.server_url_template (check --prometheus: --server-url-template), e.g. "
+    "http://{instance}, or prometheus.server_url_label"
 )
 Parts = dict[str, dict[str, float]]  # target name -> part (query name) -> value
 
