@@ -18,17 +18,18 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
-from itertools import chain, islice, repeat
+from itertools import chain, islice
 
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.follow import to_signals
 from sglang_tuner.sources.log.lines import LogScanner, line_seconds
-from sglang_tuner.sources.log.prefix import Unwrapped, unwrap
+from sglang_tuner.sources.log.prefix import unwrap_lines
 from sglang_tuner.sources.server_info import parse_server_info
 
 _EPOCH = date(1970, 1, 1).toordinal() * 86400.0  # line_seconds counts from year 1
 _STAMP = 20  # "[2025-06-01 10:00:00": the part of a prefix that changes once a second
 _DAY = 86400.0
+_Line = tuple[str, float | None, str]  # SGLang's text, its wrapper's time, its stream
 HEAD_LINES = 5000  # read ahead to learn how the log tells time before its first sample
 
 
@@ -116,9 +117,9 @@ class LogHistory:
     def samples(self) -> Iterator[LogSample]:
         """The log's samples, oldest first; the last one ends at the log's last line."""
         year = time.gmtime(self.end_ts).tm_year if self.end_ts is not None else None
-        head = [unwrap(line, year) for line in islice(self._source, HEAD_LINES)]
+        head = list(unwrap_lines(islice(self._source, HEAD_LINES), year))
         clock = self._clock(head)
-        rest = map(unwrap, self._source, repeat(year))
+        rest = unwrap_lines(self._source, year)
         scanner = LogScanner()
         read, interval = scanner.read_line, self.interval_seconds
         end: float | None = None  # the end of the interval being read
@@ -141,10 +142,10 @@ class LogHistory:
         if count:
             yield _sample(scanner, self.last_ts, interval, count)
 
-    def _clock(self, head: list[Unwrapped]) -> _Clock:
+    def _clock(self, head: list[_Line]) -> _Clock:
         """A clock for the log whose first lines are `head`, and the note on how it reads time."""
-        dated = [s for u in head if (s := _dated_seconds(u)) is not None]
-        times = [s for u in head if u.ts is None and (s := _time_of_day(u.text)) is not None]
+        dated = [s for text, ts, _ in head if (s := _dated_seconds(text, ts)) is not None]
+        times = [s for text, ts, _ in head if ts is None and (s := _time_of_day(text)) is not None]
         if dated:
             return _Clock(dated[0] - dated[0] % _DAY, 0.0)
         if times:
@@ -175,13 +176,13 @@ class LogHistory:
             f"{self.end_from} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.end_ts))})"
         )
 
-    def _ticks(self, head: list[Unwrapped]) -> float:
+    def _ticks(self, head: list[_Line]) -> float:
         """The batch lines of a log without time: counted in `head`, scaled to the whole log's
         size when the head is not all of it."""
-        ticks = float(sum(1 for u in head if "Decode batch" in u.text or "Prefill batch" in u.text))
+        ticks = float(sum(1 for t, _, _ in head if "Decode batch" in t or "Prefill batch" in t))
         if len(head) < HEAD_LINES or not self.total_bytes:
             return ticks
-        head_bytes = sum(len(u.text) + 1 for u in head) or 1
+        head_bytes = sum(len(text) + 1 for text, _, _ in head) or 1
         return ticks * max(1.0, self.total_bytes / head_bytes)
 
 
@@ -192,11 +193,11 @@ def log_samples(
     return LogHistory(lines, interval_seconds, end_ts).samples()
 
 
-def _dated_seconds(line: Unwrapped) -> float | None:
+def _dated_seconds(text: str, ts: float | None) -> float | None:
     """Unix seconds of a line with a full date (its wrapper's or SGLang's), else None."""
-    if line.ts is not None:
-        return line.ts
-    seconds = line_seconds(line.text) if line.text.startswith("[") else None
+    if ts is not None:
+        return ts
+    seconds = line_seconds(text) if text.startswith("[") else None
     return seconds - _EPOCH if seconds is not None and seconds > _DAY else None
 
 

@@ -24,7 +24,6 @@ from typing import Any
 from sglang_tuner.sources.log.crash import CrashDiagnosis, CrashKind, CrashTracker, Phase
 from sglang_tuner.sources.log.prefix import unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
-from sglang_tuner.sources.log.startup import StartupMemory
 
 # Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
 # happened. " (0.2-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
@@ -107,8 +106,6 @@ class LogCounts:
     prefill_new_tokens: int = 0  # tokens computed by prefill batches
     prefill_cached_tokens: int = 0  # tokens served from the prefix cache
     crashes: tuple[CrashDiagnosis, ...] = ()  # each crash since the take, said in words
-    # the latest process's startup lines: weights, KV pool, free memory (startup.py)
-    startup_memory: Mapping[str, float] = field(default_factory=dict)
 
 
 class LogScanner:
@@ -116,7 +113,6 @@ class LogScanner:
 
     def __init__(self) -> None:
         self.crash = CrashTracker()
-        self.startup = StartupMemory()
         self.max_total_num_tokens: int | None = None
         self.available_gpu_mem_gb: float | None = None
         self._retracted = self._decode_lines = self._without_graph = 0
@@ -134,8 +130,11 @@ class LogScanner:
         """Read lines in order, as a tool wrote them (its wrapping is taken off)."""
         read = self.read_line
         for line in lines:
-            text, _, stream = unwrap(line)
-            read(text, stream)
+            if line[:1] == "[":
+                read(line)  # as most are: SGLang's own line (or wrapped in brackets, see below)
+            else:
+                text, _, stream = unwrap(line)
+                read(text, stream)
 
     def take(self) -> LogCounts:
         """The counts since the previous take; startup facts are kept, events reset."""
@@ -154,7 +153,6 @@ class LogScanner:
             prefill_new_tokens=self._new_tokens,
             prefill_cached_tokens=self._cached_tokens,
             crashes=self.crash.take_diagnoses(),
-            startup_memory=self.startup.facts(),
         )
         self._retracted = self._decode_lines = self._without_graph = 0
         self._prefills = self._new_tokens = self._cached_tokens = 0
@@ -177,7 +175,16 @@ class LogScanner:
                 crash.record_line(line)
                 return
             crash.close_record()
-        at = self._message_at(line)
+        if line[:1] == "[" and 0 < (end := line.find("] ")) < _PREFIX_CHARS:
+            at = end + 2
+            # a second bracket: 0.1.x's "[gpu=0] ", or SGLang's prefix behind a wrapper's
+            # ("[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] ", "[pod/sglang-0/sglang] ")
+            if line[at : at + 1] == "[":
+                at = _after_bracket(line, at)
+            if not self._prefixed:  # from then on, an unprefixed line is no signal
+                self._prefixed = line[1:2].isdigit()
+        else:  # never a signal in a log with prefixes (a traceback's line, a prompt's)
+            at = -1 if self._prefixed else 0
         if (
             at >= 0
             and line.startswith("Decode batch", at)
@@ -198,24 +205,7 @@ class LogScanner:
         elif _KEYWORDS.search(line) and not (at >= 0 and self._signal(line, at, stream)):
             if "--mem-fraction-static" in line:
                 self._fraction_failed(line)
-            if at >= 0 and self.startup.read(line):  # the pool's tokens before any summary
-                self.max_total_num_tokens = self.startup.kv_tokens or self.max_total_num_tokens
             self.crash.line(line, line_seconds(line))
-
-    def _message_at(self, line: str) -> int:
-        """Where SGLang's message starts: after its `[time ranks] ` prefix; 0 in a log that has
-        shown no prefix (a paste without them); -1 for an unprefixed line in a log with them (a
-        traceback's, or a multi-line prompt's): never a signal."""
-        if line.startswith("[") and line[1:2].isdigit():
-            end = line.find("] ", 1, _PREFIX_CHARS)
-            if end > 0:
-                self._prefixed = True
-                end += 2
-                if line.startswith("[gpu=", end):  # 0.1.x: "[gpu=0] Decode batch. ..."
-                    close = line.find("] ", end, end + 16)
-                    end = close + 2 if close > 0 else end
-                return end
-        return -1 if self._prefixed else 0
 
     def _decode(self, line: str, stream: str) -> None:
         """A Decode batch line: the phase, and the CUDA graph flag (absent <= 0.4.6.post3)."""
@@ -225,7 +215,8 @@ class LogScanner:
         if at >= 0 and line[line.rfind(" ", 0, at) + 1 : at] in _GRAPH_LABELS:
             self._decode_lines += 1
             self._without_graph += line.startswith("F", at + 8)
-        self._latest[_scheduler(line, stream)] = line
+        rank = _dp_rank(line)
+        self._latest[f"{stream}/{rank}" if stream else rank] = line
 
     def _prefill(self, line: str, at: int, stream: str) -> None:
         """A Prefill batch line: its tokens, and its load where no decode line follows."""
@@ -289,6 +280,12 @@ class LogScanner:
         by_tp[tp] = by_tp.get(tp, 0) + 1
         if by_tp[tp] > before:  # the same rank again is a new retraction
             self._retracted += count
+
+
+def _after_bracket(line: str, at: int) -> int:
+    """Where the text after a bracket opening at `at` starts (`at` if it does not close)."""
+    close = line.find("] ", at, at + _PREFIX_CHARS)
+    return close + 2 if close > 0 else at
 
 
 def _scheduler(line: str, stream: str) -> str:

@@ -14,6 +14,7 @@ record longer than `MAX_JSON_CHARS` is read as plain text.
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from datetime import date, datetime, timezone
 from typing import Any, NamedTuple
 
@@ -52,6 +53,19 @@ class Unwrapped(NamedTuple):
     text: str
     ts: float | None  # Unix seconds (None: no wrapper stamped one, or one without a year)
     stream: str  # the container, service or unit the line came from ("" when unnamed)
+
+
+def unwrap_lines(
+    lines: Iterable[str], year: int | None = None
+) -> Iterator[tuple[str, float | None, str]]:
+    """`unwrap` of each line, but a line that opens with a bracket, as most are, passes as it
+    is: SGLang's own; a wrapper's bracket before SGLang's prefix is read past where the line is
+    read (`lines.py`: the message, `line_seconds`: the first bracket's time)."""
+    for line in lines:
+        if line[:1] == "[":
+            yield line, None, ""  # a plain tuple: a third of a NamedTuple's cost
+        else:
+            yield unwrap(line, year)
 
 
 def unwrap(line: str, year: int | None = None) -> Unwrapped:
