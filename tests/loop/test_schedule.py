@@ -76,3 +76,111 @@ async def test_jobs_shutdown_lets_a_running_job_finish_without_an_error_logged(c
         await jobs.shutdown()
     assert finished  # runs completed
     assert not [r for r in caplog.records if "Error running job" in r.getMessage()]
+
+
+async def test_a_target_whose_scrape_raises_is_logged_counted_and_tried_again(caplog):
+    # "bad" raises on every scrape (a bug in its poll, log or config); "good" is never held up,
+    # and "bad" is tried again with back-off rather than dropped for good
+    import logging
+
+    loop = asyncio.get_running_loop()
+    calls: dict[str, list[float]] = {"bad": [], "good": []}
+
+    async def scrape(name: str) -> None:
+        calls[name].append(loop.time())
+        if name == "bad":
+            raise ValueError(f"line of {20_000} bytes http://u:pw-77@h/")
+
+    started = asyncio.Event()
+    started.set()
+    loops = ScrapeLoops(scrape, started)
+    with caplog.at_level(logging.INFO, logger="sglang_tuner.loop"):
+        loops.add("bad", 0.1)
+        loops.add("good", 0.1)
+        await asyncio.sleep(1.0)
+        await loops.stop()
+    assert len(calls["good"]) >= 8
+    assert 3 <= len(calls["bad"]) < len(calls["good"])  # backing off: 0.1, 0.2, 0.4 s ...
+    failures = loops.failures()["bad"]
+    assert failures.total == len(calls["bad"]) and failures.in_a_row == failures.total
+    assert failures.last_error.startswith("ValueError: line of 20000 bytes")
+    assert "pw-77" not in failures.last_error
+    assert loops.failing() == ["bad"] and "good" not in loops.failures()
+    logged = [r.getMessage() for r in caplog.records if "bad" in r.getMessage()]
+    assert logged and all("pw-77" not in m for m in logged)
+    assert sum("Traceback" in m for m in logged) == 1  # one traceback a streak
+
+
+async def test_a_failing_target_that_recovers_is_scraped_on_its_beat_again():
+    loop = asyncio.get_running_loop()
+    times: list[float] = []
+
+    async def scrape(_name: str) -> None:
+        times.append(loop.time())
+        if len(times) <= 2:
+            raise OSError("a FIFO with nobody writing")
+
+    started = asyncio.Event()
+    started.set()
+    loops = ScrapeLoops(scrape, started)
+    loops.add("t", 0.1)
+    await asyncio.sleep(1.2)
+    await loops.stop()
+    assert loops.failures()["t"].total == 2 and loops.failing() == []
+    gaps = [b - a for a, b in zip(times[3:], times[4:], strict=False)]
+    assert gaps and all(g < 0.2 for g in gaps), gaps
+
+
+async def test_jobs_keep_their_cadence_across_wall_clock_steps_logged_once_each(caplog):
+    # the wall clock jumps an hour ahead, then an hour and a minute back: the job runs every
+    # 0.05 s throughout (it is timed on the monotonic clock), and each step is said once
+    import logging
+    import time
+
+    from sglang_tuner.loop.schedule import Jobs
+
+    step = [0.0]
+    runs: list[float] = []
+
+    async def work() -> None:
+        runs.append(time.monotonic())
+        if len(runs) == 5:
+            step[0] = 3600.0
+        if len(runs) == 10:
+            step[0] = -60.0
+
+    jobs = Jobs(lambda: time.time() + step[0])
+    jobs.every("evaluate", 0.05, work, 0.0)
+    with caplog.at_level(logging.WARNING, logger="sglang_tuner.loop"):
+        jobs.start()
+        await asyncio.sleep(0.8)
+        await jobs.shutdown()
+    assert len(runs) >= 12
+    gaps = [b - a for a, b in zip(runs, runs[1:], strict=False)]
+    assert max(gaps) < 0.15, gaps
+    said = [r.getMessage() for r in caplog.records if "wall clock stepped" in r.getMessage()]
+    assert len(said) == 2 and "+3600 s" in said[0] and "-3660 s" in said[1], said
+    assert jobs.clock_watch.steps == 2
+
+
+async def test_a_job_that_raises_is_logged_and_runs_again(caplog):
+    import logging
+    import time
+
+    from sglang_tuner.loop.schedule import Jobs
+
+    runs: list[int] = []
+
+    async def work() -> None:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("disk full")
+
+    jobs = Jobs(time.time)
+    jobs.every("persist", 0.05, work, 0.0)
+    with caplog.at_level(logging.ERROR, logger="sglang_tuner.loop"):
+        jobs.start()
+        await asyncio.sleep(0.5)
+        await jobs.shutdown()
+    assert len(runs) >= 3
+    assert any("job persist failed" in r.getMessage() for r in caplog.records)
