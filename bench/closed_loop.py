@@ -189,8 +189,9 @@ def _awaiting_verdict(changes: Sequence[Change]) -> bool:
 
 def _running(tuner: Tuner, name: str, flags: Mapping[str, str]) -> bool:
     """The daemon has read the applied flag values back from /server_info."""
-    target = tuner.targets.get(name)
-    current = flag_values(target.config) if target is not None and target.config else {}
+    server = tuner.watch.servers.get(name)
+    config = server.state.config if server is not None else None
+    current = flag_values(config) if config else {}
     return all(current.get(flag) == value for flag, value in flags.items())
 
 

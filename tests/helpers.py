@@ -11,16 +11,20 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from sglang_tuner.changes.record import Change
+from sglang_tuner.judge import TargetJudgement
 from sglang_tuner.model.advice import Outcome
 from sglang_tuner.model.flags import FlagHistory
+from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import Window, WindowView
 from sglang_tuner.rule import Rule, RuleInput, apply_rule
+from sglang_tuner.target_state import TargetState
 
 _DEFAULT_CONFIG = ServerConfig()
 
@@ -231,3 +235,22 @@ def scrape_success_ratio(
     time.sleep(seconds)
     after, elapsed = successful_scrapes(get_target()), time.monotonic() - started
     return (after - before + 1) / (elapsed / interval_seconds)
+
+
+@dataclass
+class Reviewed:
+    """A watched server as publishing reads it (`publish.Reviewed`), put together by hand."""
+
+    state: TargetState
+    judgement: TargetJudgement | None = None
+    plan: Plan | None = None
+
+
+def reviewed(
+    targets: Mapping[str, TargetState],
+    judged: Mapping[str, TargetJudgement] | None = None,
+    plans: Mapping[str, Plan] | None = None,
+) -> dict[str, Reviewed]:
+    """Servers as publishing reads them, from their states, judgements and plans by name."""
+    judged, plans = judged or {}, plans or {}
+    return {n: Reviewed(t, judged.get(n), plans.get(n)) for n, t in targets.items()}

@@ -11,6 +11,8 @@ from sglang_tuner.publish import active_advice, build_evaluation, rule_results, 
 from sglang_tuner.rule import Rule
 from sglang_tuner.target_state import TargetState
 
+from tests.helpers import reviewed
+
 RULE = Rule(
     id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",
     source="Hyperparameter Tuning", check=lambda _i: Pass(),
@@ -41,17 +43,13 @@ def _judged(ts: float = 100.0) -> TargetJudgement:
 
 
 def test_active_advice_is_one_per_finding_with_the_targets_labels():
-    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, {}, 100.0)
+    advice = active_advice(reviewed({"gpu-a": _target()}, {"gpu-a": _judged()}), 100.0)
     assert list(advice) == [("gpu-a", "queue_empty")]
     (a,) = advice.values()
     assert (a.state, a.since, a.evidence, a.action.text) == (
         "pending", 100.0, FINDING.evidence, "client: faster",
     )  # fmt: skip
     assert (a.summary, a.source, a.labels) == (RULE.summary, RULE.source, {"cluster": "eu-1"})
-
-
-def test_active_advice_skips_judgements_of_targets_no_longer_watched():
-    assert active_advice({}, {"gone": _judged()}, {}, 100.0) == {}
 
 
 def test_target_status_shows_the_last_scrape_config_and_judged_samples():
@@ -64,7 +62,7 @@ def test_target_status_shows_the_last_scrape_config_and_judged_samples():
 
 def test_rule_results_carry_the_one_alert_state():
     tracker = AlertTracker(hold_for=0.0, keep_firing_for=0.0)
-    advice = active_advice({"gpu-a": _target()}, {"gpu-a": _judged()}, {}, 100.0)
+    advice = active_advice(reviewed({"gpu-a": _target()}, {"gpu-a": _judged()}), 100.0)
     tracker.update(advice, 100.0)
     results = {r.rule: r for r in rule_results("gpu-a", _judged(), tracker)}
     assert (results["queue_empty"].state, results["queue_empty"].fired_at) == ("firing", 100.0)
@@ -77,10 +75,10 @@ def test_build_evaluation_lists_advice_of_watched_targets_only():
     tracker = AlertTracker(hold_for=60.0, keep_firing_for=0.0)
     targets = {"gpu-a": _target(), "gpu-b": _target("gpu-b")}
     judged = {"gpu-a": _judged(), "gpu-b": _judged()}
-    tracker.update(active_advice(targets, judged, {}, 100.0), 100.0)
+    tracker.update(active_advice(reviewed(targets, judged), 100.0), 100.0)
     del targets["gpu-b"]
     ev = build_evaluation(
-        targets, judged, {}, tracker, rule_failures={"queue_empty": 2},
+        reviewed(targets, judged), tracker, rule_failures={"queue_empty": 2},
         alertmanager=AlertmanagerStatus(), count=7, now=110.0,
     )  # fmt: skip
     assert [(a.target, a.rule, a.state) for a in ev.advice] == [("gpu-a", "queue_empty", "pending")]
@@ -99,13 +97,13 @@ def test_rule_results_are_rebuilt_only_for_a_new_judgement_or_a_target_with_aler
     targets = {"gpu-a": _target(), "gpu-b": _target("gpu-b"), "gone": _target("gone")}
     quiet = TargetJudgement(100.0, True, 12, _judged().judgements[1:])  # no finding
     judged = {"gpu-a": quiet, "gpu-b": quiet, "gone": quiet}
-    first = all_rule_results(targets, judged, tracker, memo)
+    first = all_rule_results(reviewed(targets, judged), tracker, memo)
     del targets["gone"]
-    second = all_rule_results(targets, judged, tracker, memo)
+    second = all_rule_results(reviewed(targets, judged), tracker, memo)
     assert second["gpu-a"] is first["gpu-a"] and set(memo) == {"gpu-a", "gpu-b"}
     judged["gpu-b"] = _judged(105.0)  # judged again: its finding fires
-    tracker.update(active_advice(targets, judged, {}, 105.0), 105.0)
-    third = all_rule_results(targets, judged, tracker, memo)
+    tracker.update(active_advice(reviewed(targets, judged), 105.0), 105.0)
+    third = all_rule_results(reviewed(targets, judged), tracker, memo)
     assert third["gpu-a"] is first["gpu-a"] and "gpu-b" not in memo
     assert {r.rule: r.state for r in third["gpu-b"]}["queue_empty"] == "firing"
-    assert all_rule_results(targets, judged, tracker, memo)["gpu-b"] is not third["gpu-b"]
+    assert all_rule_results(reviewed(targets, judged), tracker, memo)["gpu-b"] is not third["gpu-b"]

@@ -59,6 +59,18 @@ def rule_settings(settings: Settings, rule_id: str) -> RuleSettings:
     return settings.rules.get(rule_id, _DEFAULT_RULE_SETTINGS)
 
 
+def hold_for(settings: Settings, rule_id: str) -> float:
+    """A rule's `for`: its own setting, else the global one."""
+    held = rule_settings(settings, rule_id).hold_for_seconds
+    return settings.hold_for_seconds if held is None else held
+
+
+def keep_firing_for(settings: Settings, rule_id: str) -> float:
+    """A rule's `keep_firing_for`: its own setting, else the global one."""
+    kept = rule_settings(settings, rule_id).keep_firing_for_seconds
+    return settings.keep_firing_for_seconds if kept is None else kept
+
+
 def applicable_rules(rules: Sequence[Rule], settings: Settings, profile: str) -> list[Rule]:
     """Enabled rules that apply to the target's workload profile."""
     return [r for r in rules if rule_settings(settings, r.id).enabled and profile in r.profiles]

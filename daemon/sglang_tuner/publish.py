@@ -1,10 +1,13 @@
-"""Publish: target state, the latest judgements and alert state become one `Evaluation`.
+"""Publish: the watched servers (each its state, latest judgement and plan) and alert state
+become one `Evaluation`.
 
 Pure functions: they read their inputs and build new values; the loop calls them and hands the
-result to `TunerState.publish`.
+result to `TunerState.publish`. A server is read through `Reviewed`, the three things publishing
+needs of it (`server.WatchedServer` is one).
 """
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
 from sglang_tuner.alerting.lifecycle import AlertTracker, Key
@@ -17,22 +20,30 @@ from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.target_state import TargetState
 
 
-def active_advice(
-    targets: Mapping[str, TargetState],
-    judged: Mapping[str, TargetJudgement],
-    plans: Mapping[str, Plan],
-    now: float,
-) -> dict[Key, Advice]:
+class Reviewed(Protocol):
+    """A watched server as publishing reads it."""
+
+    @property
+    def state(self) -> TargetState: ...
+
+    @property
+    def judgement(self) -> TargetJudgement | None: ...
+
+    @property
+    def plan(self) -> Plan | None: ...
+
+
+def active_advice(servers: Mapping[str, Reviewed], now: float) -> dict[Key, Advice]:
     """Advice for every (target, rule) whose finding holds in the target's latest judgement
     and is not held back by the target's plan."""
     active = {}
-    for name, judgement in judged.items():
-        target, plan = targets.get(name), plans.get(name)
-        if target is None:
+    for name, server in servers.items():
+        judgement, plan = server.judgement, server.plan
+        if judgement is None:
             continue
         for j in judgement.judgements:
             if j.finding is not None and (plan is None or j.rule.id in plan.advised):
-                active[(name, j.rule.id)] = advice_for(j, j.finding, target, now)
+                active[(name, j.rule.id)] = advice_for(j, j.finding, server.state, now)
     return active
 
 
@@ -124,15 +135,12 @@ ResultsMemo = dict[str, tuple[TargetJudgement, tuple[RuleResult, ...]]]
 
 
 def all_rule_results(
-    targets: Mapping[str, TargetState],
-    judged: Mapping[str, TargetJudgement],
-    tracker: AlertTracker,
-    memo: ResultsMemo,
+    servers: Mapping[str, Reviewed], tracker: AlertTracker, memo: ResultsMemo
 ) -> dict[str, tuple[RuleResult, ...]]:
     """`rule_results` of every target, reusing (and refreshing) `memo`."""
     alerted, out = tracker.targets(), {}
-    for name in targets:
-        judgement, seen = judged.get(name), memo.get(name)
+    for name, server in servers.items():
+        judgement, seen = server.judgement, memo.get(name)
         if seen is not None and seen[0] is judgement and name not in alerted:
             out[name] = seen[1]
             continue
@@ -141,15 +149,13 @@ def all_rule_results(
             memo.pop(name, None)
         else:
             memo[name] = (judgement, out[name])
-    for name in memo.keys() - targets.keys():
+    for name in memo.keys() - servers.keys():
         del memo[name]
     return out
 
 
 def build_evaluation(
-    targets: Mapping[str, TargetState],
-    judged: Mapping[str, TargetJudgement],
-    plans: Mapping[str, Plan],
+    servers: Mapping[str, Reviewed],
     tracker: AlertTracker,
     *,
     rule_failures: Mapping[str, int],
@@ -164,14 +170,15 @@ def build_evaluation(
     """The immutable evaluation every output reads (`memo`: the rule results of the previous
     one, to reuse)."""
     advice = sorted(tracker.advice(), key=lambda a: (a.target, a.rule))
+    states = {n: s.state for n, s in servers.items()}
     return Evaluation(
         ts=now,
-        targets={n: target_status(t, judged.get(n)) for n, t in targets.items()},
-        results=all_rule_results(targets, judged, tracker, {} if memo is None else memo),
-        advice=tuple(a for a in advice if a.target in targets),
-        plans={n: p for n, p in plans.items() if n in targets},
-        changes={n: tuple(t.changes.changes) for n, t in targets.items() if t.changes.changes},
-        verdict_counts={n: dict(t.changes.verdicts) for n, t in targets.items()},
+        targets={n: target_status(s.state, s.judgement) for n, s in servers.items()},
+        results=all_rule_results(servers, tracker, {} if memo is None else memo),
+        advice=tuple(a for a in advice if a.target in servers),
+        plans={n: s.plan for n, s in servers.items() if s.plan is not None},
+        changes={n: tuple(t.changes.changes) for n, t in states.items() if t.changes.changes},
+        verdict_counts={n: dict(t.changes.verdicts) for n, t in states.items()},
         rule_evaluation_failures=dict(rule_failures),
         alertmanager=alertmanager,
         database=database or DatabaseStatus(),

@@ -12,7 +12,7 @@ from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.prometheus.promql import PromQL, build_queries
 from sglang_tuner.sources.prometheus.source import FleetRound
-from sglang_tuner.target_state import TargetState
+from sglang_tuner.watch import Watch
 
 from tests.prometheus_process import FakeQueryAPI, serve_api, vector
 
@@ -41,8 +41,10 @@ def _round(ts: float, *names: str, specs: tuple[str, ...] = ()) -> FleetRound:
 
 
 def test_apply_adds_ingests_and_removes_discovered_targets():
-    fleet = Fleet(_settings(), lambda spec: TargetState(spec, 10))
-    targets: dict[str, TargetState] = {"static": TargetState(TargetSpec("static", "http://x"), 10)}
+    settings = _settings()
+    fleet, watch = Fleet(settings), Watch(settings, ())
+    watch.add(watch.new_server(TargetSpec("static", "http://x")))
+    targets = watch.servers
     sources: dict = {}
     removed: list[str] = []
     logged: list[str] = []
@@ -50,7 +52,7 @@ def test_apply_adds_ingests_and_removes_discovered_targets():
 
     def apply(fleet_round: FleetRound) -> None:
         fleet.apply(
-            fleet_round, targets=targets, sources=sources, remove=removed.append,
+            fleet_round, watch=watch, sources=sources, remove=removed.append,
             restore=lambda new: restored.append({n: len(t.window) for n, t in new.items()}),
             log=lambda target, _result: logged.append(target.name),
         )  # fmt: skip
@@ -58,18 +60,17 @@ def test_apply_adds_ingests_and_removes_discovered_targets():
     apply(_round(NOW, "a", "b", "static"))
     assert restored == [{"a": 0, "b": 0}]  # what the store kept comes back before any sample
     assert fleet.names == {"a", "b"} and set(sources) == {"a", "b"}
-    assert len(targets["a"].window) == 1 and len(targets["static"].window) == 0  # configured wins
+    assert targets["a"].rounds and not targets["static"].rounds
+    windows = {n: len(server.state.window) for n, server in targets.items()}
+    assert windows == {"static": 0, "a": 1, "b": 1}  # a configured target wins
     apply(_round(NOW + 1, "a"))  # b forgotten by the source
-    assert removed == ["b"] and fleet.names == {"a"} and len(targets["a"].window) == 2
+    assert removed == ["b"] and fleet.names == {"a"} and len(targets["a"].state.window) == 2
     assert logged == ["a", "b", "a"] and len(restored) == 1
 
 
-def test_fleet_judges_with_one_sample_per_round_and_stores_windows_only_without_history():
-    fleet = Fleet(_settings(), lambda spec: TargetState(spec, 10))
-    assert fleet.judging.scrape_interval_seconds == 1.0
-    assert fleet.judging.window_seconds == 60.0
-    assert not fleet.stores_windows  # refilled from query_range at start
-    assert Fleet(_settings(backfill=False), lambda spec: TargetState(spec, 10)).stores_windows
+def test_fleet_stores_windows_only_without_history():
+    assert not Fleet(_settings()).stores_windows  # refilled from query_range at start
+    assert Fleet(_settings(backfill=False)).stores_windows
 
 
 def test_reload_restarts_the_fleet_only_when_what_it_reads_changes():

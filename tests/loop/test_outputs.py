@@ -14,6 +14,7 @@ from sglang_tuner.rule import Rule
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
 
+from tests.helpers import reviewed
 from tests.alertmanager_process import am_alerts, eventually, needs_alertmanager
 
 RULE = Rule(
@@ -47,11 +48,11 @@ def test_outputs_publish_logs_and_records_each_advice_change(caplog):
     settings = load_settings(None, {"hold_for_seconds": 10, "keep_firing_for_seconds": 0})
     outputs = Outputs(settings, state, None)
     targets = _targets("gpu-a")
-    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.0)
     assert state.latest().advice[0].state == "pending"
-    outputs.publish(targets, _judged("gpu-a"), {}, {}, 110.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 110.0)
     assert state.latest().advice[0].state == "firing"
-    outputs.publish(targets, _judged("gpu-a", holds=False), {}, {}, 120.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a", holds=False)), {}, 120.0)
     assert state.latest().advice == ()
     assert [row[3] for row in outputs.history] == ["pending", "firing", "resolved"]
     assert "advice resolved for gpu-a: queue_empty client: faster" in caplog.text
@@ -63,8 +64,8 @@ def test_outputs_persist_and_restore_windows_and_alerts(tmp_path):
     store = Store(tmp_path / "tuner.db")
     outputs = Outputs(settings, TunerState(), store)
     targets = _targets("gpu-a")
-    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
-    outputs.persist(targets, 100.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.0)
+    outputs.persist(reviewed(targets), 100.0)
     assert outputs.history == []  # stored
 
     fresh = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
@@ -79,21 +80,21 @@ def test_a_full_database_keeps_history_in_memory_and_reports_degraded(tmp_path):
     store = Store(tmp_path / "tuner.db")
     outputs = Outputs(settings, TunerState(), store)
     targets = _targets("gpu-a")
-    outputs.persist(targets, 99.0)
+    outputs.persist(reviewed(targets), 99.0)
     pages = store._read().execute("PRAGMA page_count").fetchone()[0]
     store._read().execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "disk is full"
     big = TargetState(TargetSpec("gpu-b", "http://gpu-b:30000"), 2000)
     values = {f"signal_{i}": float(i) for i in range(20)}
     for k in range(2000):
         big.ingest(ScrapeResult("gpu-b", k, 0.01, Snapshot("gpu-b", k, values)))
-    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
-    outputs.persist({**targets, "gpu-b": big}, 100.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.0)
+    outputs.persist(reviewed({**targets, "gpu-b": big}), 100.0)
     assert len(outputs.history) == 1  # the advice transition waits for the next save
-    database = outputs.publish(targets, _judged("gpu-a"), {}, {}, 101.0).database
+    database = outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 101.0).database
     assert database.configured and database.save_failures_total == 1
     assert database.error is not None and "full" in database.error
     store._read().execute("PRAGMA max_page_count = 1000000")  # room again
-    outputs.persist({**targets, "gpu-b": big}, 102.0)
+    outputs.persist(reviewed({**targets, "gpu-b": big}), 102.0)
     assert outputs.history == [] and store.error is None
     assert len(Store(tmp_path / "tuner.db").history("gpu-a")) == 1
 
@@ -102,9 +103,9 @@ def test_restored_alerts_are_sent_again_at_once(tmp_path):
     settings = load_settings(None, {"hold_for_seconds": 0})
     outputs = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
     targets = _targets("gpu-a")
-    outputs.publish(targets, _judged("gpu-a"), {}, {}, 100.0)
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.0)
     assert outputs.tracker.alerts_to_send(100.0, 60.0, 5.0)  # queued, then the process died
-    outputs.persist(targets, 100.0)
+    outputs.persist(reviewed(targets), 100.0)
     fresh = Outputs(settings, TunerState(), Store(tmp_path / "tuner.db"))
     fresh.restore({"gpu-a": TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 10)}, 101.0)
     assert [a.key for a in fresh.tracker.alerts_to_send(101.0, 60.0, 5.0)] == [KEY]
@@ -120,7 +121,7 @@ async def test_outputs_forget_resolves_a_removed_targets_alerts_in_alertmanager(
     try:
         targets = _targets("gpu-a", "gpu-b")
         now = time.time()  # Alertmanager compares endsAt with its own clock
-        outputs.publish(targets, _judged("gpu-a", "gpu-b"), {}, {}, now)
+        outputs.publish(reviewed(targets, _judged("gpu-a", "gpu-b")), {}, now)
 
         async def both_active() -> bool:
             return all([await am_alerts(alertmanager.url, t) for t in ("gpu-a", "gpu-b")])

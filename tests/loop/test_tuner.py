@@ -180,7 +180,7 @@ async def test_server_info_that_fails_is_asked_again_less_and_less_often(tmp_pat
         finally:
             await tuner.stop()
     assert len(asked) == 4  # at 0, 5, 20 and 55 s (it was every 5 s: 24 times)
-    assert tuner.targets["noinfo"].config_error is not None
+    assert tuner.watch.servers["noinfo"].state.config_error is not None
 
 
 async def test_a_restart_shows_the_restored_targets_and_windows_before_the_first_scrape(
@@ -201,7 +201,7 @@ async def test_a_restart_shows_the_restored_targets_and_windows_before_the_first
     for i in range(8):
         ts = 940.0 + i * 5
         values = {"num_queue_reqs": 3.0}
-        first.targets["gpu-a"].ingest(
+        first.watch.servers["gpu-a"].state.ingest(
             ScrapeResult("gpu-a", ts, 0.01, Snapshot("gpu-a", ts, values))
         )
     first.persist()

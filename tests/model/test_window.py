@@ -99,3 +99,13 @@ def test_frequently_counts_only_samples_with_every_signal_and_passing_the_gate()
     view = window.view(3.0, 10.0)
     freq = frequently(view, lambda r: r["q"] == 0, ("q", "r"), 0.5, gate=lambda r: r["r"] > 0)
     assert (freq.ratio, freq.considered, freq.held) == (0.5, 2, True)
+
+
+def test_resized_keeps_the_newest_samples_that_fit():
+    window = Window(10)
+    for ts in range(1, 9):
+        window.append(Snapshot("gpu-a", float(ts), {"q": float(ts)}))
+    smaller = window.resized(3)
+    view = smaller.view(8.0, 100.0)
+    assert view.ts == [6.0, 7.0, 8.0] and view.columns["q"] == [6.0, 7.0, 8.0]
+    assert window.resized(20).view(8.0, 100.0).count == 8  # a larger one keeps them all

@@ -155,17 +155,19 @@ async def test_tuner_gateway_target_watches_each_pd_worker_with_its_role(serve, 
         for _ in range(3):
             await tuner.tick()
             clock[0] += 5.0
-        assert set(tuner.targets) == names and "pd-gw" not in tuner.targets
+        servers = tuner.watch.servers
+        assert set(servers) == names and "pd-gw" not in servers
         p_name = worker_name("pd-gw", prefill.url)
-        p_state = tuner.targets[p_name]
+        p_state, p_judgement = servers[p_name].state, servers[p_name].judgement
         assert p_state.config is not None and p_state.config.disaggregation_mode == "prefill"
-        judged = {j.rule.id: j.outcome for j in tuner.judged[p_name].judgements}
+        assert p_judgement is not None
+        judged = {j.rule.id: j.outcome for j in p_judgement.judgements}
         skipped = judged["cuda_graph_not_covering"]
         assert isinstance(skipped, NoData) and "this is a prefill server" in skipped.reason
 
         page[0] = _without_lines(page[0].decode(), prefill.url).encode()
         await tuner.tick()
-        assert set(tuner.targets) == {worker_name("pd-gw", decode.url)}
+        assert set(servers) == {worker_name("pd-gw", decode.url)}
     finally:
         await tuner.stop()
 
@@ -185,12 +187,13 @@ async def test_tuner_scheduled_gateway_scrape_loop_adds_and_reload_removes_worke
     await tuner.start()
     try:
         for _ in range(60):  # the gateway's own scrape loop, at most a few intervals
-            if len(tuner.targets) == 2:
+            if len(tuner.watch.servers) == 2:
                 break
             await asyncio.sleep(0.1)
-        assert set(tuner.targets) == {worker_name("gw", PREFILL), worker_name("gw", DECODE)}
-        assert all(t.last is not None and t.last.is_up for t in tuner.targets.values())
+        servers = tuner.watch.servers
+        assert set(servers) == {worker_name("gw", PREFILL), worker_name("gw", DECODE)}
+        assert all(s.state.last is not None and s.state.last.is_up for s in servers.values())
         tuner.reload(settings.model_copy(update={"targets": []}))  # the gateway is gone
-        assert not tuner.targets and not tuner.gateways
+        assert not servers and not tuner.gateways
     finally:
         await tuner.stop()

@@ -278,7 +278,7 @@ async def serve(settings: Settings, reload: Callable[[], Settings] | None = None
         await asyncio.to_thread(api.start)
         logger.info(
             "sglang-tuner listening on %s://%s (%d target(s))",
-            "https" if front.tls else "http", api.addresses, len(tuner.targets),
+            "https" if front.tls else "http", api.addresses, len(tuner.watch.servers),
         )  # fmt: skip
         await _until_stopped(api, reloader)
     finally:

@@ -8,28 +8,27 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.model.scrape import QueryStatus, ScrapeResult
-from sglang_tuner.model.target_spec import TargetSpec
+from sglang_tuner.server import WatchedServer
 from sglang_tuner.sources.prometheus.source import FleetRound, PrometheusSource
 from sglang_tuner.sources.prometheus.targets import FleetTargetSource
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.target_state import TargetState
+from sglang_tuner.watch import Watch
 
 
 class Fleet:
-    """The Prometheus source, the names of the targets it discovered, and its latest status."""
+    """The Prometheus source, the names of the targets it discovered, and its latest status.
+    Its servers are sampled once per round (`WatchedServer.rounds`)."""
 
-    def __init__(self, settings: Settings, new_state: Callable[[TargetSpec], TargetState]) -> None:
+    def __init__(self, settings: Settings) -> None:
         assert settings.prometheus is not None
         interval = settings.evaluation_interval_seconds
         self.source = PrometheusSource(settings.prometheus, settings.shard, interval)
-        self.new_state = new_state
         self.names: set[str] = set()
         self.queries: tuple[QueryStatus, ...] = self.source.statuses
         self._history_due = settings.prometheus.backfill
         # With the history read from Prometheus at start, stored windows are never needed.
         self.stores_windows = not settings.prometheus.backfill
-        # Rules see one sample per round: that is this mode's scrape interval.
-        self.judging = settings.model_copy(update={"scrape_interval_seconds": interval})
 
     async def history(self, now: float, span_seconds: float) -> Iterator[FleetRound]:
         """The recent past as rounds, the first time only (then nothing)."""
@@ -42,7 +41,7 @@ class Fleet:
         self,
         fleet_round: FleetRound,
         *,
-        targets: MutableMapping[str, TargetState],
+        watch: Watch,
         sources: MutableMapping[str, TargetSource | FleetTargetSource],
         remove: Callable[[str], None],
         restore: Callable[[Mapping[str, TargetState]], None],
@@ -50,22 +49,27 @@ class Fleet:
     ) -> None:
         """Add the targets the round discovered (a configured target of the same name wins;
         what the store kept of them is restored first), remove the ones it forgot, and let each
-        ingest its result, as after a scrape."""
+        ingest its result, as after a scrape (reviewed by the round, not here)."""
         for name in self.names - fleet_round.specs.keys():
             self.names.discard(name)
             remove(name)
-        new = {n: self.new_state(s) for n, s in fleet_round.specs.items() if n not in targets}
+        servers = watch.servers
+        new: dict[str, WatchedServer] = {
+            n: watch.new_server(s, rounds=True)
+            for n, s in fleet_round.specs.items()
+            if n not in servers
+        }
         if new:
-            restore(new)
-        for name, state in new.items():
-            targets[name] = state
-            sources[name] = FleetTargetSource(state.spec, self.source.servers)
+            restore({n: s.state for n, s in new.items()})
+        for name, server in new.items():
+            watch.add(server)
+            sources[name] = FleetTargetSource(server.state.spec, self.source.servers)
             self.names.add(name)
         for name, result in fleet_round.results.items():
-            target = targets.get(name)
-            if target is not None and name in self.names:
-                log(target, result)
-                target.ingest(result)
+            found = servers.get(name)
+            if found is not None and name in self.names:
+                log(found.state, result)
+                found.state.ingest(result)
         self.queries = fleet_round.queries
 
     async def aclose(self) -> None:

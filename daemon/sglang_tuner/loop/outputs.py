@@ -1,7 +1,8 @@
 """After judging: alert state, the published evaluation, and the outputs' I/O.
 
-The loop calls `publish` once per round, `persist` every minute, `restore` at start and `forget`
-when a target leaves. Targets and judgements are read here, never written.
+The loop calls `publish` once per round, `persist` every scrape interval, `restore` at start,
+`take_over` with the alert state rebuilt from Prometheus's history, and `forget` when a target
+leaves. The servers are read here, never written.
 """
 
 import asyncio
@@ -16,11 +17,11 @@ from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
 from sglang_tuner.alerting.lifecycle import AlertTracker, HistoryRow, Transition
 from sglang_tuner.config.settings import Settings, external_url
 from sglang_tuner.evaluation import DatabaseStatus, Evaluation, TunerState
-from sglang_tuner.judge import TargetJudgement, rule_settings
-from sglang_tuner.model.next_change import Plan
+from sglang_tuner.judge import hold_for, keep_firing_for
+from sglang_tuner.model.advice import AlertState
 from sglang_tuner.model.scrape import QueryStatus
 from sglang_tuner.model.secrets import redact_userinfo
-from sglang_tuner.publish import ResultsMemo, active_advice, build_evaluation
+from sglang_tuner.publish import ResultsMemo, Reviewed, active_advice, build_evaluation
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
 
@@ -36,7 +37,11 @@ class Outputs:
         self.settings = settings
         self.state = state
         self.store = store
-        self.tracker = AlertTracker(self._hold_for, self._keep_firing_for, external_url(settings))
+        self.tracker = AlertTracker(
+            lambda rule: hold_for(self.settings, rule),
+            lambda rule: keep_firing_for(self.settings, rule),
+            external_url(settings),
+        )
         am = settings.alertmanager
         self.alertmanager = AlertmanagerClient(am) if am.urls else None
         self.history: list[HistoryRow] = []  # advice transitions not yet stored
@@ -44,14 +49,6 @@ class Outputs:
         self.publications = 0
         self._results: ResultsMemo = {}  # rule results by target, reused while unchanged
         self._sender: asyncio.Task[None] | None = None
-
-    def _hold_for(self, rule_id: str) -> float:
-        held = rule_settings(self.settings, rule_id).hold_for_seconds
-        return self.settings.hold_for_seconds if held is None else held
-
-    def _keep_firing_for(self, rule_id: str) -> float:
-        kept = rule_settings(self.settings, rule_id).keep_firing_for_seconds
-        return self.settings.keep_firing_for_seconds if kept is None else kept
 
     async def start(self) -> None:
         """Start the Alertmanager sender (if configured)."""
@@ -79,23 +76,21 @@ class Outputs:
 
     def publish(
         self,
-        targets: Mapping[str, TargetState],
-        judged: Mapping[str, TargetJudgement],
-        plans: Mapping[str, Plan],
+        servers: Mapping[str, Reviewed],
         rule_failures: Mapping[str, int],
         now: float,
         queries: Sequence[QueryStatus] = (),
     ) -> Evaluation:
         """Advance alert state, notify Alertmanager, and publish a new evaluation (`queries`:
         the Prometheus source's, in that mode)."""
-        changes = self.tracker.update(active_advice(targets, judged, plans, now), now)
+        changes = self.tracker.update(active_advice(servers, now), now)
         self._record(changes, now)
         self._notify(now)
         self.publications += 1
         am = self.alertmanager.status() if self.alertmanager else AlertmanagerStatus()
         shard = (self.settings.shard.index, self.settings.shard.count)
         evaluation = build_evaluation(
-            targets, judged, plans, self.tracker,
+            servers, self.tracker,
             rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
             count=self.publications, now=now, queries=tuple(queries), shard=shard,
             memo=self._results,
@@ -122,6 +117,25 @@ class Outputs:
         if payload:
             self.alertmanager.submit(payload, now)
 
+    def take_over(self, tracker: AlertTracker, rows: Sequence[HistoryRow]) -> int:
+        """The pending and firing alerts of `tracker` (rebuilt from history), with their history
+        rows; what this alert state already holds (restored from its database) wins. How many
+        were taken."""
+        known = {a.key for a in self.tracker.alerts()}
+        new = [
+            a for a in tracker.alerts() if a.state is not AlertState.INACTIVE and a.key not in known
+        ]
+        self.tracker.restore(new)
+        keys = {a.key for a in new}
+        self.history += [row for row in rows if (row[1], row[2]) in keys]
+        if new:
+            firing = sum(a.state is AlertState.FIRING for a in new)
+            logger.info(
+                "from Prometheus's history: %d alert(s) pending, %d firing",
+                len(new) - firing, firing,
+            )  # fmt: skip
+        return len(new)
+
     def forget(self, target: str, now: float) -> None:
         """A target left the config: resolve its alerts once more and drop them."""
         resolves = self.tracker.forget_target(target, now)
@@ -137,7 +151,7 @@ class Outputs:
         )
 
     def persist(
-        self, targets: Mapping[str, TargetState], now: float, skip_windows: Container[str] = ()
+        self, servers: Mapping[str, Reviewed], now: float, skip_windows: Container[str] = ()
     ) -> None:
         """Write new samples (but those of `skip_windows`, refilled otherwise at start), alert
         state and new advice transitions to SQLite; on failure keep them in memory (bounded) for
@@ -148,6 +162,7 @@ class Outputs:
         store.check_file()  # deleted or replaced underneath us: rebuilt, whole windows below
         # Only the samples not stored yet, but the whole windows when old ones are to go.
         whole = store.prune_due(now)
+        targets = {n: s.state for n, s in servers.items()}
         windows = {
             n: t.window.view(now, math.inf if whole else now - store.saved_until(n))
             for n, t in targets.items()

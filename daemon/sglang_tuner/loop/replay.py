@@ -37,26 +37,21 @@ def replay(
     evaluation interval; `progress` is told every 10,000 samples."""
     clock = _LogClock()
     tuner = Tuner(settings, clock=clock)
-    watch = tuner.watch
-    state = watch.new_state(spec, watch.window_capacity())
-    watch.add(state)
-    every, judged_at, first, lines = settings.evaluation_interval_seconds, None, None, 0
+    server = tuner.watch.add(tuner.watch.new_server(spec))
+    first, lines = None, 0
     for i, sample in enumerate(samples):
         clock.now = sample.ts
         first = sample.ts if first is None else first
         lines += sample.lines
         if sample.config is not None:  # a process started: its flags, as /server_info says
-            state.apply_server_info(sample.config, None)
+            server.read_config(sample.config, None)
         page = ScrapeResult(spec.name, sample.ts, 0.0, Snapshot(spec.name, sample.ts, {}))
-        state.ingest(page, sample.values)  # the log is the page
-        if judged_at is None or sample.ts - judged_at >= every:
-            tuner.judge(spec.name, sample.ts)
+        if server.observe(page, sample.values, sample.ts):  # the log is the page
             tuner.publish()
-            judged_at = sample.ts
         if progress is not None and i % 10_000 == 9_999:
             progress(lines, sample.ts - first)
-    if state.last is not None:
+    if server.state.last is not None:
         for _ in range(2):  # judged at the log's end; pending advice with no hold fires
-            tuner.judge(spec.name, clock.now)
+            server.review(clock.now)
             tuner.publish()
     return tuner.state.latest()

@@ -6,11 +6,11 @@ The loop calls `read_due` with the clock's `now`; this module does no scheduling
 
 import asyncio
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 
 from sglang_tuner.changes.record import FLAGS
-from sglang_tuner.model.next_change import Asked
 from sglang_tuner.model.server_config import ServerConfig, merge_config
+from sglang_tuner.server import WatchedServer
 from sglang_tuner.sources.prometheus.targets import FleetTargetSource
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.target_state import TargetState, flags_changed
@@ -26,15 +26,14 @@ SERVER_INFO_JOB_SECONDS = 5.0
 
 
 async def read_due(
-    targets: Mapping[str, TargetState],
+    servers: Mapping[str, WatchedServer],
     sources: Mapping[str, Source],
-    asked: MutableMapping[str, Asked],
     now: float,
     period_seconds: float,
     timeout_seconds: float,
 ) -> None:
     """Read `/server_info` (and DCGM) of every target due, `CONCURRENT_READS` at a time."""
-    due = [n for n, t in targets.items() if _due(t, sources[n], now, period_seconds)]
+    due = [n for n, s in servers.items() if _due(s.state, sources[n], now, period_seconds)]
     limit = asyncio.Semaphore(CONCURRENT_READS)
 
     async def read(name: str) -> None:
@@ -43,17 +42,15 @@ async def read_due(
         async with limit:
             config, error = await source.server_info(timeout_seconds)
             facts = await source.dcgm(timeout_seconds)
-        target = targets.get(name)
-        if target is None:
+        server = servers.get(name)
+        if server is None:
             return  # removed while we waited
         if source.spec.dcgm_url:
-            target.apply_dcgm(facts)
+            server.read_dcgm(facts)
         if config is None:
-            config, error = launch_stand_in(target, source.launched(), error)
-        wanted = asked.get(name, Asked())
-        change = target.apply_server_info(config, error, wanted.flags, wanted.ratios)
+            config, error = launch_stand_in(server.state, source.launched(), error)
+        change = server.read_config(config, error)
         if change is not None and change.kind == FLAGS:
-            asked[name] = Asked()  # a new configuration: asked afresh from here
             moved = ", ".join(f"{f} {change.before[f]} -> {v}" for f, v in change.after.items())
             by = f" (asked by {change.rule})" if change.rule else ""
             fields = {"target": name}

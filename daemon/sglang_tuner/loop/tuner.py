@@ -1,8 +1,10 @@
 """The loop: runs the periodic work and moves data one step right through the flow.
 
-sources (scrape, log, /server_info, DCGM) -> target state (`ingest`) -> judge (when due) ->
-`Outputs` (alert state, publish, Alertmanager, the store). The loop and `Outputs` own every I/O
-call; only they (and the CLI) read the clock, everything they call takes `now`.
+sources (scrape, log, /server_info, DCGM) -> the watched server (`observe`, `read_config`: its
+state, then its review when due) -> `Outputs` (alert state, publish, Alertmanager, the store).
+The loop and `Outputs` own every I/O call; only they (and the CLI) read the clock, everything
+they call takes `now`. The servers are the watch's (`watch.servers`); the loop keeps only their
+sources.
 
 With `prometheus:` configured, a round of queries every evaluation interval reads the whole
 fleet instead (its targets are discovered, not scraped); each round ends with a publish. Which
@@ -29,20 +31,21 @@ from sglang_tuner.config.discovery import (
 )
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import TunerState
-from sglang_tuner.judge import is_due
 from sglang_tuner.loop.fleet import Fleet, fleet_changed
-from sglang_tuner.loop.history import fill_from_history
+from sglang_tuner.loop.history import fill_from_history, judge_history, review_all
 from sglang_tuner.loop.outputs import Outputs
 from sglang_tuner.loop.schedule import Jobs, ScrapeLoops
 from sglang_tuner.loop.server_reads import SERVER_INFO_JOB_SECONDS, Source, read_due
 from sglang_tuner.loop.transitions import TransitionLog
 from sglang_tuner.model.scrape import ScrapeResult
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rule import Rule
+from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.sources.gateway import GatewaySource, GatewayWorkerSource
+from sglang_tuner.sources.prometheus.history import History
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.store.database import Store
+from sglang_tuner.target_state import TargetState
 from sglang_tuner.watch import Watch
 
 logger = logging.getLogger(__name__)
@@ -64,12 +67,8 @@ class Tuner:
         self.state = state or TunerState()
         self.clock = clock
         self.watch = w = Watch(settings, rules)
-        self.rules, self.targets = w.rules, w.targets
         self.sources: dict[str, Source] = {}  # per target: its open connections, log, DCGM
         self.gateways: dict[str, GatewaySource] = {}  # Model Gateways: a target per worker
-        self.judged, self.plans, self.asked, self.rule_failures = (
-            w.judged, w.plans, w.asked, w.rule_failures,
-        )  # fmt: skip
         self.fleet: Fleet | None = None  # with `prometheus:` configured
         self._round: asyncio.Task[Any] | None = None  # the fleet round in progress
         self.outputs = Outputs(settings, self.state, store)
@@ -89,7 +88,7 @@ class Tuner:
         self._ssl = httpx.create_ssl_context()  # built once: it is costly, and shared
         self._scheduled = scheduled
         self._apply_targets(self._all_targets())
-        self.outputs.restore(self.targets, self.clock())
+        self.outputs.restore(self._states(), self.clock())
         await self.outputs.start()
         if scheduled:
             # what was restored shows at once (the targets, their windows and alert state),
@@ -106,7 +105,8 @@ class Tuner:
         await self.refresh_server_info()
         if self.fleet is not None:
             await self.fleet_round()
-        await asyncio.gather(*(self.scrape(name) for name in [*self.targets, *self.gateways]))
+        names = [*self.watch.servers, *self.gateways]
+        await asyncio.gather(*(self.scrape(name) for name in names))
         self.publish()
 
     def _start_jobs(self) -> None:
@@ -149,22 +149,20 @@ class Tuner:
             return
         self._round = asyncio.current_task()
         apply = functools.partial(
-            fleet.apply, targets=self.targets, sources=self.sources, remove=self._remove_target,
+            fleet.apply, watch=self.watch, sources=self.sources, remove=self._remove_target,
             restore=lambda new: self.outputs.restore(new, now, fleet.stores_windows),
             log=lambda target, result: self.transitions.record(target, result, now),
         )  # fmt: skip
         try:
             # what the rules need at once, and alert state over the last `for` (history.py);
             # the verification's longer window fills as it runs
-            await fill_from_history(self, apply, now)
+            rebuilt = await fill_from_history(self.watch, fleet, apply, now)
+            if rebuilt is not None:
+                self.outputs.take_over(*rebuilt)
             apply(await fleet.source.round(now))
+            await review_all(self.watch, list(fleet.names), now)
         except asyncio.CancelledError:
             return  # shutting down
-        for i, name in enumerate(list(fleet.names)):
-            if name in self.targets:
-                self.judge(name, now)
-            if i % 500 == 499:
-                await asyncio.sleep(0)  # let other jobs (and cancellation) in
         if self._scheduled:
             self.publish()
 
@@ -173,8 +171,8 @@ class Tuner:
         """Scrape one target (a job; one slow target never delays another's job)."""
         if name in self.gateways:
             return await self.scrape_gateway(self.gateways[name])
-        target, source = self.targets.get(name), self.sources.get(name)
-        if target is None or not isinstance(source, TargetSource):
+        server, source = self.watch.servers.get(name), self.sources.get(name)
+        if server is None or not isinstance(source, TargetSource):
             return
         if isinstance(source, GatewayWorkerSource):
             return  # its metrics come with its gateway's page
@@ -188,15 +186,12 @@ class Tuner:
         self._ingest(name, source, result)
 
     def _ingest(self, name: str, source: TargetSource, result: ScrapeResult) -> None:
-        """A scrape's result (and the log since) into the target's state; judged when due."""
-        target = self.targets.get(name)
-        if target is None:
+        """A scrape's result (and the log since) to its server; reviewed when due."""
+        server = self.watch.servers.get(name)
+        if server is None:
             return  # removed (a reload, its gateway's page) while it was being scraped
-        self.transitions.record(target, result, result.ts)
-        target.ingest(result, source.poll_log(result.ts))
-        now = self.clock()
-        if is_due(target, self.judged.get(name), now, self.settings.evaluation_interval_seconds):
-            self.judge(name, now)
+        self.transitions.record(server.state, result, result.ts)
+        server.observe(result, source.poll_log(result.ts), self.clock())
 
     async def scrape_gateway(self, gateway: GatewaySource) -> None:
         """One `/engine_metrics` scrape: the gateway's targets follow the workers it lists."""
@@ -207,31 +202,37 @@ class Tuner:
             )
         except asyncio.CancelledError:
             return
-        for name in gateway.gone & self.targets.keys():
+        for name in gateway.gone & self.watch.servers.keys():
             self._remove_target(name)
         for name, result in results.items():
-            if name not in self.targets:
+            if name not in self.watch.servers:
                 spec = gateway.spec_of(name)
-                state = self.watch.new_state(spec, self.watch.window_capacity())
-                self.outputs.restore({name: state}, result.ts)  # what the store kept of it
-                self.watch.add(state)
+                server = self.watch.new_server(spec)
+                self.outputs.restore({name: server.state}, result.ts)  # what the store kept
+                self.watch.add(server)
                 self.sources[name] = GatewayWorkerSource(spec, self._ssl)
             source = self.sources[name]
             if isinstance(source, TargetSource):
                 self._ingest(name, source, result)
 
-    def judge(self, name: str, now: float) -> None:
-        """Judge every rule for one target, then plan (a Prometheus round's targets with the
-        round as their interval)."""
+    async def judge_history(self, end: float, span_seconds: float, latency_every: int) -> History:
+        """`check --prometheus`: the fleet's history up to `end` ingested, every target reviewed
+        at `end`, and the result published (a `for` of 0: what holds fires)."""
         fleet = self.fleet
-        judging = fleet.judging if fleet is not None and name in fleet.names else None
-        self.watch.judge(name, now, judging)
+        assert fleet is not None
+        apply = functools.partial(
+            fleet.apply, watch=self.watch, sources=self.sources, remove=lambda _name: None,
+            restore=lambda _new: None, log=lambda _target, _result: None,
+        )  # fmt: skip
+        past = await judge_history(self.watch, fleet, apply, end, span_seconds, latency_every)
+        self.publish()
+        return past
 
     async def refresh_server_info(self) -> None:
         """Read `/server_info` (and DCGM) where due: at start, after restarts, and periodically."""
         s = self.settings
         await read_due(
-            self.targets, self.sources, self.asked, self.clock(),
+            self.watch.servers, self.sources, self.clock(),
             s.server_info_interval_seconds, s.scrape_timeout_seconds,
         )  # fmt: skip
 
@@ -242,15 +243,13 @@ class Tuner:
 
     def publish(self, refresh: bool = False) -> None:
         """Judge targets never judged (`refresh`: all of them), then publish an evaluation."""
-        now = self.clock()
+        now, servers = self.clock(), self.watch.servers
         self.transitions.flush(now)
-        for name in self.targets:
-            if refresh or name not in self.judged:
-                self.judge(name, now)
+        for server in servers.values():
+            if refresh or server.judgement is None:
+                server.review(now)
         queries = self.fleet.queries if self.fleet is not None else ()
-        self.outputs.publish(
-            self.targets, self.judged, self.plans, self.rule_failures, now, queries
-        )
+        self.outputs.publish(servers, self.watch.rule_failures, now, queries)
 
     # -- persistence -----------------------------------------------------------------------
     async def persist_job(self) -> None:
@@ -261,7 +260,10 @@ class Tuner:
         """Write windows, alert state and new advice transitions to SQLite."""
         fleet = self.fleet
         refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
-        self.outputs.persist(self.targets, self.clock(), refilled)
+        self.outputs.persist(self.watch.servers, self.clock(), refilled)
+
+    def _states(self) -> dict[str, TargetState]:
+        return {name: server.state for name, server in self.watch.servers.items()}
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -282,20 +284,20 @@ class Tuner:
         """Add, keep or remove targets (and their scrape jobs) to match `specs`."""
         wanted = {t.name: t for t in specs if not t.gateway}
         wanted |= self._apply_gateways({t.name: t for t in specs if t.gateway})
-        for name in list(self.targets):
+        servers = self.watch.servers
+        for name in list(servers):
             in_fleet = self.fleet is not None and name in self.fleet.names
             if in_fleet and name in wanted:  # a configured target wins over a discovered one
                 assert self.fleet is not None
                 self.fleet.names.discard(name)
                 self._remove_target(name)
-            elif not in_fleet and (name not in wanted or wanted[name] != self.targets[name].spec):
+            elif not in_fleet and (name not in wanted or wanted[name] != servers[name].state.spec):
                 self._remove_target(name)
-        capacity = self.watch.window_capacity()
         interval = self.settings.scrape_interval_seconds
         for name, spec in wanted.items():
-            if name in self.targets:
+            if name in servers:
                 continue
-            self.watch.add(self.watch.new_state(spec, capacity))
+            self.watch.add(self.watch.new_server(spec))
             self.sources[name] = TargetSource(spec, self._ssl)
             if self._scheduled:
                 self._scrapers.add(name, interval)
@@ -324,8 +326,7 @@ class Tuner:
 
     # -- the Prometheus source: made, scheduled, and restarted when its settings change ----
     def _new_fleet(self) -> Fleet:
-        capacity = self.watch.window_capacity(self.settings.evaluation_interval_seconds)
-        return Fleet(self.settings, lambda spec: self.watch.new_state(spec, capacity))
+        return Fleet(self.settings)
 
     def _schedule_rounds(self) -> None:
         """Direct mode publishes every scrape interval; with `prometheus:` each round does."""
@@ -364,7 +365,7 @@ class Tuner:
         target's scrape loop restarts on a new interval, windows resized), Alertmanager and the
         Prometheus source (its targets start over)."""
         old, self.settings = self.settings, settings
-        self.watch.settings = settings
+        self.watch.configure(settings)
         self._file_sd = FileSD(settings.file_sd)
         if _timing(old) != _timing(settings):
             self._retime()
@@ -372,15 +373,12 @@ class Tuner:
         self._apply_targets(self._all_targets())
         if fleet_changed(old, settings):
             self._restart_fleet()
-        logger.info("configuration reloaded: %d target(s)", len(self.targets))
+        logger.info("configuration reloaded: %d target(s)", len(self.watch.servers))
 
     def _retime(self) -> None:
         """New scrape interval or window: resize every window, restart the periodic work."""
-        interval, capacity = self.settings.scrape_interval_seconds, self.watch.window_capacity()
-        fleet_capacity = self.watch.window_capacity(self.settings.evaluation_interval_seconds)
-        fleet = self.fleet.names if self.fleet is not None else set()
-        for name, target in self.targets.items():
-            target.resize_window(fleet_capacity if name in fleet else capacity)
+        interval = self.settings.scrape_interval_seconds
+        self.watch.resize()
         self._scrapers.retime(interval)
         if self._jobs is not None:
             if self.settings.prometheus is None:

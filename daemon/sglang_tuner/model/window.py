@@ -113,7 +113,7 @@ class Window:
         """Samples with `now - window_seconds < ts <= now`, oldest first."""
         start = (self._next - self._size) % self.capacity
         order = [(start + k) % self.capacity for k in range(self._size)]
-        since = now - window_seconds
+        since = -math.inf if window_seconds == math.inf else now - window_seconds  # inf - inf: nan
         idx = [i for i in order if since < self._ts[i] <= now]
         ts = [self._ts[i] for i in idx]
         columns = {name: [col[i] for i in idx] for name, col in self._columns.items()}

@@ -103,17 +103,14 @@ def direct_advice(
     watch = tuner.watch
     for server, own in zip(fleet, rendered, strict=True):
         spec = TargetSpec(server.instance, f"http://{server.instance}", settings_profile(settings))
-        state = watch.new_state(spec, watch.window_capacity())
-        watch.add(state)
+        state = watch.add(watch.new_server(spec)).state
         mapper = SignalMapper()
         for ts, page in zip(times, own, strict=True):
             values = mapper.update(page, ts)
             state.ingest(ScrapeResult(spec.name, ts, 0.001, Snapshot(spec.name, ts, values)))
-    for name in list(tuner.targets):
-        tuner.judge(name, end)
-    tuner.publish()
+    tuner.publish(refresh=True)
     ev = tuner.state.latest()
-    advice: dict[str, set[str]] = {name: set() for name in tuner.targets}
+    advice: dict[str, set[str]] = {name: set() for name in watch.servers}
     for a in ev.advice:
         advice[a.target].add(a.rule)
     return advice
