@@ -1,23 +1,47 @@
 """The catalogue as a whole: ids, texts, signals, settings keys, thresholds, robustness."""
 
 import re
+import textwrap
+from pathlib import Path
 
 import pytest
 from helpers import evaluate, window_from
+from sglang_tuner.api.catalogue_doc import render_markdown
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
 from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.server_config import PROFILES, ServerConfig
 from sglang_tuner.model.signals import ALL_SIGNALS
+from sglang_tuner.rule import Rule
 from sglang_tuner.rules import ALL_RULES, RULES_BY_ID
-from sglang_tuner.api.catalogue_doc import render_markdown
 
 IDS = [rule.id for rule in ALL_RULES]
+CONTRIBUTING = Path(__file__).resolve().parents[2] / "docs" / "contributing.md"
+
+
+def _recipe_rule() -> Rule:
+    """The example rule of docs/contributing.md's recipe, pasted as written."""
+    text = CONTRIBUTING.read_text()
+    recipe = text[text.index("## Add a tuning rule") :]
+    block = re.search(r"```python\n(.*?)```", recipe, re.S)
+    assert block, "docs/contributing.md: the recipe's example is gone"
+    namespace: dict[str, object] = {}
+    exec(textwrap.dedent(block.group(1)), namespace)  # noqa: S102 - our own documentation
+    rules = [v for v in namespace.values() if isinstance(v, Rule)]
+    assert len(rules) == 1, "the recipe's example defines one rule"
+    return rules[0]
+
+
+RECIPE = _recipe_rule()
+# Every listed rule, and the recipe's example: a rule added as the recipe says passes these.
+EVERY = (*ALL_RULES, RECIPE)
+EVERY_ID = [*IDS, f"recipe:{RECIPE.id}"]
 
 
 def test_catalogue_ids_unique_and_snake_case():
     assert len(IDS) == len(set(IDS)) == len(RULES_BY_ID)
-    for rule_id in IDS:
+    assert RECIPE.id not in IDS  # the recipe's example is not shipped
+    for rule_id in [*IDS, RECIPE.id]:
         assert re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", rule_id), rule_id
 
 
@@ -30,18 +54,18 @@ def test_catalogue_keeps_the_first_four_first():
     ]
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_rule_texts_present(rule):
     assert rule.summary.strip() and rule.action.strip() and rule.source.strip()
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_signals_are_canonical(rule):
     assert set(rule.signals) <= set(ALL_SIGNALS)
     assert set(rule.requires) <= set(rule.signals)
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_profiles_and_thresholds_consistent(rule):
     assert rule.profiles and set(rule.profiles) <= set(PROFILES)
     assert set(rule.profile_thresholds) <= set(PROFILES)
@@ -50,7 +74,7 @@ def test_catalogue_profiles_and_thresholds_consistent(rule):
     assert set(rule.legacy_thresholds) <= set(rule.thresholds)
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_rule_says_how_it_decides(rule):
     assert rule.check.__doc__ and rule.check.__doc__.strip()
 
@@ -86,7 +110,7 @@ EMPTY_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 @pytest.mark.parametrize("config", [None, ServerConfig()], ids=["no_config", "empty_config"])
 @pytest.mark.parametrize("case", EMPTY_INPUTS, ids=["empty", "idle", "missing"])
 def test_catalogue_rule_never_guesses_from_nothing(rule, config, case):
@@ -138,7 +162,7 @@ HEALTHY_CONFIG = ServerConfig(
 )
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_catalogue_silent_on_a_healthy_server(rule, profile):
     out = evaluate(rule, HEALTHY, config=HEALTHY_CONFIG, profile=profile)
@@ -153,14 +177,14 @@ def test_rules_doc_lists_every_rule_with_its_source():
     assert "`healthy_queue_max`: 2000 (legacy guide 1000)" in text
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_every_threshold_says_whose_number_it_is(rule):
     assert set(rule.provenance) == set(rule.thresholds)
     for name, origin in rule.provenance.items():
         assert origin.startswith(("guide (", "ours: ", "SGLang", "yours: ")), (name, origin)
 
 
-@pytest.mark.parametrize("rule", ALL_RULES, ids=IDS)
+@pytest.mark.parametrize("rule", EVERY, ids=EVERY_ID)
 def test_catalogue_rules_not_in_the_guide_are_marked_ours(rule):
     assert rule.ours == rule.source.startswith("ours:")
 

@@ -2,8 +2,8 @@
 
 import pytest
 from helpers import window_from
-from sglang_tuner.rule import RuleInput
 from sglang_tuner.predict.itl_model import batch_for_itl_target, itl_fit
+from sglang_tuner.rule import RuleInput
 
 
 def _input(target: float = 0.03, **series: str) -> RuleInput:

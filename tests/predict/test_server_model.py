@@ -3,11 +3,6 @@
 from helpers import evaluate, rule_input, window_from
 from sglang_tuner.model.advice import Finding, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING
-from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
-from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
-from sglang_tuner.rules.parallelism import PREFER_DATA_PARALLEL
-from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
 from sglang_tuner.predict.server_model import (
     gpu_spec,
     latency_cap,
@@ -17,6 +12,11 @@ from sglang_tuner.predict.server_model import (
     server_model,
     step_fit,
 )
+from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING
+from sglang_tuner.rules.latency import BATCH_TOO_LARGE_FOR_LATENCY
+from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.rules.parallelism import PREFER_DATA_PARALLEL
+from sglang_tuner.rules.scheduling import SCHEDULER_TOO_CONSERVATIVE
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 L40S = "NVIDIA L40S"

@@ -2,7 +2,6 @@
 
 from helpers import window_from
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.rule import RuleInput
 from sglang_tuner.predict.units import (
     batch_signal,
     flag_from_per_rank,
@@ -11,6 +10,7 @@ from sglang_tuner.predict.units import (
     per_rank_batch,
     ranks_per_flag,
 )
+from sglang_tuner.rule import RuleInput
 
 PLAIN_DP = ServerConfig(dp_size=4, enable_dp_attention=False, max_running_requests=256)
 DP_ATTENTION = ServerConfig(dp_size=4, enable_dp_attention=True, max_running_requests=512)

@@ -4,6 +4,7 @@ from helpers import evaluate, window_from
 from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.flags import FlagHistory, FlagOutcome
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rules.crashes import (
     ALLOCATOR_BUG,
     CUDA_GRAPH_CAPTURE_OOM,
@@ -11,7 +12,6 @@ from sglang_tuner.rules.crashes import (
     STARTUP_NOT_ENOUGH_MEMORY,
 )
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH
-from sglang_tuner.predict.server_model import CRASHES
 
 H100 = "NVIDIA H100 80GB HBM3"
 CAPTURE_CRASH = window_from(cuda_graph_capture_oom_events="0x3 1 0x2")

@@ -13,8 +13,8 @@ from sglang_tuner.model.advice import Finding, Health, NoData
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, ServerConfig
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rule import DECODING_ROLES, PREFILLING_ROLES
+from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.rules.cuda_graph import CUDA_GRAPH_NOT_COVERING
 from sglang_tuner.rules.latency import LONG_PROMPTS_DOMINATE_TTFT
 from sglang_tuner.sources.server_info import parse_server_info

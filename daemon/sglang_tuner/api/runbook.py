@@ -2,8 +2,8 @@
 
 from collections.abc import Mapping
 
-from sglang_tuner.rule import Rule
 from sglang_tuner.api.catalogue_doc import rule_section
+from sglang_tuner.rule import Rule
 
 # The daemon-health alerts of alerts/sglang-tuner.rules.yml: what to look at, what to do.
 HEALTH: Mapping[str, str] = {

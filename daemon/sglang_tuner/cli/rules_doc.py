@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.api.catalogue_doc import DOC_PATH, render_markdown
+from sglang_tuner.rules import ALL_RULES
 
 
 def render() -> dict[Path, str]:

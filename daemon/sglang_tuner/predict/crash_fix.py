@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from sglang_tuner.model.advice import Action, Prediction
 from sglang_tuner.model.flags import FLAG_FIELDS
-from sglang_tuner.rule import RuleInput, predicted, with_note
 from sglang_tuner.predict.server_model import CRASHES
+from sglang_tuner.rule import RuleInput, predicted, with_note
 
 UNKNOWN_CURRENT = "current value unknown"  # how `unknown_current`'s note begins
 STOPS = 1.0  # a crash fix's gain on CRASHES: the crashes stop

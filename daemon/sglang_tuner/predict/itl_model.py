@@ -4,8 +4,8 @@ at which ITL p50 meets a target (the batch-size advice of "Troubleshooting / Hig
 import math
 
 from sglang_tuner.model.signals import ITL_P50_SECONDS
-from sglang_tuner.rule import RuleInput
 from sglang_tuner.predict.units import batch_signal
+from sglang_tuner.rule import RuleInput
 
 
 def itl_fit(inp: RuleInput) -> tuple[float, float, int] | None:

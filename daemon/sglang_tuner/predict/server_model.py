@@ -40,8 +40,8 @@ from sglang_tuner.model.signals import (
     TTFT_P50_SECONDS,
     TTFT_P99_SECONDS,
 )
-from sglang_tuner.rule import RuleInput
 from sglang_tuner.predict.units import max_running_per_rank
+from sglang_tuner.rule import RuleInput
 
 THROUGHPUT, TTFT, ITL = "tok/s", "TTFT p99", "ITL p50"
 CRASHES = "crashes"  # a crash fix: its gain is the fall of crashes (1.0: they stop)

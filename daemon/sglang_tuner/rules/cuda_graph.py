@@ -13,6 +13,8 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS_MAX_RANK,
 )
 from sglang_tuner.model.window import Row, frequently
+from sglang_tuner.predict.server_model import predict_graphs, severity_for
+from sglang_tuner.predict.units import batch_signal, per_rank_batch
 from sglang_tuner.rule import (
     DECODING_ROLES,
     Rule,
@@ -27,12 +29,10 @@ from sglang_tuner.rule import (
     with_note,
 )
 from sglang_tuner.rules.memory import surplus_memory
-from sglang_tuner.predict.server_model import predict_graphs, severity_for
 from sglang_tuner.rules.sglang.flags import flag_name
 from sglang_tuner.rules.sglang.graph_sizes import graph_bs_for
 from sglang_tuner.rules.sglang.hardware import model_params_billion
 from sglang_tuner.rules.sglang.versions import version_note
-from sglang_tuner.predict.units import batch_signal, per_rank_batch
 
 GRAPH_SOURCE = "Hyperparameter Tuning / Tune CUDA Graph Coverage"
 COMPILE_SOURCE = "Hyperparameter Tuning / Additional Optimizations / Torch Compile"

@@ -16,6 +16,14 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import Row, frequently
+from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target
+from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap
+from sglang_tuner.predict.units import (
+    batch_signal,
+    flag_from_per_rank,
+    max_running_flag,
+    per_rank_batch,
+)
 from sglang_tuner.rule import (
     DECODING_ROLES,
     PREFILLING_ROLES,
@@ -27,16 +35,8 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target
 from sglang_tuner.rules.oom import default_chunked_prefill
-from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap
 from sglang_tuner.rules.sglang.flags import has_flag
-from sglang_tuner.predict.units import (
-    batch_signal,
-    flag_from_per_rank,
-    max_running_flag,
-    per_rank_batch,
-)
 
 SOURCE = "Troubleshooting / High Latency"
 ONLINE = ("online",)

@@ -24,6 +24,8 @@ from sglang_tuner.model.signals import (
     STARTUP_AVAILABLE_GPU_MEM_GB,
     TOKEN_USAGE,
 )
+from sglang_tuner.predict.crash_fix import crash_fix, reported
+from sglang_tuner.predict.server_model import no_prediction, predict_pool_change, severity_for
 from sglang_tuner.rule import (
     Rule,
     RuleInput,
@@ -35,9 +37,7 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
-from sglang_tuner.predict.server_model import no_prediction, predict_pool_change, severity_for
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"

@@ -2,8 +2,8 @@
 
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
-from sglang_tuner.rule import Rule, RuleInput, choice_action, predicted, with_expected
 from sglang_tuner.predict.server_model import predict_data_parallel, severity_for
+from sglang_tuner.rule import Rule, RuleInput, choice_action, predicted, with_expected
 from sglang_tuner.rules.sglang.backends import (
     is_hybrid_attention,
     is_mla_or_nsa,

@@ -12,6 +12,7 @@ from sglang_tuner.model.signals import (
     PREFIX_CACHE_HIT_RATIO,
     TOKEN_USAGE,
 )
+from sglang_tuner.predict.server_model import deployment, model_spec, no_prediction
 from sglang_tuner.rule import (
     PREFILLING_ROLES,
     Rule,
@@ -23,7 +24,6 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.server_model import deployment, model_spec, no_prediction
 from sglang_tuner.rules.sglang.versions import version_at_least
 
 SOURCE = (

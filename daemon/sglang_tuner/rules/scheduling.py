@@ -11,6 +11,18 @@ from sglang_tuner.model.signals import (
     TOKEN_USAGE,
 )
 from sglang_tuner.model.window import frequently
+from sglang_tuner.predict.server_model import (
+    predict_admission,
+    predict_cap_raise,
+    predict_fewer_overcommits,
+    severity_for,
+)
+from sglang_tuner.predict.units import (
+    flag_from_per_rank,
+    max_running_flag,
+    max_running_per_rank,
+    per_rank_batch,
+)
 from sglang_tuner.rule import (
     DECODING_ROLES,
     Rule,
@@ -24,19 +36,7 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.server_model import (
-    predict_admission,
-    predict_cap_raise,
-    predict_fewer_overcommits,
-    severity_for,
-)
 from sglang_tuner.rules.sglang.flags import conservativeness_scale
-from sglang_tuner.predict.units import (
-    flag_from_per_rank,
-    max_running_flag,
-    max_running_per_rank,
-    per_rank_batch,
-)
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
 DEFAULT_CONSERVATIVENESS = 1.0  # SGLang's default (server_args.py)

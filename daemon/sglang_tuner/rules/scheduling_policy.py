@@ -4,6 +4,7 @@ from sglang_tuner.model.advice import Action, NoData, Outcome, Pass, Prediction,
 from sglang_tuner.model.flags import SCHEDULE_POLICY as FLAG
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, PREFIX_CACHE_HIT_RATIO, TOKEN_USAGE
 from sglang_tuner.model.window import frequently
+from sglang_tuner.predict.server_model import no_prediction, objective
 from sglang_tuner.rule import (
     PREFILLING_ROLES,
     Rule,
@@ -15,7 +16,6 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.predict.server_model import no_prediction, objective
 from sglang_tuner.rules.sglang.defaults import default_schedule_policy
 
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"

@@ -15,7 +15,6 @@ from sglang_tuner.model.advice import (
     Prediction,
     Severity,
 )
-from sglang_tuner.rule import Rule, RuleInput, predicted
 from sglang_tuner.predict.server_model import (
     CRASHES,
     FLOOR,
@@ -26,6 +25,7 @@ from sglang_tuner.predict.server_model import (
     no_prediction,
     objective,
 )
+from sglang_tuner.rule import Rule, RuleInput, predicted
 
 SOURCE = (
     "ours: sglang-tuner checks every applied change (the guide: 'test performance after each "
