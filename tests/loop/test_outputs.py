@@ -14,8 +14,8 @@ from sglang_tuner.rule import Rule
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
 
-from tests.helpers import reviewed
 from tests.alertmanager_process import am_alerts, eventually, needs_alertmanager
+from tests.helpers import reviewed
 
 RULE = Rule(
     id="queue_empty", severity=Severity.INFO, summary="Queue is empty.", action="Submit faster.",
