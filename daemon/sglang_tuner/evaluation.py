@@ -39,6 +39,11 @@ class TargetStatus:
     duplicate_samples_total: int = 0  # samples its pages repeated (the first was read)
     signals: Mapping[str, float] = field(default_factory=dict)  # latest snapshot's values
     signal_sources: Mapping[str, str] = field(default_factory=dict)  # signal -> metrics/log/dcgm
+    # its scrape task's own failures (an exception in its poll, log or config, not a failed
+    # scrape): how many, whether the latest try failed, and the last error (redacted)
+    task_failures_total: int = 0
+    task_failing: bool = False
+    task_error: str | None = None
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
@@ -100,8 +105,15 @@ class Evaluation(_WeakReferenceable):
 
     @property
     def is_ready(self) -> bool:
-        """True once every target has been scraped and evaluated at least once."""
-        return self.ts is not None and all(t.up is not None for t in self.targets.values())
+        """True once every target has been scraped and evaluated at least once (or its scrape
+        task fails: that is shown, not waited for)."""
+        return self.ts is not None and all(
+            t.up is not None or t.task_failing for t in self.targets.values()
+        )
+
+    def failing_tasks(self) -> list[str]:
+        """One line per target whose scrape task fails, with its error."""
+        return [f"target {t.name}: {t.task_error}" for t in self.targets.values() if t.task_failing]
 
 
 class TunerState:

@@ -470,6 +470,24 @@ def test_readyz_says_degraded_while_state_cannot_be_saved() -> None:
     assert response.json() == {"status": "degraded", "detail": full.error}
 
 
+def test_a_target_whose_task_fails_is_shown_on_targets_and_readyz_not_waited_for() -> None:
+    # its scrape task raised before its first scrape ended: /readyz says which and why instead
+    # of 503 forever, and /targets shows the count and the error
+    broken = TargetStatus(
+        "gpu-b", "http://b", "offline",
+        task_failures_total=3, task_failing=True, task_error="ValueError: bad host",
+    )  # fmt: skip
+    ev = _evaluation()
+    state = TunerState(replace(ev, targets={**ev.targets, "gpu-b": broken}))
+    client = TestClient(_app(state))
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "degraded", "detail": "target gpu-b: ValueError: bad host"}
+    shown = client.get("/targets/gpu-b").json()
+    assert shown["task_failures_total"] == 3 and shown["task_error"] == "ValueError: bad host"
+    assert client.get("/targets/gpu-a").json()["task_error"] is None
+
+
 def test_advice_before_first_evaluation_explains_wait() -> None:
     state = TunerState(Evaluation(targets={"gpu-a": TargetStatus("gpu-a", "http://a", "offline")}))
     body = TestClient(_app(state)).get("/advice?no_data=full").json()

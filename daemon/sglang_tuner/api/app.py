@@ -98,6 +98,8 @@ def readyz(ev: EvaluationDep) -> StatusOut | JSONResponse:
     """200 once every target has been scraped and evaluated once (`degraded` while state
     cannot be saved: it lives in memory only); 503 before."""
     if ev.is_ready:
+        if failing := ev.failing_tasks():
+            return StatusOut(status="degraded", detail="; ".join(failing)[:2000])
         if ev.database.error:
             return StatusOut(status="degraded", detail=ev.database.error)
         if ev.database.recreated:

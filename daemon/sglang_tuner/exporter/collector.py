@@ -147,6 +147,7 @@ def _add_target(families: Mapping[str, Family], t: TargetStatus) -> None:
     for reason, count in (_NO_FAILURES | dict(t.failures_by_reason)).items():
         failures.sample(f'{tl},reason="{escape_label_value(reason)}"', count)
     families["sglang_tuner_scrape_duplicate_samples"].sample(tl, t.duplicate_samples_total)
+    families["sglang_tuner_target_task_failures"].sample(tl, t.task_failures_total)
     last_success = families["sglang_tuner_last_success_timestamp_seconds"]
     last_success.sample(tl, t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):

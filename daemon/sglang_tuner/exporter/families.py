@@ -54,6 +54,11 @@ SPECS: Mapping[str, Spec] = {
         "Samples a server's pages repeated; the first of each series is read, as Prometheus does.",
         *_T,
     ),
+    "sglang_tuner_target_task_failures": _counter(
+        "Exceptions in a target's own poll, log or config work (logged with its name); the "
+        "task goes on with back-off.",
+        *_T,
+    ),
     "sglang_tuner_last_success_timestamp_seconds": _gauge(
         "Unix time of the last successful scrape (0 = never); advice older is stale.", *_T
     ),

@@ -64,6 +64,12 @@ class TargetOut(BaseModel):
     signal_sources: dict[str, str] = Field(
         description="Where each signal's latest value came from: metrics, log or dcgm"
     )
+    task_failures_total: int = Field(
+        0,
+        description="Exceptions in this target's own poll, log or config work (a bug or a "
+        "hostile input, not a failed scrape); each is logged with the target's name",
+    )
+    task_error: str | None = Field(None, description="The last one, while it goes on failing")
     links: dict[str, str]
 
     @classmethod
@@ -95,6 +101,8 @@ class TargetOut(BaseModel):
             health_score=score,
             signals={k: v for k, v in t.signals.items() if math.isfinite(v)},
             signal_sources=dict(t.signal_sources),
+            task_failures_total=t.task_failures_total,
+            task_error=t.task_error if t.task_failing else None,
             links={"advice": api_path("advice", t.name), "self": api_path("targets", t.name)},
         )
 
