@@ -55,8 +55,6 @@ MISSES = {
     "qwen35-397b-a100-pp-leak-crash-pp-prefix.log": "the leak line lies past the excerpt",
     "v0.5.3post3-kv-leak-usage-creep-then-crash.log": "a slow leak (usage creeping up at a "
     "steady load) is not recognised yet; the crash line lies past the excerpt",
-    "rocm-dsr1-bf16-dp8-negative-profiled-tokens.log": "the negative profiled KV size at 0.95 "
-    "(the model does not fit) is not read yet",
     "llama4-400k-input-prefill-oom-forward-extend.log": "the excerpt starts inside the traceback "
     "after the OOM line",
     "v0.2-controller-single-decode-oom-sampling-mqa.log": "a 0.2-era controller traceback: its "

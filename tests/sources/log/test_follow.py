@@ -43,7 +43,8 @@ EXPECTED_LOAD = {
 
 
 def _events(counts: LogCounts) -> LogCounts:
-    """The counts without the load and prefill tokens (tested on their own)."""
+    """The counts without the load, prefill tokens, crash diagnoses and startup memory (tested
+    on their own: test_lines.py, test_crash.py, test_startup.py)."""
     return dataclasses.replace(
         counts,
         load={},
@@ -51,6 +52,8 @@ def _events(counts: LogCounts) -> LogCounts:
         prefill_new_tokens=0,
         prefill_cached_tokens=0,
         server_args=None,
+        crashes=(),
+        startup_memory={},
     )
 
 

@@ -58,6 +58,7 @@ class Phase(StrEnum):
 
 _NOT_ENOUGH = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
+    r"|the profiled value -\d"  # 0.4.x: the weights left a negative pool (its crash follows)
     r"|leaves no room for the full KV pool"  # hybrid SWA pools (0.5.23)
     r"|Loaded weights leave no GPU memory for the KV cache"  # 2026 builds (DeepSeek-V4 era)
 )

@@ -24,6 +24,7 @@ from typing import Any
 from sglang_tuner.sources.log.crash import CrashDiagnosis, CrashKind, CrashTracker, Phase
 from sglang_tuner.sources.log.prefix import unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
+from sglang_tuner.sources.log.startup import StartupMemory
 
 # Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
 # happened. " (0.2-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
@@ -66,7 +67,7 @@ _KEYWORDS = re.compile(
     r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
     r"|max_total_num_tokens=|server_args=|Init torch distributed|No space left"
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
-    r"|rror|fatal|File \"|Load weight|KV Cache is allocated"  # crash.py's catalogue and stages
+    r"|rror|fatal|File \"|Load weight|KV Cache is allocated|profiled value"  # crash.py's
 )
 
 
@@ -106,6 +107,8 @@ class LogCounts:
     prefill_new_tokens: int = 0  # tokens computed by prefill batches
     prefill_cached_tokens: int = 0  # tokens served from the prefix cache
     crashes: tuple[CrashDiagnosis, ...] = ()  # each crash since the take, said in words
+    # the latest process's startup lines: weights, KV pool, free memory (startup.py)
+    startup_memory: Mapping[str, float] = field(default_factory=dict)
 
 
 class LogScanner:
@@ -113,6 +116,7 @@ class LogScanner:
 
     def __init__(self) -> None:
         self.crash = CrashTracker()
+        self.startup = StartupMemory()
         self.max_total_num_tokens: int | None = None
         self.available_gpu_mem_gb: float | None = None
         self._retracted = self._decode_lines = self._without_graph = 0
@@ -153,6 +157,7 @@ class LogScanner:
             prefill_new_tokens=self._new_tokens,
             prefill_cached_tokens=self._cached_tokens,
             crashes=self.crash.take_diagnoses(),
+            startup_memory=self.startup.facts(),
         )
         self._retracted = self._decode_lines = self._without_graph = 0
         self._prefills = self._new_tokens = self._cached_tokens = 0
@@ -205,6 +210,8 @@ class LogScanner:
         elif _KEYWORDS.search(line) and not (at >= 0 and self._signal(line, at, stream)):
             if "--mem-fraction-static" in line:
                 self._fraction_failed(line)
+            if at >= 0 and self.startup.read(line):  # the pool's tokens before any summary
+                self.max_total_num_tokens = self.startup.kv_tokens or self.max_total_num_tokens
             self.crash.line(line, line_seconds(line))
 
     def _decode(self, line: str, stream: str) -> None:

@@ -101,11 +101,11 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         "startup_not_enough_memory",
         _w(
             "not enough memory|not enough gpu memory|no room for the full kv pool|"
-            "no gpu memory for the kv cache|increase --mem-fraction-static|profiled value|"
+            "no gpu memory for the kv cache|increase --mem-fraction-static|"
             "is too small to serve any requests|memory is not enough"
         ),
         phase="pool_sizing",
-        calls=FAILURES | {"warning"},
+        calls=FAILURES,
     ),
     KeywordRule(
         "leak_or_invariant",
