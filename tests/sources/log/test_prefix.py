@@ -1,9 +1,15 @@
 """The wrapping tools put around SGLang's lines, taken off: each sample is written the way the
 tool's documentation shows its output, around a real SGLang line (0.4.7+ retraction)."""
 
+import dataclasses
 import json
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
 
 import pytest
+from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.lines import LogCounts, line_seconds, scan_lines
 from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, unwrap
 
 LINE = (
@@ -152,3 +158,62 @@ def test_unwrap_reads_text_that_only_looks_wrapped_as_text():
     name = "a" * 200_000
     assert unwrap(name).text == name
     assert unwrap(name + " |").text == ""  # a compose prefix with nothing after it
+
+
+# -- real logs in every wrapping read as the plain log -----------------------------------------
+LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
+REAL = [
+    "v0.5.9.log",  # every line kind of one format generation, a KV-pool crash with its lines
+    "corpus/dsv3-long-output-usage-1.00-then-retract.log",  # a thread's log: TP ranks' copies
+    "crashes/v0.5.9_prefill_oom_assembled.log",  # a traceback, unprefixed lines
+]
+_EPOCH = date(1970, 1, 1).toordinal() * 86400.0
+
+
+def _stamped(lines: list[str]) -> list[tuple[str, float]]:
+    """Each line with a Unix time: its SGLang prefix's, else the line before's."""
+    out, ts = [], 0.0
+    for line in lines:
+        seconds = line_seconds(line)
+        ts = seconds - _EPOCH if seconds is not None and seconds > 86400 else ts
+        out.append((line, ts))
+    return out
+
+
+def _loads_by_value(counts: LogCounts) -> LogCounts:
+    """The counts with each scheduler's load keyed by its place (a stream names it besides)."""
+    return dataclasses.replace(counts, load=dict(enumerate(counts.load.values())))
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+
+
+WRAPPERS = {
+    "compose": lambda line, _ts: f"sglang-1  | {line}",
+    "compose -t, coloured": lambda line, ts: f"\x1b[36msglang-1  |\x1b[0m {_iso(ts)} {line}",
+    "kubectl --timestamps": lambda line, ts: f"{_iso(ts)} {line}",
+    "kubectl --prefix": lambda line, _ts: f"[pod/sglang-0/sglang] {line}",
+    "CRI": lambda line, ts: f"{_iso(ts)} stderr F {line}",
+    "journalctl": lambda line, ts: (
+        time.strftime("%b %d %H:%M:%S gpu-1 python3[7]: ", time.gmtime(ts)) + line
+    ),  # fmt: skip
+    "docker json-file": lambda line, ts: json.dumps(
+        {"log": line + "\n", "stream": "stderr", "time": _iso(ts)}
+    ),
+    "journalctl -o json": lambda line, ts: json.dumps(
+        {"__REALTIME_TIMESTAMP": str(int(ts * 1e6)), "MESSAGE": line, "_SYSTEMD_UNIT": "s"}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REAL)
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_a_real_log_in_every_wrapping_reads_as_the_plain_log(name, wrapper):
+    plain = (LOGS / name).read_text().splitlines()
+    wrapped = [WRAPPERS[wrapper](line, ts) for line, ts in _stamped(plain)]
+    assert _loads_by_value(scan_lines(wrapped)) == _loads_by_value(scan_lines(plain))
+    year = time.gmtime(_stamped(plain)[-1][1]).tm_year
+    assert [u.text for u in map(unwrap, wrapped, [year] * len(wrapped))] == plain
+    times = [x.ts for x in log_samples(wrapped, 5.0)]
+    assert times == [x.ts for x in log_samples(plain, 5.0)]

@@ -36,8 +36,7 @@ _EPOCH_DAY = date(1970, 1, 1).toordinal()
 _SHORT_UNIX = re.compile(r"(\d{9,11})(?:\.(\d{1,9}))? ")
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\|(?: |$)")
 _OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
-_KUBECTL_PREFIX = re.compile(r"\[(?:pod|deployment|statefulset|job|daemonset|replicaset)/"
-                             r"([^\]\s]+)\] ")  # fmt: skip
+_KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]+)\] ")  # kubectl logs --prefix: pods' logs
 _BRACKET_LOST = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ")
 # JSON fields, most specific first (docker: log; vector, fluent-bit: message or log; journald:
 # MESSAGE; logcli: line; VictoriaLogs: _msg)
@@ -59,10 +58,10 @@ def unwrap_lines(
     lines: Iterable[str], year: int | None = None
 ) -> Iterator[tuple[str, float | None, str]]:
     """`unwrap` of each line, but a line that opens with a bracket, as most are, passes as it
-    is: SGLang's own; a wrapper's bracket before SGLang's prefix is read past where the line is
-    read (`lines.py`: the message, `line_seconds`: the first bracket's time)."""
+    is: SGLang's own; a wrapper's dated bracket before SGLang's prefix is read past where the
+    line is read (`lines.py`: the message, `line_seconds`: the first bracket's time)."""
     for line in lines:
-        if line[:1] == "[":
+        if line[:1] == "[" and line[1:2] != "p":  # "[pod/...] ": kubectl logs --prefix
             yield line, None, ""  # a plain tuple: a third of a NamedTuple's cost
         else:
             yield unwrap(line, year)
@@ -120,7 +119,8 @@ def _stamped(line: str) -> Unwrapped | None:
         rest = line[match.end() :]
         if cri := _CRI.match(rest):
             return Unwrapped(rest[cri.end() :], ts, "")
-        if not rest.startswith("[") and (journal := _JOURNAL.match(rest)):
+        # journalctl's short-iso prints an offset, kubectl, docker and CRI print UTC as "Z"
+        if zone not in (None, "Z") and (journal := _JOURNAL.match(rest)):
             return Unwrapped(rest[journal.end() :], ts, journal.group(1))
         return Unwrapped(rest, ts, "")
     if _BRACKET_LOST.match(line):
