@@ -329,3 +329,11 @@ def test_a_catalogued_leak_message_without_the_hand_written_words_is_an_allocato
     lines[-1] += "x.full_lock_ref=0 x.mamba_lock_ref=1"  # SGLang 0.5.x's radix cache
     assert crash_counts(scan_lines(lines)) == {"allocator_bug": 1}
     assert said(lines) == [("not_tuning", "allocator_bug", "unknown")]
+
+
+def test_a_negative_profiled_pool_is_a_start_with_no_room_for_the_kv_cache() -> None:
+    line = PREFIX.format(sec=0, tp=0) + "max_total_tokens=131072 is larger than the profiled "
+    assert crash_counts(scan_lines([line + "value -561981. Use the profiled value instead."])) == {
+        "startup_not_enough_memory": 1
+    }
+    assert crash_counts(scan_lines([line + "value 96000. Use the profiled value instead."])) == {}

@@ -45,7 +45,8 @@ class StartupMemory:
     def read(self, line: str) -> bool:
         """Take what a startup line says; True when it was one."""
         if match := _BEGIN.search(line):
-            self.__init__()  # type: ignore[misc]  # a new process: the old numbers are gone
+            for name in self.__slots__:  # a new process: the old numbers are gone
+                setattr(self, name, None)
             self.before_load_gb = float(match.group(1))
         elif match := _END.search(line):
             self.after_load_gb = float(match.group(1))
