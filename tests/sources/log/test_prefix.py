@@ -157,7 +157,8 @@ def test_unwrap_reads_text_that_only_looks_wrapped_as_text():
     assert unwrap("[1, 2, 3]").text == "[1, 2, 3]"
     name = "a" * 200_000
     assert unwrap(name).text == name
-    assert unwrap(name + " |").text == ""  # a compose prefix with nothing after it
+    assert unwrap(name + " |").text == name + " |"  # no service has such a name
+    assert unwrap("sglang-1  |").text == ""  # compose's prefix of an empty line
 
 
 # -- real logs in every wrapping read as the plain log -----------------------------------------

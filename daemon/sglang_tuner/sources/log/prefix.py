@@ -8,8 +8,8 @@ bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `)
 own prefix with its opening bracket lost in a paste. Wrappers nest (compose around `-t` stamps,
 a collector around CRI lines): each is taken off in turn.
 
-Pure and linear in the line's length: no regex here can backtrack over the line, and a JSON
-record longer than `MAX_JSON_CHARS` is read as plain text.
+Pure and linear in the line's length: every regex is anchored at the line's start and bounded
+(a wrapper is short), and a JSON record longer than `MAX_JSON_CHARS` is read as plain text.
 """
 
 import json
@@ -20,12 +20,12 @@ from typing import Any, NamedTuple
 
 MAX_JSON_CHARS = 1 << 20
 _DEPTH = 4  # wrappers taken off one line at most (compose + -t + CRI + JSON is the deepest seen)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[@-Z\\-_]")
 # RFC 3339 as kubectl, docker, CRI and journalctl's short-iso print it (journalctl: "+0000").
 _RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ")
 _CRI = re.compile(r"(?:stdout|stderr) [FP] ")
 # journalctl's "host identifier[pid]: ", after its stamp
-_JOURNAL = re.compile(r"[^\s\[]\S* ([^\s\[:]+)(?:\[\d+\])?: ")
+_JOURNAL = re.compile(r"[^\s\[]\S{0,254} ([^\s\[:]{1,128})(?:\[\d{1,10}\])?: ")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _SHORT = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))? ")
 _SHORT_FULL = re.compile(
@@ -34,10 +34,12 @@ _SHORT_FULL = re.compile(
 _ISO = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?$")
 _EPOCH_DAY = date(1970, 1, 1).toordinal()
 _SHORT_UNIX = re.compile(r"(\d{9,11})(?:\.(\d{1,9}))? ")
-_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]*) *\|(?: |$)")
+_COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,127}) {0,64}\|(?: |$)")
 _OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
-_KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]+)\] ")  # kubectl logs --prefix: pods' logs
-_BRACKET_LOST = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ")
+_KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
+_BRACKET_LOST = re.compile(
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
+)
 # JSON fields, most specific first (docker: log; vector, fluent-bit: message or log; journald:
 # MESSAGE; logcli: line; VictoriaLogs: _msg)
 _MESSAGE_KEYS = ("log", "message", "MESSAGE", "msg", "line", "_msg", "body")
