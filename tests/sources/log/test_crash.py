@@ -337,3 +337,11 @@ def test_a_negative_profiled_pool_is_a_start_with_no_room_for_the_kv_cache() -> 
         "startup_not_enough_memory": 1
     }
     assert crash_counts(scan_lines([line + "value 96000. Use the profiled value instead."])) == {}
+
+
+def test_a_log_that_ends_inside_a_bare_traceback_ends_in_a_crash() -> None:
+    begin = PREFIX.format(sec=0, tp=0) + "Capture cuda graph begin. This can take up to several"
+    lines = [begin + " minutes.", PREFIX.format(sec=0, tp=0) + "Traceback (most recent call last):"]
+    lines += ['  File "/sgl/srt/layers/attention/flashinfer_backend.py", line 3, in update']
+    assert crash_counts(scan_lines(lines)) == {"other_crash": 1}
+    assert said(lines) == [("unclassified", "unclassified", "capture")]

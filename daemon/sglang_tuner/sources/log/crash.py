@@ -310,7 +310,7 @@ class CrashTracker:
         said = diagnose(record.last) if record.last else Said(UNCLASSIFIED)
         fatal = record.fatal or _is_crash(said)
         if not (fatal or record.specific):
-            if record.last and not record.request:  # a crash if nothing runs after it
+            if not record.request:  # a crash if nothing runs after it (the log ends in it)
                 self._pending = self._diagnosis(said, record.last, record)
             return
         burst = self._burst_at(record.ts)
