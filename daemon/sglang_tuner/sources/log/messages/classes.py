@@ -102,9 +102,17 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         _w(
             "not enough memory|not enough gpu memory|no room for the full kv pool|"
             "no gpu memory for the kv cache|increase --mem-fraction-static|"
-            "is too small to serve any requests|memory is not enough"
+            "is too small to serve any requests|memory is not enough|"
+            "max_running_request is zero"
         ),
         phase="pool_sizing",
+        calls=FAILURES,
+    ),
+    KeywordRule(
+        "leak",
+        NOT_TUNING,
+        "allocator_bug",
+        _w("leak|double free|should never happen|this should not happen"),
         calls=FAILURES,
     ),
     KeywordRule(
@@ -112,7 +120,7 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         NOT_TUNING,
         "allocator_bug",
         _w(
-            "leak|should never happen|double free|available_size|free_slots|"
+            "available_size|free_slots|"
             "token_to_kv_pool|req_to_token_pool|is not freed|evictable_size|protected_size|"
             "refcount|ref_count|lock_ref|inconsistent|mismatch|invariant|sanity check|"
             "out of range|overlap|already in|not in"
