@@ -40,10 +40,16 @@ class PrometheusProcess:
     """`prometheus` scraping `scrape_configs`; stopped (SIGTERM) by `stop`."""
 
     def __init__(
-        self, tmp: Path, scrape_configs: Sequence[Mapping[str, Any]], interval: str = "1s"
+        self,
+        tmp: Path,
+        scrape_configs: Sequence[Mapping[str, Any]],
+        interval: str = "1s",
+        basic_auth: tuple[str, str, str] | None = None,
     ):
+        """`basic_auth`: (user, password, the password's bcrypt hash) its API asks for."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.auth = basic_auth[:2] if basic_auth else None
         config = {"global": {"scrape_interval": interval}, "scrape_configs": list(scrape_configs)}
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = tmp / "prometheus.log"
@@ -51,12 +57,18 @@ class PrometheusProcess:
             str(PROMETHEUS), f"--config.file={tmp / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",
         ]  # fmt: skip
+        if basic_auth:
+            web = {"basic_auth_users": {basic_auth[0]: basic_auth[2]}}
+            (tmp / "web.yml").write_text(yaml.safe_dump(web))
+            cmd.append(f"--web.config.file={tmp / 'web.yml'}")
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's result vector."""
-        answer = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=5).json()
+        answer = httpx.get(
+            f"{self.url}/api/v1/query", params={"query": expr}, timeout=5, auth=self.auth
+        ).json()
         assert answer["status"] == "success", answer
         return list(answer["data"]["result"])
 

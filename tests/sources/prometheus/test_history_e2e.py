@@ -138,7 +138,8 @@ def test_check_prometheus_prints_one_line_per_server_by_default(stored: Stored):
     done = _cli(*_check_args(stored.prometheus.url, stored.end))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["SERVER", "SEVERITY", "RULE", "ADVICE"]
+    assert lines[0].split() == ["SERVER", "HISTORY", "SEVERITY", "RULE", "ADVICE"]
+    assert all(line.split()[1] == "1h" for line in lines[1:])  # the whole hour was there
     assert sorted(line.split()[0] for line in lines[1:]) == sorted(s.instance for s in FLEET)
     storm = next(line for line in lines if line.startswith(_instance("retraction_storm")))
     assert "retractions_frequent" in storm
