@@ -508,6 +508,7 @@ class CrashTracker:
 
 
 _SIGQUIT = re.compile(r"sigquit|SIGQUIT")
+_LINE_PREFIX = re.compile(r"^\[[^\]]{1,60}\]:? ")
 _VAGUE_PHASES = frozenset({"unknown", "startup", "serving"})
 _PHASE_NAMES = {
     CrashKind.PREFILL_OOM: "prefill",
@@ -522,12 +523,8 @@ _FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|
 
 
 def _bare(text: str) -> str:
-    """A line without SGLang's `[time ranks] ` prefix, stripped."""
-    text = text.strip()
-    if text.startswith("["):
-        end = text.find("] ")
-        text = text[end + 2 :] if 0 < end < 60 else text
-    return text.strip()
+    """A line without SGLang's `[time ranks] ` prefix (or torch's `[rank0]: `), stripped."""
+    return _LINE_PREFIX.sub("", text.strip(), count=1).strip()
 
 
 def _is_crash(said: Said) -> bool:
