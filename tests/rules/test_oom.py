@@ -11,6 +11,7 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import PREFILL_OOM_EVENTS
 from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
+from sglang_tuner.sources.server_info import parse_server_info
 
 PREFILL_CRASH = window_from(prefill_oom_events="0x5 1 0x4")
 DECODE_CRASH = window_from(decode_oom_events="0x5 2 0x4", num_running_reqs_max_rank="100x5 200x5")
@@ -72,8 +73,9 @@ def test_prefill_oom_unknown_value_assumes_the_default_of_the_servers_version():
     )
 
 
-def test_prefill_oom_unknown_value_under_dp_attention_assumes_the_split_default():
-    # 8192 on an H100, divided by the 8 attention-DP ranks: below the guide's floor already.
+def test_prefill_oom_under_dp_attention_speaks_the_flags_units():
+    # Unset on an H100: 8192, which SGLang divides over the 8 attention-DP ranks (1024 each).
+    # The flag is 8192, not 1024: not at the guide's floor, and 4096 halves each rank's chunk.
     config = ServerConfig(
         gpu_model="NVIDIA H100 80GB HBM3",
         version="0.5.9",
@@ -82,8 +84,19 @@ def test_prefill_oom_unknown_value_under_dp_attention_assumes_the_split_default(
         mem_fraction_static=0.9,
     )
     out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=config)
-    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.9 -> 0.8"
-    assert out.action.note == "--chunked-prefill-size is already 1024, the guide's floor"
+    assert isinstance(out, Finding) and out.action.text == "--chunked-prefill-size 8192 -> 4096"
+    assert out.action.suggested == "4096"
+    assert "over the 8 attention-DP ranks: 512 each" in out.action.note
+
+
+def test_prefill_oom_reads_the_reported_quotient_back_as_the_flag():
+    # /server_info of a DP-attention server started with --chunked-prefill-size 16384 reports
+    # 16384 // 8 = 2048 (0.4.10 server_args.py); the advice lowers the flag, not the quotient.
+    body = {"version": "0.4.10", "dp_size": 8, "tp_size": 8, "enable_dp_attention": True,
+            "chunked_prefill_size": 2048, "mem_fraction_static": 0.85}  # fmt: skip
+    out = evaluate(PREFILL_OOM, PREFILL_CRASH, config=parse_server_info(body))
+    assert isinstance(out, Finding) and out.action.text == "--chunked-prefill-size 16384 -> 4096"
+    assert "already" not in out.action.note
 
 
 def test_prefill_oom_unknown_value_and_gpu():

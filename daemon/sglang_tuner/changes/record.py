@@ -22,6 +22,7 @@ from sglang_tuner.changes.verdict import (
     summarize,
 )
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.flag_transforms import max_running_flag
 from sglang_tuner.model.flags import CHANGE_FLAGS, MAX_RUNNING_REQUESTS
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import Window
@@ -78,26 +79,14 @@ def _summary(data: Mapping[str, Any]) -> WindowSummary:
 
 def flag_values(config: ServerConfig) -> dict[str, str]:
     """The change-relevant flags of a config, as text in the flags' own units, as an operator
-    types them and the advice asks for them (unset ones left out)."""
+    types them and the advice asks for them (unset ones left out): the config is in flag units
+    already (`model/flag_transforms.read_config`), `--max-running-requests` as typed."""
     out = {}
     for field, flag in {**CHANGE_FLAGS, "version": "version"}.items():  # an upgrade too
-        value = getattr(config, field) if flag != MAX_RUNNING_REQUESTS else _cap_flag(config)
+        value = getattr(config, field) if flag != MAX_RUNNING_REQUESTS else max_running_flag(config)
         if value is not None:
             out[flag] = f"{value:g}" if isinstance(value, float) else str(value).lower()
     return out
-
-
-def _cap_flag(config: ServerConfig) -> int | None:
-    """`--max-running-requests` as set: the value the server was started with where it says,
-    else its effective per-rank limit times the DP-attention ranks sharing the flag (the unit
-    `predict/units.py` asks in), else the value an older server reports."""
-    typed = config.raw.get("max_running_requests")
-    if isinstance(typed, int) and not isinstance(typed, bool) and typed > 0:
-        return typed
-    per_rank = config.max_running_requests_per_dp
-    if per_rank is None:
-        return config.max_running_requests  # before 0.5.9: the flag's own value
-    return per_rank * (config.attention_dp_size() or 1)
 
 
 def attribute(after: Mapping[str, str], asked: Mapping[str, tuple[str, str]]) -> str | None:

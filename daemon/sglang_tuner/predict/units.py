@@ -1,10 +1,14 @@
 """Per-rank units: `--max-running-requests` and the running batch, as the flag counts them.
 
 With plain `--dp-size N` every DP rank is its own scheduler and takes the flag as its own limit;
-with `--enable-dp-attention` the scheduler divides the flag by the DP size. The running batch a
-rule reasons about is the busiest rank's.
+with attention DP the scheduler divides the flag by the attention-DP size (the row in
+`model/flag_transforms.py`, per version). The running batch a rule reasons about is the
+busiest rank's.
 """
 
+from sglang_tuner.model import flag_transforms as transforms
+from sglang_tuner.model.flag_transforms import ranks_sharing
+from sglang_tuner.model.flags import MAX_RUNNING_REQUESTS
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import NUM_DP_RANKS, NUM_RUNNING_REQS, NUM_RUNNING_REQS_MAX_RANK
 from sglang_tuner.model.window import WindowView
@@ -31,25 +35,21 @@ def per_rank_batch(view: WindowView, q: float) -> float | None:
 
 def ranks_per_flag(config: ServerConfig | None) -> int:
     """How many DP ranks share one `--max-running-requests` value (1 unless DP attention)."""
-    return 1 if config is None else config.attention_dp_size() or 1
+    return ranks_sharing(MAX_RUNNING_REQUESTS, config)
 
 
 def max_running_per_rank(config: ServerConfig | None) -> int | None:
     """The effective limit of one DP rank, where the server says (or its flag implies)."""
-    if config is None:
-        return None
-    if config.max_running_requests_per_dp is not None:
-        return config.max_running_requests_per_dp
-    flag = config.max_running_requests  # without per-rank figures this is the flag's value
-    return None if flag is None else flag // ranks_per_flag(config)
+    return transforms.max_running_per_rank(config)
 
 
 def max_running_flag(config: ServerConfig | None) -> int | None:
-    """The current `--max-running-requests` in the flag's own unit."""
-    per_rank = max_running_per_rank(config)
-    return None if per_rank is None else per_rank * ranks_per_flag(config)
+    """The current `--max-running-requests` in the flag's own unit, as typed."""
+    return transforms.max_running_flag(config)
 
 
 def flag_from_per_rank(config: ServerConfig | None, per_rank: int) -> int:
     """A per-rank limit as the value to pass to `--max-running-requests`."""
-    return max(1, per_rank) * ranks_per_flag(config)
+    if config is None:
+        return max(1, per_rank)
+    return int(transforms.read(MAX_RUNNING_REQUESTS, max(1, per_rank), config))

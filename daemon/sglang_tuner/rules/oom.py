@@ -13,6 +13,7 @@ from sglang_tuner.model.advice import (
     Pass,
     Severity,
 )
+from sglang_tuner.model.flag_transforms import split_note
 from sglang_tuner.model.signals import (
     DECODE_OOM_EVENTS,
     NUM_RUNNING_REQS_MAX_RANK,
@@ -46,9 +47,8 @@ NO_CRASH = "no more out-of-memory crashes"
 
 
 def default_chunked_prefill(inp: RuleInput) -> int | None:
-    """SGLang's `--chunked-prefill-size` when unset, for this server's version, GPU memory, DP
-    attention and PD role, as `/server_info` reports it (`rules/sglang/defaults.py`); None when
-    the GPU is unknown."""
+    """SGLang's `--chunked-prefill-size` when unset, for this server's version, GPU memory and
+    PD role, in flag units (`rules/sglang/defaults.py`); None when the GPU is unknown."""
     if inp.config is None:
         return None
     value = default_for("--chunked-prefill-size", inp.config, gpu_memory_gb(inp.config))
@@ -66,6 +66,8 @@ def _lower_chunked_prefill(inp: RuleInput) -> Action:
         return _lower_mem_fraction_instead(inp, base)
     target = first if base is None or base < 0 or base > first else floor
     action = flag_action("--chunked-prefill-size", current, target, inp, default)
+    if split := split_note("--chunked-prefill-size", target, inp.config):
+        action = with_note(action, split)
     shrink = (
         f"prefill activations about {target / base:.0%} of today's" if base and base > 0 else ""
     )

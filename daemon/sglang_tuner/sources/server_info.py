@@ -4,6 +4,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_tuner.model.flag_transforms import read_config
 from sglang_tuner.model.secrets import redact as redact_secrets
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
@@ -125,33 +126,6 @@ def _disable_cuda_graph(body: Mapping[str, Any]) -> bool | None:
     return any(known) if known else None
 
 
-# With attention data parallelism SGLang schedules with 0.3 x the flag and reports the product
-# (`_handle_data_parallelism`, every version with DP attention; 0.5.23 `arg_groups/
-# parallel_hook.py`). ServerConfig holds the flag the operator set, so advice, comparisons and
-# the change log speak the flag's units.
-DP_ATTENTION_CONSERVATIVENESS = 0.3
-
-
-def _attention_dp(body: Mapping[str, Any]) -> bool:
-    """Attention data parallelism on: `attn_dp_size` > 1 (0.5.22+), else `dp_size` > 1 with
-    `enable_dp_attention`."""
-    width = _as_int(_get(body, "attn_dp_size"))
-    if width is not None:
-        return width > 1
-    return (
-        bool(_as_bool(_get(body, "enable_dp_attention")))
-        and (_as_int(_get(body, "dp_size")) or 1) > 1
-    )
-
-
-def _conservativeness_flag(body: Mapping[str, Any]) -> float | None:
-    """`--schedule-conservativeness` as the operator set it (the reported value unscaled)."""
-    value = _as_float(_get(body, "schedule_conservativeness"))
-    if value is None or not _attention_dp(body):
-        return value
-    return round(value / DP_ATTENTION_CONSERVATIVENESS, 6)
-
-
 def _disaggregation_mode(body: Mapping[str, Any]) -> str | None:
     """The server's PD role: "null" (none), "prefill" or "decode"; None when not reported.
 
@@ -165,13 +139,21 @@ def _disaggregation_mode(body: Mapping[str, Any]) -> str | None:
 
 
 def parse_server_info(body: Mapping[str, Any]) -> ServerConfig:
-    """Resolve the tuning knobs from a `/server_info` body of any version (redacted in `raw`)."""
+    """Resolve the tuning knobs from a `/server_info` body (or a launch line's arguments) of any
+    version (redacted in `raw`), in flag units: what SGLang reports transformed (the chunked
+    prefill size and conservativeness under attention DP) is read back through the one table,
+    `model/flag_transforms.py`."""
     clean = redact(body)
     total, per_dp = _effective_max_running(clean)
+    return read_config(_reported(clean, total, per_dp))
+
+
+def _reported(clean: Mapping[str, Any], total: int | None, per_dp: int | None) -> ServerConfig:
+    """The knobs as the body reports them."""
     return ServerConfig(
         version=_as_str(clean.get("version")),
         model_path=_as_str(_get(clean, "model_path")),
-        schedule_conservativeness=_conservativeness_flag(clean),
+        schedule_conservativeness=_as_float(_get(clean, "schedule_conservativeness")),
         mem_fraction_static=_as_float(_get(clean, "mem_fraction_static")),
         chunked_prefill_size=_as_int(_get(clean, "chunked_prefill_size")),
         max_prefill_tokens=_as_int(_get(clean, "max_prefill_tokens")),

@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 import pytest
+from sglang_tuner.model.flag_transforms import write
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.defaults import (
     LPM_FALLBACK_QUEUE,
@@ -106,11 +107,16 @@ def test_policy_in_effect_falls_back_to_fcfs(policy, waiting, radix_off, expecte
     assert policy_in_effect(policy, waiting, radix_off) == expected
 
 
-def test_fixed_defaults_and_dp_attention_conservativeness():
+def test_fixed_defaults_in_flag_units_under_dp_attention():
     plain = ServerConfig(version="0.5.9", dp_size=1)
     dp_attention = ServerConfig(version="0.5.9", dp_size=8, enable_dp_attention=True)
     assert default_for("--schedule-conservativeness", plain, None) == 1.0
-    assert default_for("--schedule-conservativeness", dp_attention, None) == 0.3
+    # the flag's default is 1.0 on every server; SGLang schedules with 0.3 x it under DP attention
+    assert default_for("--schedule-conservativeness", dp_attention, None) == 1.0
+    assert write("--schedule-conservativeness", 1.0, dp_attention) == pytest.approx(0.3)
+    # unset, SGLang picks 8192 on an H100 and each of 8 ranks prefills 1024 of it
+    assert default_for("--chunked-prefill-size", dp_attention, 80) == 8192
+    assert write("--chunked-prefill-size", 8192, dp_attention) == 1024
     assert default_for("--torch-compile-max-bs", plain, None) == 32
     assert default_for("--kv-cache-dtype", plain, None) == "auto"
     assert default_for("--enable-torch-compile", plain, None) is False

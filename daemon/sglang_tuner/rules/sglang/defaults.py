@@ -194,26 +194,25 @@ def _graph_default(config: ServerConfig, gpu_memory_gb: float | None) -> int | N
 def default_for(
     flag: str, config: ServerConfig, gpu_memory_gb: float | None
 ) -> DefaultValue | None:
-    """SGLang's value for a flag the launch command left out, as `/server_info` reports it.
+    """SGLang's value for a flag the launch command left out, in flag units: the value that,
+    typed, runs the same (what `ServerConfig` holds, `model/flag_transforms.read_config`).
 
-    Either spelling of a renamed flag works. Under DP attention the chunked prefill size is
-    divided by the attention-DP size and the conservativeness multiplied by 0.3 (every release).
+    Either spelling of a renamed flag works. Under DP attention SGLang then divides the chunked
+    prefill size and scales the conservativeness (`flag_transforms.write` says what it runs).
     None when it depends on what is unknown (GPU memory, an unmodelled launch option).
     """
-    version, width = config.version, config.attention_dp_size() or 1
+    version = config.version
     setting = flag if flag != "--cuda-graph-max-bs-decode" else "--cuda-graph-max-bs"
     if setting == "--schedule-policy":
         return default_schedule_policy(version)
     if setting == "--chunked-prefill-size":
         pd_role = config.disaggregation_mode in ("prefill", "decode")
-        return default_chunked_prefill_size(version, gpu_memory_gb, width, pd_role=pd_role)
+        return default_chunked_prefill_size(version, gpu_memory_gb, pd_role=pd_role)
     if setting == "--cuda-graph-max-bs":
         return _graph_default(config, gpu_memory_gb)
     if setting == "--mem-fraction-static":
         mla = is_mla_or_nsa(config.model_path)
         return estimate_mem_fraction_static(config, gpu_memory_gb, mla=mla)
-    if setting == "--schedule-conservativeness" and width > 1:
-        return 0.3
     return FIXED_DEFAULTS.get(setting)
 
 

@@ -7,6 +7,8 @@ first releases that had the change; "0.0.0" means every release checked (0.4.3 o
 
 from dataclasses import dataclass
 
+from sglang_tuner.model.flag_transforms import ranks_sharing, read, write
+from sglang_tuner.model.flags import MAX_RUNNING_REQUESTS, SCHEDULE_CONSERVATIVENESS
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.versions import in_span
 
@@ -192,28 +194,28 @@ def user_set_flag(config: ServerConfig, flag: str) -> bool | None:
     return None if "--config" in given or abbreviated else False
 
 
-# Under attention DP SGLang schedules with 0.3 x --schedule-conservativeness (every version).
-DP_ATTENTION_CONSERVATIVENESS = 0.3
-
-
+# How SGLang transforms a flag's value (attention DP) is `model/flag_transforms.py`'s table;
+# these names read it.
 def conservativeness_scale(config: ServerConfig | None) -> float:
     """What SGLang multiplies --schedule-conservativeness by before scheduling with it."""
-    width = config.attention_dp_size() if config is not None else None
-    return DP_ATTENTION_CONSERVATIVENESS if width is not None and width > 1 else 1.0
+    if config is None:
+        return 1.0
+    return write(SCHEDULE_CONSERVATIVENESS, 1.0, config)
 
 
 def max_running_is_per_rank(config: ServerConfig) -> bool | None:
     """Whether `--max-running-requests N` caps each DP rank at N (else N is split over them).
 
     Plain `--dp-size` replicas each get the full value (`data_parallel_controller.py` passes
-    the same server args); DP attention divides it by the attention-DP size (`tp_worker.py`
-    <= 0.5.8, `model_runner.py` 0.5.9, `kv_cache_configurator.resolve_max_num_reqs` 0.5.13+).
+    the same server args); DP attention divides it (`model/flag_transforms.TRANSFORMS`).
     """
-    width = config.attention_dp_size()
-    return None if width is None else width == 1
+    if config.attention_dp_size() is None:
+        return None
+    return ranks_sharing(MAX_RUNNING_REQUESTS, config) == 1
 
 
 def max_running_flag_value(per_rank: int, config: ServerConfig) -> int | None:
     """The `--max-running-requests` value that gives each DP rank `per_rank` slots."""
-    width = config.attention_dp_size()
-    return None if width is None else per_rank * width
+    if config.attention_dp_size() is None:
+        return None
+    return int(read(MAX_RUNNING_REQUESTS, per_rank, config))
