@@ -281,8 +281,9 @@ def test_advice_text_starts_each_target_with_its_next_change(client: TestClient)
     text = client.get("/advice", params={"format": "text"}).text
     block = text.split("== gpu-a\n", 1)[1]
     assert block.startswith(
-        "next change: --schedule-conservativeness 1 -> 0.3   (scheduler_too_conservative, warning)"
+        "next change: scheduler_too_conservative (below)\n  then:     queue_empty (below)\n"
     )
+    assert block.count("  WARNING firing") == 1  # each advice once, its severity once
     assert "  held:     mem_fraction_too_low: mem_fraction_too_high moves it" in block
 
 
@@ -744,3 +745,26 @@ def test_every_path_of_a_target_works_whatever_its_name_holds(name: str) -> None
     # the links the API gives lead there too
     links = client.get(f"/targets/{path}").json()["links"]
     assert all(client.get(link).status_code == 200 for link in links.values())
+
+
+def test_every_get_endpoint_answers_head_like_get_without_a_body(client: TestClient) -> None:
+    """HEAD /metrics (and every other GET) answers as Prometheus and the exporters do."""
+    schema = client.get("/openapi.json").json()["paths"]
+    values = {"target": "gpu-a", "rule": "scheduler_too_conservative", "name": "queue_empty"}
+    paths = [p.format(**values) for p, ops in schema.items() if "get" in ops]
+    paths += ["/", "/docs", "/redoc", "/openapi.json"]
+    assert "/metrics" in paths and "/advice" in paths
+    for path in paths:
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code, path
+        assert head.content == b"", path
+        assert head.headers.get("content-type") == got.headers.get("content-type"), path
+    assert client.head("/advice/nope").status_code == 404
+
+
+@pytest.mark.integration
+def test_head_metrics_under_uvicorn_is_200_with_the_length(live_url: str) -> None:
+    with httpx.Client(base_url=live_url, timeout=5) as http:
+        head, got = http.head("/metrics"), http.get("/metrics")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == got.headers["content-length"]

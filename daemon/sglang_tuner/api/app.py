@@ -19,6 +19,7 @@ from sglang_tuner.api.context import (
     require_target,
 )
 from sglang_tuner.api.docs import mount_docs
+from sglang_tuner.api.head import HeadAsGet
 from sglang_tuner.api.runbook import runbook_text
 from sglang_tuner.api.schemas.advice import StatusOut
 from sglang_tuner.api.schemas.inventory import QueryOut, RuleList, RuleOut, TargetList, TargetOut
@@ -169,6 +170,7 @@ def create_app(
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     app.middleware("http")(_contain_errors)
+    app.add_middleware(HeadAsGet)
     return app
 
 
