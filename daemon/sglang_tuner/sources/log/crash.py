@@ -413,7 +413,7 @@ class CrashTracker:
         elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
             self._mark_fatal(text)
         elif self.record is None and _FATAL_LINE.search(text):  # ptxas, NCCL, ... on their own
-            if _is_crash(diagnose(text)):
+            if _is_crash(diagnose(_bare(text))):
                 self._mark_fatal(text)
 
     def _pool_numbers(self, text: str) -> bool:
@@ -490,7 +490,7 @@ class CrashTracker:
             return
         burst = self._burst_at(self.last_ts)
         burst.fatal = True
-        said = Said(UNCLASSIFIED) if _SIGQUIT.search(text) else diagnose(text)
+        said = Said(UNCLASSIFIED) if _SIGQUIT.search(text) else diagnose(_bare(text))
         self._say(burst, self._diagnosis(said, text.strip(), None), strong=False)
 
     def _burst_at(self, ts: float | None) -> _Burst:

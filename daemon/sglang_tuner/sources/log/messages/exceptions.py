@@ -7,6 +7,7 @@ Also finds the final exception of a traceback whose newlines were lost in a past
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sglang_tuner.sources.log.messages.catalogue import lookup
 from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, FAILURES, NOT_TUNING
@@ -104,8 +105,9 @@ def is_exception_line(text: str) -> bool:
     return found is not None and not text[: found.start()].strip(" \t")
 
 
+@lru_cache(maxsize=1024)
 def diagnose(text: str) -> Said:
-    """The class of a crash's last exception line."""
+    """The class of a crash's last exception line (each TP rank prints the same one: cached)."""
     message = lookup(text)
     oom = _FAMILIES[0][4].search(text) is not None
     if message is not None and message.call in FAILURES:
