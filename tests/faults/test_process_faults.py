@@ -128,7 +128,8 @@ def test_reload_by_http_refuses_a_bad_config_with_its_problems_then_applies_a_go
     problems for a broken file (the running config kept, the reload metrics say so), 200 and
     the new targets for a good one."""
     one, two = servers.urls
-    daemon = DaemonProcess(tmp_path, {**FAST, "targets": [{"url": one}]}).start()
+    config = {**FAST, "targets": [{"url": one}], "web_enable_lifecycle": True}
+    daemon = DaemonProcess(tmp_path, config).start()
     try:
         daemon.wait_for(lambda d: d.get("/targets").json()["data"])
         started = _metric(daemon, "sglang_tuner_config_last_reload_success_timestamp_seconds")

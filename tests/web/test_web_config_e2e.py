@@ -82,6 +82,7 @@ def secured(ca: CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon
         "web_config_file": str(web),
         "web_auth_exempt_paths": ["/healthz"],
         "log_level": "debug",
+        "web_enable_lifecycle": True,
     }
     client = {"verify": _client_context(ca), "auth": ("alice", PASSWORD)}
     daemon = DaemonProcess(tmp_path_factory.mktemp("secured"), config, client)

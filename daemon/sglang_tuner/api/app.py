@@ -11,6 +11,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from sglang_tuner import __version__
 from sglang_tuner.api import advice as api_advice
 from sglang_tuner.api import changes as api_changes
+from sglang_tuner.api import lifecycle as api_lifecycle
 from sglang_tuner.api.context import (
     ApiContext,
     ContextDep,
@@ -121,21 +122,6 @@ def metrics(ctx: ContextDep, request: Request) -> Response:
     return Response(ctx.metrics.body(gzip), media_type=METRICS_CONTENT_TYPE, headers=headers)
 
 
-@router.post("/-/reload", tags=["daemon"], response_model=StatusOut)
-async def reload_config(ctx: ContextDep) -> StatusOut | JSONResponse:
-    """Re-read the config file and the web config, as SIGHUP does (the Prometheus Operator's
-    config reloader calls this). 200 when applied; 500 with the problems when either file is
-    invalid, the running configuration kept; 400 when the daemon was started without a file."""
-    if ctx.reload is None:
-        body = StatusOut(status="not reloaded", detail="started without --config: no file to read")
-        return JSONResponse(body.model_dump(), status_code=400)
-    problem = await ctx.reload()
-    if problem is not None:
-        body = StatusOut(status="not reloaded", detail=problem)
-        return JSONResponse(body.model_dump(), status_code=500)
-    return StatusOut(status="reloaded")
-
-
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def landing() -> HTMLResponse:
     """A landing page linking the endpoints."""
@@ -168,6 +154,7 @@ def create_app(
     app.include_router(api_advice.router)
     app.include_router(api_changes.router)
     app.include_router(router)
+    app.include_router(api_lifecycle.router)
     app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
     app.middleware("http")(_contain_errors)
     app.add_middleware(HeadAsGet)

@@ -51,6 +51,13 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="TLS and basic auth for the API (exporter-toolkit's web config format)",
     )
+    p.add_argument(
+        "--web.enable-lifecycle",
+        dest="web_enable_lifecycle",
+        action="store_const",
+        const=True,
+        help="serve POST /-/reload (off by default, as in Prometheus; SIGHUP always reloads)",
+    )
     _log_flags(p)
 
 
@@ -254,6 +261,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ["database", "listen_host", "listen_port", "external_url", "log_level", "log_format"]
     keys.append("listen_addresses")
     keys.append("web_config_file")
+    keys.append("web_enable_lifecycle")
     flags = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     if "listen_addresses" not in flags and ("listen_host" in flags or "listen_port" in flags):
         flags["listen_addresses"] = []  # the old flags win over the file's addresses

@@ -136,6 +136,11 @@ class Settings(BaseSettings, CrossChecked):
     web_auth_exempt_paths: list[Literal["/healthz", "/readyz"]] = Field(
         default_factory=list, description="Paths answered without basic auth, for probes"
     )
+    web_enable_lifecycle: bool = Field(
+        False,
+        description="Serve POST /-/reload (as Prometheus's --web.enable-lifecycle); read at "
+        "start. SIGHUP reloads either way",
+    )
     external_url: str | None = Field(None, description="Our URL as others reach it (alert links)")
     database: Path = Field(Path("sglang-tuner.db"), description="SQLite file for history")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
