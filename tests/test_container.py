@@ -27,7 +27,6 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 from sglang_tuner.assets import collect
 
 from tests.conftest import free_port
@@ -166,22 +165,23 @@ def sim_port(tmp_path: Path) -> Iterator[int]:
 
 
 @pytest.fixture
-def container(image: str, sim_port: int, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """The image run as it ships (its entrypoint, command and user), read-only, port published."""
-    config = tmp_path / "config.yml"
-    config.write_text(yaml.safe_dump({
-        "targets": [{"url": f"http://{HOST_LOOPBACK}:{sim_port}", "name": "sim-healthy"}],
-        "scrape_interval_seconds": 0.5, "scrape_timeout_seconds": 0.4,
-        "evaluation_interval_seconds": 0.5, "min_samples": 2,
-    }))  # fmt: skip
-    config.chmod(0o644)
-    tmp_path.chmod(0o755)
+def container(image: str, sim_port: int) -> Iterator[tuple[str, str]]:
+    """The image run as it ships (its entrypoint, command and user), read-only, port published,
+    configured by environment variables alone."""
+    target = {"url": f"http://{HOST_LOOPBACK}:{sim_port}", "name": "sim-healthy"}
+    env = {
+        "SGLANG_TUNER_TARGETS": json.dumps([target]),
+        "SGLANG_TUNER_SCRAPE_INTERVAL_SECONDS": "500ms",
+        "SGLANG_TUNER_SCRAPE_TIMEOUT_SECONDS": "400ms",
+        "SGLANG_TUNER_EVALUATION_INTERVAL_SECONDS": "500ms",
+        "SGLANG_TUNER_MIN_SAMPLES": "2",
+    }
     port, volume = free_port(), f"sglang-tuner-test-state-{os.getpid()}"
     network = ["--network", "slirp4netns:allow_host_loopback=true"]
     cid = run([*PODMAN, "run", "--detach", *LIMITS, "--read-only", "--read-only-tmpfs=false",
                "--health-interval", "disable",  # no systemd timers here: checked by hand below
                *network, "--publish", f"127.0.0.1:{port}:9877",
-               "--volume", f"{config}:/etc/sglang-tuner/config.yml:ro",
+               *(f"--env={k}={v}" for k, v in env.items()),
                "--volume", f"{volume}:/var/lib/sglang-tuner", image]).stdout.strip()  # fmt: skip
     try:
         yield cid, f"http://127.0.0.1:{port}"

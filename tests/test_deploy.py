@@ -2,10 +2,12 @@
 
 import configparser
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -128,7 +130,99 @@ def test_dockerfile_is_multistage_non_root_with_healthcheck():
     health = re.search(r"^HEALTHCHECK .*\n\s+CMD (\[.+\])$", text, re.MULTILINE)
     assert health and json.loads(health.group(1))[0] == "python" and "/healthz" in health.group(1)
     cmd = re.search(r"^CMD (.+)$", text, re.MULTILINE)
-    assert cmd and json.loads(cmd.group(1)) == ["run", "--config", "/etc/sglang-tuner/config.yml"]
+    assert cmd and json.loads(cmd.group(1)) == ["run"]  # configured by the environment
+
+
+def _image_command() -> list[str]:
+    """The image's ENTRYPOINT + CMD, with the console script as this venv installs it."""
+    text = DOCKERFILE.read_text()
+    entry, cmd = (json.loads(re.findall(rf"^{k} (\[.+\])$", text, re.MULTILINE)[-1])
+                  for k in ("ENTRYPOINT", "CMD"))  # fmt: skip
+    assert entry == ["sglang-tuner"]
+    return [str(VENV_BIN / "sglang-tuner"), *cmd]
+
+
+def _serve(env: dict[str, str], cwd: Path, base: str, path: str, auth: Any = None) -> Any:
+    """Run the image's command with `env` only; the JSON at `path` once it answers."""
+    import httpx
+
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    out = subprocess.PIPE
+    proc = subprocess.Popen(_image_command(), env={**keep, **env}, cwd=cwd, stdout=out,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()[0]
+            try:
+                answer = httpx.get(f"{base}{path}", auth=auth, timeout=2)
+                if answer.status_code == 200 and answer.json().get("count"):
+                    return answer.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"{path} never listed a target")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+BCRYPT_SECRET = "$2b$04$InCg75yFHuTDR3NeuSLBZ.sGJQEuRlfZ8YWSho1S5UWuvCZw/i6fS"  # "tuner-test"
+
+
+@pytest.mark.integration
+def test_image_command_runs_from_the_environment_alone(tmp_path: Path):
+    """Targets (URLs), profile, scrape settings as durations and a web config with basic
+    auth: all from SGLANG_TUNER_* variables, no config file, no flag."""
+    from sglang_sim import ServerSpec, SimFleet
+
+    from tests.conftest import free_port
+
+    web = tmp_path / "web.yml"
+    web.write_text(yaml.safe_dump({"basic_auth_users": {"ops": BCRYPT_SECRET}}))
+    port = free_port()
+    with SimFleet([ServerSpec("healthy")], seed=1) as fleet:
+        env = {
+            "SGLANG_TUNER_TARGETS": json.dumps([{"url": fleet.urls[0], "profile": "online"}]),
+            "SGLANG_TUNER_LISTEN_ADDRESSES": f'["127.0.0.1:{port}"]',
+            "SGLANG_TUNER_SCRAPE_INTERVAL_SECONDS": "1s",
+            "SGLANG_TUNER_SCRAPE_TIMEOUT_SECONDS": "500ms",
+            "SGLANG_TUNER_WEB_CONFIG_FILE": str(web),
+        }
+        base = f"http://127.0.0.1:{port}"
+        targets = _serve(env, tmp_path, base, "/targets", ("ops", "tuner-test"))
+    (target,) = targets["data"]
+    assert target["url"] == fleet.urls[0] and target["profile"] == "online"
+    assert (tmp_path / "sglang-tuner.db").exists()  # the working directory's database
+
+
+@pytest.mark.integration
+def test_image_command_reads_a_prometheus_source_from_the_environment(tmp_path: Path):
+    from sglang_sim import ServerSpec, SimFleet
+
+    from tests.conftest import free_port
+    from tests.prometheus_process import PROMETHEUS, PrometheusProcess
+
+    if PROMETHEUS is None:
+        pytest.skip("prometheus not installed")
+    port = free_port()
+    with SimFleet([ServerSpec("healthy")], seed=1) as fleet:
+        scrape = [{"job_name": "sglang", "static_configs": [
+            {"targets": [fleet.urls[0].removeprefix("http://")]}]}]  # fmt: skip
+        prometheus = PrometheusProcess(tmp_path, scrape)
+        try:
+            prometheus.wait_for('up{job="sglang"}')
+            env = {
+                "SGLANG_TUNER_PROMETHEUS__URL": prometheus.url,
+                "SGLANG_TUNER_PROMETHEUS__SELECTOR": 'job="sglang"',
+                "SGLANG_TUNER_PROMETHEUS__PROFILE": "offline",
+                "SGLANG_TUNER_LISTEN_ADDRESSES": f'["127.0.0.1:{port}"]',
+            }
+            targets = _serve(env, tmp_path, f"http://127.0.0.1:{port}", "/targets")
+        finally:
+            prometheus.stop()
+    assert [t["name"] for t in targets["data"]] == [fleet.urls[0].removeprefix("http://")]
+    assert targets["data"][0]["profile"] == "offline"
 
 
 # --- configs -----------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ _NO_TARGETS = """\
 error: nothing to watch ({where}): no targets, no file_sd and no prometheus.
   Give a config with a targets: list:  sglang-tuner run --config config.yml
   (an example: sglang-tuner assets export DIR; then DIR/deploy/config.example.yaml),
-  or set SGLANG_TUNER_TARGETS='[{{"url": "http://127.0.0.1:30000"}}]'.
+  or set SGLANG_TUNER_TARGETS=http://127.0.0.1:30000 (URLs, or a JSON list of targets).
   A fleet already scraped by Prometheus: prometheus: {{url: ...}} (docs/operations.md).
   For a one-off look at a server: sglang-tuner check http://HOST:30000"""
 

@@ -3,6 +3,7 @@ flags override. Parsing only; `main.py` runs the commands.
 """
 
 import argparse
+import os
 import re
 from collections.abc import Callable
 from difflib import get_close_matches
@@ -28,7 +29,14 @@ how to tune them (rules from SGLang's hyperparameter tuning guide).
 
 
 def _run_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, help="YAML config file (see deploy/config.example.yaml)")
+    config = os.environ.get("SGLANG_TUNER_CONFIG_FILE") or None
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=Path(config) if config else None,
+        help="YAML config file (see deploy/config.example.yaml; default $SGLANG_TUNER_CONFIG_FILE;"
+        " none: the settings come from SGLANG_TUNER_* variables and flags alone)",
+    )
     p.add_argument("--database", type=Path, help="SQLite file (default ./sglang-tuner.db)")
     p.add_argument(
         "--web.listen-address",

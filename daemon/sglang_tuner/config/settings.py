@@ -5,12 +5,19 @@ its YAML path (`targets[1].url: ...`; the CLI exits 2), `problems.py` words them
 settings are in `target_settings.py`, the services' in `services.py`.
 """
 
+import json
+import re
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from sglang_tuner.config.cross_checks import CrossChecked
 from sglang_tuner.config.duration import Duration
@@ -80,7 +87,11 @@ class Settings(BaseSettings, CrossChecked):
         env_prefix="SGLANG_TUNER_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    targets: list[TargetSettings] = Field(default_factory=list, description="SGLang servers")
+    targets: Annotated[list[TargetSettings], NoDecode] = Field(
+        default_factory=list,
+        description="SGLang servers (SGLANG_TUNER_TARGETS: a JSON list, or URLs separated by "
+        "commas or spaces)",
+    )
     file_sd: list[FileSDSettings] = Field(default_factory=list, description="file_sd sources")
     scrape_interval_seconds: Duration = Field(
         5.0, gt=0, description="Scrape every target this often"
@@ -169,6 +180,19 @@ class Settings(BaseSettings, CrossChecked):
     def scrape_limits(self) -> ScrapeLimits:
         """The global scrape limits (a target's own settings win over them)."""
         return ScrapeLimits(self.sample_limit, self.label_limit, self.label_value_length_limit)
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def targets_from_text(cls, value: Any) -> Any:
+        """SGLANG_TUNER_TARGETS as given: a JSON list of targets, or just their URLs."""
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not a JSON list of targets ({exc}), nor URLs") from None
+        return [{"url": url} for url in re.split(r"[,\s]+", value.strip()) if url]
 
     @field_validator("listen_addresses")
     @classmethod
