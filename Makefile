@@ -31,24 +31,33 @@ $(DEMO_STAMP): pyproject.toml setup.py $(shell find daemon -name '*.py' -not -pa
 	$(DEMO_VENV)/bin/pip install --quiet .
 	touch $(DEMO_STAMP)
 
+# Debian packages some targets use: installed only when you say so. `apt_ask` names them and
+# asks on a terminal (YES=1 answers yes); elsewhere, or not root, it prints the command to run
+# and goes on without them (their tests skip, saying why).
+YES ?=
+define apt_ask
+	pkgs="$(1)"; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "note: $(2) need the Debian packages $$pkgs; install them with:"; \
+		echo "  sudo apt-get install --no-install-recommends $$pkgs"; \
+	elif [ "$(YES)" = 1 ] || { [ -t 0 ] && printf '%s need %s: install them with apt-get now? [y/N] ' "$(2)" "$$pkgs" && read answer && [ "$$answer" = y ]; }; then \
+		echo "installing $$pkgs (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
+	else \
+		echo "note: not installing $$pkgs; $(2) are skipped. To install: apt-get install --no-install-recommends $$pkgs (or make $@ YES=1)"; \
+	fi
+endef
+
 # Prometheus, promtool and Alertmanager come from Debian; the integration tests use them.
 system-deps:
 	@if command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing prometheus and prometheus-alertmanager (Debian packages)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			prometheus prometheus-alertmanager >/dev/null; \
-	else echo "note: promtool/alertmanager missing and not root: their tests will be skipped"; fi
+	else $(call apt_ask,prometheus prometheus-alertmanager,the Prometheus and Alertmanager tests); fi
 
 # The container test builds the image from Debian's packages (no registry needed) and runs it.
 container-deps:
 	@if command -v debootstrap >/dev/null && command -v podman >/dev/null \
 		&& command -v buildah >/dev/null && command -v runc >/dev/null; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing debootstrap, podman, buildah and runc (Debian packages)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			debootstrap podman buildah runc slirp4netns uidmap >/dev/null; \
-	else echo "note: debootstrap/podman/buildah/runc missing and not root: the container test will be skipped"; fi
+	else $(call apt_ask,debootstrap podman buildah runc slirp4netns uidmap,the container test and the release image); fi
 
 # Runs until Ctrl-C (the final advice, exit 0); `make demo DEMO_ARGS="--duration 2m"` for scripts.
 demo: $(DEMO_STAMP)
@@ -67,7 +76,7 @@ $(ACTIONLINT):
 test: $(STAMP) system-deps actionlint
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -v
 
 # docs/rules.md, the advice alert rules and the dashboards come from the rule catalogue;
 # the test suite fails when a checked-in copy is stale. The catalogue of SGLang's messages is read
@@ -88,11 +97,14 @@ container-test: $(STAMP) container-deps
 # `make container-test` builds it: root, Debian; skipped with the reason elsewhere) and the
 # Kubernetes manifests, rendered per overlay and as a kustomize tree.
 release: $(STAMP)
+	@echo "release: dist/ gets the sdist and wheel (python -m build, its backend in an isolated venv), the"
+	@echo "  Kubernetes bundle (kubectl kustomize) and the image (debootstrap, podman, buildah, runc: asked"
+	@echo "  for below when missing, never installed without a yes)"
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	$(BIN)/python -m build --outdir $(DIST) .
 	$(BIN)/twine check --strict $(DIST)/*
 	@$(MAKE) --no-print-directory release-k8s
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory container-deps; fi
+	@$(MAKE) --no-print-directory container-deps
 	$(BIN)/python -m tests.test_release image $(DIST) sglang-tuner:$(VERSION)
 	@ls -l $(DIST)
 

@@ -364,3 +364,20 @@ def test_grafana_datasource_has_a_fixed_name_and_no_uid_in_dashboards():
     [source] = datasource["datasources"]
     assert source["name"] == "Prometheus" and source["type"] == "prometheus"
     assert source["url"] == "http://prometheus:9090" and source["isDefault"] is True
+
+
+def test_make_installs_no_system_package_without_being_told(tmp_path: Path):
+    """`make release` / `container-test` / `test` name the Debian packages they miss and the
+    command that installs them; nothing is apt-installed without a yes (root or not)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make not installed")
+    (tmp_path / "id").symlink_to(shutil.which("id") or "/usr/bin/id")
+    for target in ("container-deps", "system-deps"):
+        done = subprocess.run([make, "-s", "-C", str(ROOT), target], env={"PATH": str(tmp_path)},
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "apt-get install --no-install-recommends" in done.stdout
+        assert "installing" not in done.stdout.replace("not installing", "")
+    release = (ROOT / "Makefile").read_text().split("\nrelease:", 1)[1].split("\n\n", 1)[0]
+    assert "container-deps" in release and "id -u" not in release
