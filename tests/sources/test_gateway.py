@@ -197,3 +197,14 @@ async def test_tuner_scheduled_gateway_scrape_loop_adds_and_reload_removes_worke
         assert not servers and not tuner.gateways
     finally:
         await tuner.stop()
+
+
+def test_worker_name_never_holds_the_worker_urls_password():
+    assert worker_name("gw", "http://ops:p@ss@10.0.1.5:30000") == "gw/10.0.1.5:30000"
+
+
+def test_the_gateway_key_goes_to_workers_on_its_own_host_only():
+    source = GatewaySource(TargetSpec("gw", "http://10.0.0.1:8080", token="k", gateway=True))
+    assert source.worker_spec("a", "http://10.0.0.1:30000").token == "k"
+    assert source.worker_spec("b", "http://10.0.0.2:30000").token is None
+    assert source.worker_spec("c", "http://10.0.0.1.evil.example:30000").token is None

@@ -38,6 +38,8 @@ SCRAPE_FAILURE_REASONS: tuple[str, ...] = (
     "sample_limit_exceeded",
     "label_limit_exceeded",
     "label_value_length_limit_exceeded",
+    # a Model Gateway's page listed too many workers, or a worker URL too long to be one
+    "worker_limit_exceeded",
     # read through a Prometheus-compatible API (a whole round, or this target's series)
     "query_failed",
     "query_timeout",

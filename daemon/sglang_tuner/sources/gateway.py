@@ -1,6 +1,11 @@
 """SGLang's Model Gateway as a source: one scrape of its `/engine_metrics` page, one target per
 worker it lists (named `<gateway name>/<worker host:port>`).
 
+The page is the gateway's, its worker list a peer's word: the gateway's API key goes only to a
+worker on the gateway's own host, a worker's `user:password@` never reaches a target name, and a
+page listing more than MAX_WORKERS workers, or a worker URL longer than MAX_WORKER_URL_CHARS,
+fails with `worker_limit_exceeded` before it costs more (20,000 workers once took 1.3 GB).
+
 The page's format is the gateway's own (sgl-project/sglang
 `sgl-model-gateway/src/core/metrics_aggregator.rs`, rendered by sinkingpoint/openmetrics-parser):
 it GETs every worker's `/metrics`, replaces every ":" in the text with "_" (so `sglang:x` arrives
@@ -16,7 +21,7 @@ import time
 from urllib.parse import urlsplit
 
 from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult, Snapshot
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets, redact_userinfo
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body, map_body
@@ -25,6 +30,8 @@ from sglang_tuner.sources.target import DEFAULT_LIMITS, TargetSource
 from sglang_tuner.sources.timeout import timeout
 
 ENGINE_METRICS_PATH = "/engine_metrics"
+MAX_WORKERS = 2_000
+MAX_WORKER_URL_CHARS = 2_048
 _WORKER = re.compile(rb',?worker_addr="([^"]*)"')
 
 
@@ -44,12 +51,28 @@ def split_by_worker(body: bytes) -> dict[str, bytes]:
         if found is None:
             continue  # a blank line, or a sample of no worker
         worker = found.group(1)
-        page = pages.setdefault(worker, [])
+        page = pages.get(worker)
+        if page is None:
+            page = pages[worker] = _new_worker(worker, len(pages))
         if worker not in given:
             page.extend(meta)
             given.add(worker)
         page.append(_without_worker(line, found))
     return {w.decode("utf-8", "replace"): b"\n".join(p) + b"\n" for w, p in pages.items()}
+
+
+def _new_worker(worker: bytes, known: int) -> list[bytes]:
+    """An empty page for one more worker, within the limits."""
+    if len(worker) > MAX_WORKER_URL_CHARS:
+        raise ScrapeError(
+            "worker_limit_exceeded",
+            f"a worker URL of {len(worker):,} characters (at most {MAX_WORKER_URL_CHARS:,})",
+        )
+    if known >= MAX_WORKERS:
+        raise ScrapeError(
+            "worker_limit_exceeded", f"more than {MAX_WORKERS:,} workers listed on one page"
+        )
+    return []
 
 
 def _without_worker(line: bytes, found: re.Match[bytes]) -> bytes:
@@ -63,8 +86,19 @@ def _without_worker(line: bytes, found: re.Match[bytes]) -> bytes:
 
 
 def worker_name(gateway: str, worker_url: str) -> str:
-    """`<gateway>/<host:port>` for a worker URL (the URL itself when it has no host)."""
-    return f"{gateway}/{urlsplit(worker_url).netloc or worker_url}"
+    """`<gateway>/<host:port>` for a worker URL (the URL itself when it has no host), never
+    with the URL's `user:password@`."""
+    address = urlsplit(worker_url).netloc.rpartition("@")[2]
+    return f"{gateway}/{address or redact_url_secrets(worker_url)}"
+
+
+def same_host(url: str, other: str) -> bool:
+    """True when two URLs name the same host (credentials for one may go to the other)."""
+    try:
+        host, other_host = urlsplit(url).hostname, urlsplit(other).hostname
+    except ValueError:
+        return False
+    return host is not None and host == other_host
 
 
 class GatewayWorkerSource(TargetSource):
@@ -97,10 +131,12 @@ class GatewaySource:
         return dataclasses.replace(self.spec, name=self.page_name, gateway=False)
 
     def worker_spec(self, name: str, url: str) -> TargetSpec:
-        """The gateway's settings (profile, labels, key, TLS, limits) for one of its workers."""
+        """The gateway's settings (profile, labels, TLS, limits) for one of its workers; its API
+        key only for a worker on the gateway's own host (it was configured for that host)."""
+        token = self.spec.token if same_host(url, self.spec.url) else None
         return dataclasses.replace(
             self.spec, name=name, url=url.rstrip("/"), gateway=False,
-            log_file=None, log_command=(), dcgm_url=None,
+            log_file=None, log_command=(), dcgm_url=None, token=token,
         )  # fmt: skip
 
     async def scrape(
@@ -132,7 +168,10 @@ class GatewaySource:
         except TimeoutError:
             message = f"GET {url} took longer than {timeout_seconds:g} s"
             return self._failed(now, started, "timeout", message)
-        pages = split_by_worker(body)
+        try:
+            pages = split_by_worker(body)
+        except ScrapeError as exc:
+            return self._failed(now, started, exc.reason, f"GET {url}: {exc}")
         if not pages:
             message = f"GET {url} listed no worker's metrics (workers without --enable-metrics?)"
             return self._failed(now, started, "no_sglang_metrics", message)
