@@ -1,5 +1,7 @@
 """cuda_graph_capture_oom, kv_pool_exhausted and startup_not_enough_memory: one fix per kind."""
 
+from dataclasses import replace
+
 from helpers import evaluate, window_from
 from sglang_tuner.model.advice import Finding, NoData, Pass
 from sglang_tuner.model.flags import FlagHistory, FlagOutcome
@@ -12,6 +14,8 @@ from sglang_tuner.rules.crashes import (
     STARTUP_NOT_ENOUGH_MEMORY,
 )
 from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH
+from sglang_tuner.sources.log.lines import scan_lines
+from sglang_tuner.sources.server_info import parse_server_info
 
 H100 = "NVIDIA H100 80GB HBM3"
 CAPTURE_CRASH = window_from(cuda_graph_capture_oom_events="0x3 1 0x2")
@@ -79,6 +83,45 @@ def test_startup_not_enough_memory_raises_mem_fraction_by_a_step():
     assert out.action.expected.endswith(
         "the server starts: about 4.0 GB more for weights and the KV pool"
     )
+
+
+def test_startup_not_enough_memory_with_the_value_unknown_sets_no_value():
+    # Before: "--mem-fraction-static: raise by 0.05" with the machine value "+0.05", which
+    # SGLang's argparse reads as 0.05: a server restarted with it never starts.
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=None)
+    assert isinstance(out, Finding)
+    assert out.action.flag == "--mem-fraction-static" and out.action.suggested is None
+    assert out.action.flags() == {}
+    assert "read mem_fraction_static from the log's 'Current value' line" in out.action.text
+
+
+def test_startup_not_enough_memory_takes_the_value_sglangs_own_message_names():
+    # check --log on the failed start alone: SGLang's message names the fraction it ran with
+    # (0.5.17+ model_runner: "Current value: mem_fraction_static=0.6").
+    line = (
+        "[2026-01-05 10:00:00] RuntimeError: Not enough memory. Please try to increase "
+        "--mem-fraction-static. Current value: mem_fraction_static=0.6"
+    )
+    args = scan_lines([line]).server_args
+    assert args is not None
+    config = replace(parse_server_info(args), gpu_model="NVIDIA L4")
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.6 -> 0.65"
+    assert out.action.suggested == "0.65"
+
+
+def test_startup_between_a_fraction_too_low_and_one_too_high_names_the_other_levers():
+    history = FlagHistory(
+        failing={"mem_fraction_static": FlagOutcome(0.85, 10.0, "decode_oom_events")},
+        failing_low={
+            "mem_fraction_static": FlagOutcome(0.84, 20.0, "startup_not_enough_memory_events", True)
+        },
+    )
+    config = ServerConfig(version="0.5.23", mem_fraction_static=0.84)
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config, history=history)
+    assert isinstance(out, Finding) and out.action.suggested is None
+    for lever in ("--context-length", "--cuda-graph-max-bs-decode", "draft model", "fp8"):
+        assert lever in out.action.text
 
 
 def test_startup_not_enough_memory_at_the_ceiling_says_the_model_does_not_fit():

@@ -53,7 +53,11 @@ def test_mem_fraction_too_low_unknown_current_value_noted():
     config = ServerConfig(gpu_model=H100)
     out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=config)
     assert isinstance(out, Finding)
-    assert out.action.text == "--mem-fraction-static: raise by 0.1"
+    assert out.action.text == (
+        "--mem-fraction-static: 0.1 above today's value "
+        "(read mem_fraction_static from /server_info or the log's launch line)"
+    )
+    assert out.action.suggested is None  # never "+0.1": argparse would read it as 0.1
     assert out.action.note == "current value unknown (/server_info did not report it)"
 
 

@@ -219,3 +219,17 @@ def test_decode_oom_predicts_the_crashes_stop():
     assert isinstance(out, Finding) and out.action.prediction is not None
     assert out.action.prediction.objective == CRASHES
     assert (out.action.prediction.gain, out.action.prediction.low) == (1.0, 1.0)
+
+
+def test_no_max_running_cap_when_one_request_alone_ran_out():
+    # An idle server (one request at a time) whose request ran out of memory: a cap of 1 would
+    # change nothing the crash depended on. Before: "--max-running-requests 4096 -> 1".
+    config = ServerConfig(version="0.5.23", max_running_requests=4096, gpu_model="NVIDIA L4")
+    for batch in ("0x9 1", "1x10"):
+        view = window_from(decode_oom_events="0x9 1", num_running_reqs_max_rank=batch)
+        out = evaluate(DECODE_OOM, view, config=config)
+        assert isinstance(out, Finding) and out.action.suggested is None
+        assert out.action.text.startswith("no --max-running-requests cap")
+    busy = window_from(decode_oom_events="0x9 1", num_running_reqs_max_rank="200x10")
+    out = evaluate(DECODE_OOM, busy, config=config)
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 4096 -> 150"

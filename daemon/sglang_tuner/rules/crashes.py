@@ -225,11 +225,22 @@ def _ceiling(inp: RuleInput) -> tuple[float, str]:
     return cap, f"{cap:g}"
 
 
-def _no_fit(what: str) -> Action:
+def _no_fit(inp: RuleInput, what: str) -> Action:
+    """No fraction between what failed low and what may not be passed can work: the levers that
+    free memory at a given fraction instead, and no flag value."""
+    graphs = graph_flag(inp.config.version if inp.config else None)
     return Action(
-        f"{what}: the model does not fit this way; use more GPUs (--tp-size) or FP8 weights "
-        "(--quantization fp8)"
+        f"{what}: the model does not fit this way, no {MEM_FLAG} between them can work; free "
+        f"memory another way: a shorter --context-length, smaller CUDA graphs ({graphs}), a "
+        "smaller draft model or none (speculative decoding), FP8 weights (--quantization fp8), "
+        "or more GPUs (--tp-size)"
     )
+
+
+# What to look up where the value a start failed with is unknown (SGLang's own words name it).
+LOOK_UP_FRACTION = (
+    "read mem_fraction_static from the log's 'Current value' line or from /server_info"
+)
 
 
 def _raise_above(inp: RuleInput, required: float) -> Action:
@@ -237,7 +248,7 @@ def _raise_above(inp: RuleInput, required: float) -> Action:
     ceiling, why = _ceiling(inp)
     suggested = round(math.floor(required * 100 + 1e-9) / 100 + 0.01, 2)
     if suggested > ceiling + 1e-9:
-        return _no_fit(f"the weights need {MEM_FLAG} above {required:g}, past {why}")
+        return _no_fit(inp, f"the weights need {MEM_FLAG} above {required:g}, past {why}")
     crashed = _crashed_value(inp, "mem_fraction_static", too_low=True)
     action = flag_action(MEM_FLAG, crashed, suggested, inp)
     action = with_note(
@@ -259,13 +270,13 @@ def _raise_for_the_pool(inp: RuleInput) -> Action:
     ceiling, why = _ceiling(inp)
     if crashed is not None and crashed >= ceiling - 1e-9:
         return _no_fit(
-            f"{MEM_FLAG} is already {crashed:g} and may go no higher ({why}): the weights "
-            "leave no room for a KV pool"
+            inp,
+            f"{MEM_FLAG} {crashed:g} left no room for a KV pool and it may go no higher ({why})",
         )
-    if crashed is None:
+    if crashed is None:  # no machine value: a step from an unknown value is not a value
         step = th["mem_fraction_step"]
-        return Action(f"{MEM_FLAG}: raise by {step:g}", MEM_FLAG, None, f"+{step:g}",
-                      "the value it failed with is unknown")  # fmt: skip
+        text = f"{MEM_FLAG}: {step:g} above the value it failed with ({LOOK_UP_FRACTION})"
+        return Action(text, MEM_FLAG, None, None, "the value it failed with is unknown")
     suggested = min(ceiling, round(crashed + th["mem_fraction_step"], 2))
     action = flag_action(MEM_FLAG, crashed, suggested, inp)
     total = gpu_memory_gb(inp.config)

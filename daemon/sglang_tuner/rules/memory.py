@@ -363,16 +363,12 @@ def raise_mem_fraction(inp: RuleInput) -> Action:
         else f"GPU memory unknown (set gpu_model or dcgm_url): sized for {LARGEST_GPU_GB:g} GB"
     )
     current = _mem_fraction(inp)
-    if current is None:
+    if current is None:  # no machine value: a step from an unknown value is not a value
         why = inp.config_error or "/server_info did not report it"
         note = f"current value unknown ({why})" + (f"; {gpu_note}" if gpu_note else "")
-        return Action(
-            f"{MEM_FLAG}: raise by {delta:g}",
-            MEM_FLAG,
-            None,
-            f"+{delta:g}",
-            note,
-        )
+        look_up = "read mem_fraction_static from /server_info or the log's launch line"
+        return Action(f"{MEM_FLAG}: {delta:g} above today's value ({look_up})", MEM_FLAG,
+                      None, None, note)  # fmt: skip
     suggested = min(th["mem_fraction_max"], round(current + delta, 2))
     if suggested <= current:
         return Action(f"{MEM_FLAG} is already {current:g}, the most this advice goes to")

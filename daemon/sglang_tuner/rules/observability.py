@@ -14,9 +14,11 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import frequently
 from sglang_tuner.rule import Rule, RuleInput, confidence_for, format_duration
+from sglang_tuner.rules.sglang.flags import has_flag
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
 DISABLED_REASON = "http_404_metrics_disabled"
+ALL_SCHEDULERS = "--enable-metrics-for-all-schedulers"
 
 
 def _enable_metrics(_inp: RuleInput) -> Action:
@@ -66,6 +68,12 @@ METRICS_DISABLED = Rule(
 
 def _all_schedulers(inp: RuleInput) -> Action:
     current = inp.config.enable_metrics_for_all_schedulers if inp.config else None
+    version = inp.config.version if inp.config else None
+    if not has_flag(ALL_SCHEDULERS, version):  # 0.4.9.post3+ (rules/sglang/flags.py)
+        return Action(
+            f"SGLang {version} has no {ALL_SCHEDULERS} (added in 0.4.9.post3): upgrade SGLang "
+            "to see every DP rank's scheduler metrics"
+        )
     return Action(
         "add --enable-metrics-for-all-schedulers so every DP rank exports its scheduler metrics",
         "--enable-metrics-for-all-schedulers",

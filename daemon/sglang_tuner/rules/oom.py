@@ -89,6 +89,22 @@ def _lower_mem_fraction_instead(inp: RuleInput, chunk: int) -> Action:
     return with_expected(action, f"{NO_CRASH}: more GPU memory left for prefill activations")
 
 
+# A batch of one (or none) ran out: capping concurrency cannot help, one request's own size did.
+SMALLEST_CAPPED_BATCH = 2
+
+
+def _no_cap(batch: float) -> Action:
+    """No `--max-running-requests` value: at most one request per rank was running, so a cap
+    (down to 1) changes nothing the crash depended on."""
+    return Action(
+        f"no --max-running-requests cap: about {batch:.0f} request per rank was running, so one "
+        "request's own size ran out of memory; shorten what one request may take "
+        "(--context-length), or lower --chunked-prefill-size or --mem-fraction-static; where "
+        "SGLang's numbers show free tokens covering the request, it is an allocator bug",
+        expected="no flag value: a smaller batch cannot stop a single request's failure",
+    )
+
+
 def lower_max_running(inp: RuleInput) -> Action:
     """Below the batch that ran out of memory: the p90 per-rank batch minus one step."""
     current = max_running_per_rank(inp.config)
@@ -99,6 +115,8 @@ def lower_max_running(inp: RuleInput) -> Action:
         return Action("--max-running-requests: lower it", "--max-running-requests", note=why)
     if current is not None:
         base = min(base, current)
+    if base < SMALLEST_CAPPED_BATCH:
+        return _no_cap(base)
     per_rank = max(1, math.floor(base * (1 - inp.thresholds["max_running_step_ratio"])))
     suggested = flag_from_per_rank(inp.config, per_rank)
     action = flag_action("--max-running-requests", max_running_flag(inp.config), suggested, inp)
