@@ -17,6 +17,7 @@ from .gpu import GPUS, Gpu, gpu_named
 from .graphs import default_capture_sizes, padded_rows
 from .memory import MemorySplit, kv_bytes_per_token, kv_pool_tokens, memory_split
 from .model import MODELS, ModelSpec, model_named
+from .perturbation import Perturbation
 from .step import StepModel, blend, experts_touched
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Gpu",
     "MemorySplit",
     "ModelSpec",
+    "Perturbation",
     "StepModel",
     "backend_efficiency",
     "blend",

@@ -13,16 +13,20 @@ from .model import ModelSpec
 # 0.81 of 4.8 TB/s, FA2 at ~0.5) puts the best Hopper kernel at ~1.0 here; the guide names fa3
 # the fastest on Hopper. flashinfer 0.95, triton 0.8, torch_native 0.3 and every non-Hopper
 # value are assumptions (no measurement at hand), kept from the simulator's first calibration.
-# fa3 needs sm90 (Hopper); trtllm_mha/trtllm_mla need sm100 (Blackwell); flashmla sm90/sm100.
+# fa3 runs on sm80-sm90 (0.5.20 attention_registry.create_flashattention_v3_backend: major 8
+# without MLA, or 9), not sm100; on sm8x it is taken as fast as flashinfer (an assumption, no
+# measurement). trtllm_mha/trtllm_mla need sm100 (Blackwell); flashmla sm90/sm100.
 _COMMON = {"flashinfer": 0.95, "triton": 0.8, "torch_native": 0.3}
 BACKEND_EFFICIENCY: Mapping[str, Mapping[str, float]] = MappingProxyType(
     {
         "hopper": {"fa3": 1.0, "flashmla": 1.0, **_COMMON},
         "blackwell": {"trtllm_mha": 1.0, "trtllm_mla": 1.0, "flashmla": 1.0, **_COMMON},
-        "ampere": dict(_COMMON),
-        "ada": dict(_COMMON),
+        "ampere": {"fa3": 0.95, **_COMMON},
+        "ada": {"fa3": 0.95, **_COMMON},
     }
 )
+# Architectures whose fa3 serves MHA/GQA only (no MLA): SM8x.
+FA3_WITHOUT_MLA = frozenset({"ampere", "ada"})
 # Per-card exceptions. H20: fa3 decode is well behind flashinfer on this compute-starved Hopper
 # (sgl-project/sglang#5630: QwQ-32B tp4, batch 64 x 12k input, 908 vs 2,014 tok/s decode;
 # #6151: Qwen3-235B tp8 decode attention kernel 98 us with fa3 vs 35 us with flashinfer, while

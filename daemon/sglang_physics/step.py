@@ -10,6 +10,7 @@ from .attention import backend_efficiency, default_backend
 from .deployment import Deployment
 from .gpu import Gpu
 from .model import ModelSpec
+from .perturbation import NONE, Perturbation
 
 # Share of peak HBM bandwidth decode kernels reach. H200 measurement: 0.85 for a 4 GiB read-only
 # reduction, 0.78 for a batch-1 decode's weight reads; 0.85 also reproduces its GEMM stack.
@@ -69,20 +70,24 @@ class StepModel:
         deployment: Deployment | None = None,
         version: tuple[int, ...] = (0, 5, 23),
         launches_per_layer: float = SGLANG_LAUNCHES_PER_LAYER,
+        perturbation: Perturbation = NONE,
     ) -> None:
+        """perturbation: factors on the constants below (the simulator's perturbed world)."""
         self.gpu, self.model = gpu, model
+        p = self.perturbation = perturbation
         d = self.deployment = deployment or Deployment()
         self.backend = d.attention_backend or default_backend(gpu, model, version)
         self.bytes_per_param = d.weight_bytes_per_param or float(model.dtype_bytes)
         fp8 = self.bytes_per_param <= 1 and gpu.fp8_tflops > 0
         self.flops_per_s = (gpu.fp8_tflops if fp8 else gpu.bf16_tflops) * 1e12
-        self.bandwidth = gpu.bandwidth_tb_s * 1e12 * HBM_EFFICIENCY
+        self.bandwidth = gpu.bandwidth_tb_s * 1e12 * HBM_EFFICIENCY * p.hbm_bandwidth
         self.kv_bytes_per_token = model.kv_bytes_per_token(d.attn_tp, d.kv_dtype_bytes)
-        attn = backend_efficiency(gpu, self.backend)
+        attn = backend_efficiency(gpu, self.backend) * p.kv_read
         self.kv_s_per_token = self.kv_bytes_per_token / self.bandwidth / attn
         kv_flops = model.decode_attention_flops_per_kv_token() / d.attn_tp
         self.kv_flop_s_per_token = kv_flops / (gpu.bf16_tflops * 1e12 * attn
-                                               * DECODE_ATTENTION_FLOP_EFFICIENCY)  # fmt: skip
+                                               * DECODE_ATTENTION_FLOP_EFFICIENCY
+                                               * p.decode_attention_flops)  # fmt: skip
         # weights: attention per attention rank, the rest (embeddings, dense MLPs, shared
         # experts, router) sliced over tp, routed experts read only where tokens go
         self.attention_params_gpu = model.attention_params / d.attn_tp
@@ -90,10 +95,12 @@ class StepModel:
             self.attention_params_gpu
             + (model.params - model.attention_params - model.routed_params) / d.tp
         )
-        self.expert_params_gpu = model.expert_params * model.moe_layers / d.tp
+        self.expert_params_gpu = model.expert_params * model.moe_layers / d.tp * p.moe_inefficiency
         launches = launches_per_layer + (TP_LAUNCHES_PER_LAYER if d.tp > 1 else 0)
-        self.eager_cpu_s = model.layers * launches * EAGER_CPU_PER_LAUNCH_S
-        self.eager_gap_s = model.layers * launches * EAGER_GPU_GAP_PER_LAUNCH_S
+        self.eager_cpu_s = model.layers * launches * EAGER_CPU_PER_LAUNCH_S * p.launch_cpu
+        self.eager_gap_s = model.layers * launches * EAGER_GPU_GAP_PER_LAUNCH_S * p.launch_gap
+        self.step_overhead_s = STEP_OVERHEAD_S * p.step_overhead
+        self.prefill_overhead_s = PREFILL_OVERHEAD_S * p.prefill_overhead
 
     # -- pieces ------------------------------------------------------------------------------
     def weight_bytes_read(self, rows: int) -> float:
@@ -112,7 +119,8 @@ class StepModel:
         m, d = self.model, self.deployment
         attention = 2.0 * self.attention_params_gpu * rows
         rest = 2.0 * (m.active_params - m.attention_params) / d.tp * d.moe_rows(rows)
-        return attention + rest
+        routed = 2.0 * m.expert_params * m.active_experts * m.moe_layers / d.tp * d.moe_rows(rows)
+        return attention + rest + (self.perturbation.moe_inefficiency - 1) * routed
 
     def allreduce_seconds(self, rows: int) -> float:
         """Two all-reduces per layer of rows x hidden BF16 values (ring: 2(tp-1)/tp of them)."""
@@ -120,9 +128,12 @@ class StepModel:
         if tp == 1:
             return 0.0
         rows = self.deployment.moe_rows(rows)
+        p = self.perturbation
         latency = NVLINK_ALLREDUCE_S if self.gpu.has_nvlink else PCIE_ALLREDUCE_S
+        latency *= p.allreduce_latency
         payload = rows * self.model.hidden * 2 * 2 * (tp - 1) / tp
-        return 2 * self.model.layers * (latency + payload / (self.gpu.link_gb_s * 1e9))
+        link = self.gpu.link_gb_s * 1e9 * p.link_bandwidth
+        return 2 * self.model.layers * (latency + payload / link)
 
     def kv_read_seconds(self, kv_tokens: float) -> float:
         """Decode attention over `kv_tokens` cached tokens: bytes, or FLOPs where MLA needs more."""
@@ -131,7 +142,8 @@ class StepModel:
     # -- public step times -------------------------------------------------------------------
     def decode_forward_seconds(self, rows: int, kv_tokens: float) -> float:
         """GPU time of one decode forward inside a CUDA graph (`rows` = padded batch)."""
-        gemm = self.gemm_flops(rows) / (self.flops_per_s * DECODE_GEMM_EFFICIENCY)
+        gemm_peak = self.flops_per_s * DECODE_GEMM_EFFICIENCY * self.perturbation.decode_gemm
+        gemm = self.gemm_flops(rows) / gemm_peak
         gpu = blend(self.weights_seconds(rows), gemm)
         return gpu + self.kv_read_seconds(kv_tokens) + self.allreduce_seconds(rows)
 
@@ -150,10 +162,10 @@ class StepModel:
         """
         gpu = self.decode_forward_seconds(rows or batch, kv_tokens)
         if not cuda_graph:
-            return max(gpu + self.eager_gap_s, self.eager_cpu_s) + STEP_OVERHEAD_S
+            return max(gpu + self.eager_gap_s, self.eager_cpu_s) + self.step_overhead_s
         if torch_compile:
-            gpu *= TORCH_COMPILE_FACTOR
-        return gpu + STEP_OVERHEAD_S
+            gpu *= TORCH_COMPILE_FACTOR * self.perturbation.torch_compile
+        return gpu + self.step_overhead_s
 
     def prefill_seconds(self, new_tokens: int, attention_flops: float | None = None) -> float:
         """One prefill (extend) forward over `new_tokens`, run eagerly.
@@ -163,10 +175,13 @@ class StepModel:
         """
         if attention_flops is None:
             attention_flops = self.model.attention_flops(new_tokens, new_tokens / 2)
-        gemm = self.gemm_flops(new_tokens) / (self.flops_per_s * PREFILL_GEMM_EFFICIENCY)
+        p = self.perturbation
+        gemm_peak = self.flops_per_s * PREFILL_GEMM_EFFICIENCY * p.prefill_gemm
+        gemm = self.gemm_flops(new_tokens) / gemm_peak
         attention_peak = self.gpu.bf16_tflops * 1e12 * PREFILL_ATTENTION_EFFICIENCY
+        attention_peak *= p.prefill_attention
         attention = attention_flops / self.deployment.attn_tp / attention_peak
         gpu = blend(self.weights_seconds(new_tokens), gemm) + attention
         gpu += self.allreduce_seconds(new_tokens)
         # a prefill's kernels run longer than their launches: no gaps, only the host bound
-        return max(gpu, self.eager_cpu_s) + PREFILL_OVERHEAD_S
+        return max(gpu, self.eager_cpu_s) + self.prefill_overhead_s

@@ -12,6 +12,7 @@ from .hardware import Knobs
 from .llms import LLMS, LlmSpec
 from .measure import Measurement, measure
 from .model import ServerConfig, ServerModel
+from .perturb import draw as draw_perturbation
 from .scenarios import SCENARIOS, Scenario
 from .workload import Load
 
@@ -32,6 +33,7 @@ __all__ = [
     "SimFleet",
     "apply_flags",
     "apply_load",
+    "draw_perturbation",
     "flag_names",
     "measure",
 ]

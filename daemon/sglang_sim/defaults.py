@@ -13,6 +13,9 @@ from .llms import LlmSpec
 
 NEW_DEFAULTS_SINCE: Version = (0, 5, 0)  # ServerArgs._handle_gpu_memory_settings (read in 0.5.9)
 APPEND_MAX_BS_SINCE: Version = (0, 5, 17)  # the capture list then always ends at max_bs
+# 0.5.20 arg_groups/memory_hook.py: 20-35 GB cards (A10, RTX 4090/5090) get a 4096-token chunk
+# and graphs up to 48 (160 at tp >= 4), where 0.5.4-0.5.19 gave 2048 and 24 / 80
+SMALL_TIER_SINCE: Version = (0, 5, 20)
 GIB_MIB = 1024
 
 
@@ -47,7 +50,8 @@ def _default_chunk(gpu: Gpu, version: Version) -> int:
     mem = gpu.memory_mib
     if version < NEW_DEFAULTS_SINCE:  # 0.4.10 __post_init__
         return 2048 if mem < 35 * GIB_MIB else 8192 if mem < 160 * GIB_MIB else 16384
-    bands = ((35, 2048), (60, 4096), (160, 8192))
+    small = 4096 if version >= SMALL_TIER_SINCE else 2048
+    bands = ((35, small), (60, 4096), (160, 8192))
     return next((size for limit, size in bands if mem < limit * GIB_MIB), 16384)
 
 
@@ -58,7 +62,8 @@ def _default_max_bs(gpu: Gpu, tp: int, version: Version) -> int:
         if mem < 35 * GIB_MIB:
             return 8 if tp < 4 else 80
         return max(_old_capture_list(gpu))
-    bands = ((20, 8, 8), (35, 24, 80), (60, 32, 160), (160, 256, 512))
+    small = (48, 160) if version >= SMALL_TIER_SINCE else (24, 80)
+    bands = ((20, 8, 8), (35, *small), (60, 32, 160), (160, 256, 512))
     return next(
         (small if tp < 4 else large for limit, small, large in bands if mem < limit * GIB_MIB),
         512,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from sglang_physics import supported_backends
+from sglang_physics.attention import FA3_WITHOUT_MLA
 
 from .catalogue import Version, parse_version
 from .hardware import Knobs
@@ -152,6 +153,8 @@ def check_hardware(config: ServerConfig) -> None:
     if backend and backend not in supported_backends(gpu):
         choices = ", ".join(supported_backends(gpu))
         raise ValueError(f"--attention-backend {backend} does not run on {gpu.name} ({choices})")
+    if backend == "fa3" and config.llm.is_mla and gpu.arch in FA3_WITHOUT_MLA:
+        raise ValueError(f"--attention-backend fa3 runs MLA models only on SM90, not {gpu.name}")
     if knobs.enable_dp_attention and knobs.tp_size % knobs.dp_size:
         raise ValueError("--enable-dp-attention needs --tp-size divisible by --dp-size")
 

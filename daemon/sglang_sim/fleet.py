@@ -11,9 +11,12 @@ from dataclasses import asdict, dataclass, replace
 from types import TracebackType
 from typing import Any
 
+from sglang_physics import Perturbation
+
 from .catalogue import VERSIONS
 from .flags import apply_flags, apply_load
 from .gpus import gpu_named
+from .hardware import Knobs
 from .http import SimServer
 from .llms import llm_named
 from .logs import LogWriter
@@ -37,6 +40,8 @@ class ServerSpec:
     load: Pairs = ()  # (Load field, value) applied over the scenario's load
     gpu: str | None = None  # a GPUS key, e.g. H200, H20, RTX4090 (default: the scenario's H100)
     model: str | None = None  # an LLMS key, e.g. qwen3-30b-a3b, deepseek-v3 (default: 8B)
+    perturbation: Perturbation | None = None  # the world's constants (None: sglang_physics's)
+    defaults: bool = False  # drop the scenario's flags: every knob at the version's own default
 
 
 def check_spec(spec: ServerSpec) -> None:
@@ -51,10 +56,14 @@ def check_spec(spec: ServerSpec) -> None:
 def config_for(spec: ServerSpec) -> ServerConfig:
     """The scenario's configuration with the spec's version, hardware, flags and load."""
     config = SCENARIOS[spec.scenario].for_version(spec.version)
+    if spec.defaults:
+        config = replace(config, knobs=Knobs())
     if spec.gpu:
         config = replace(config, gpu=gpu_named(spec.gpu))
     if spec.model:
         config = replace(config, llm=llm_named(spec.model))
+    if spec.perturbation is not None:
+        config = replace(config, perturbation=spec.perturbation)
     config = apply_flags(config, dict(spec.flags))
     return replace(config, load=apply_load(config.load, dict(spec.load)))
 

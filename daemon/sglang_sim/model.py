@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from sglang_physics import Perturbation
+
 from .catalogue import parse_version
 from .decode import LogSink
 from .defaults import capture_batch_sizes, resolve_knobs
@@ -31,6 +33,8 @@ class ServerConfig:
     llm: LlmSpec = field(default_factory=LlmSpec)
     version: str = "0.5.23"
     dead_seconds: float = 20.0
+    # the world's constants drawn away from sglang_physics's (restarts keep it: same hardware)
+    perturbation: Perturbation = field(default_factory=Perturbation)
 
 
 def build(config: ServerConfig) -> tuple[Knobs, MemoryPlan, Engine]:
@@ -41,7 +45,7 @@ def build(config: ServerConfig) -> tuple[Knobs, MemoryPlan, Engine]:
     running = max_running(provisional.max_total_num_tokens, config.llm, knobs)
     sizes = tuple(capture_batch_sizes(knobs, config.gpu, version, running))
     plan = plan_memory(config.gpu, config.llm, knobs, sizes)
-    return knobs, plan, Engine(config.gpu, config.llm, knobs, sizes)
+    return knobs, plan, Engine(config.gpu, config.llm, knobs, sizes, config.perturbation)
 
 
 class NullLog:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglang_physics import Deployment, StepModel, padded_rows
+from sglang_physics import Deployment, Perturbation, StepModel, padded_rows
 
 from .gpus import Gpu
 from .hardware import Knobs, deployment_for
@@ -13,17 +13,19 @@ from .llms import LlmSpec
 
 @dataclass(frozen=True)
 class Engine:
-    """The step-time model of one server (knobs resolved), padded to its CUDA-graph sizes."""
+    """The step-time model of one server (knobs resolved), padded to its CUDA-graph sizes;
+    `perturbation` draws its hardware and kernel constants away from sglang_physics's."""
 
     gpu: Gpu
     llm: LlmSpec
     knobs: Knobs
     capture_bs: tuple[int, ...] = ()
+    perturbation: Perturbation = field(default_factory=Perturbation)
     derived: dict[str, float] = field(default_factory=dict, compare=False)
     step: StepModel = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        step = StepModel(self.gpu, self.llm, self.deployment)
+        step = StepModel(self.gpu, self.llm, self.deployment, perturbation=self.perturbation)
         object.__setattr__(self, "step", step)  # frozen: set once, here
         self.derived.update(
             weights_s=step.weights_seconds(1),

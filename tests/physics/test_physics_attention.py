@@ -4,13 +4,15 @@ import pytest
 from sglang_physics import GPUS, MODELS, backend_efficiency, default_backend, supported_backends
 
 
-def test_fa3_runs_on_hopper_only_and_trtllm_on_blackwell_only():
+def test_fa3_runs_on_sm80_to_sm90_and_trtllm_on_blackwell_only():
     assert "fa3" in supported_backends(GPUS["H100"])
-    assert "fa3" not in supported_backends(GPUS["A100"])
-    assert "fa3" not in supported_backends(GPUS["L40S"])
+    assert "fa3" in supported_backends(GPUS["A100"])
+    assert "fa3" in supported_backends(GPUS["L40S"])
+    assert "fa3" not in supported_backends(GPUS["B200"])
     assert "trtllm_mha" in supported_backends(GPUS["B200"])
+    assert "trtllm_mha" not in supported_backends(GPUS["H100"])
     with pytest.raises(ValueError, match="attention backend fa3 does not run on"):
-        backend_efficiency(GPUS["A100"], "fa3")
+        backend_efficiency(GPUS["B200"], "fa3")
 
 
 def test_sglangs_default_backend_per_gpu_model_and_version():

@@ -70,12 +70,12 @@ def test_small_model_on_a_consumer_card():
     sim.advance_to(60.0)
     assert sim.plan.failure is None
     assert sim.knobs.attention_backend == "flashinfer"
-    assert sim.knobs.chunked_prefill_size == 2048  # SGLang's default under 35 GB
+    assert sim.knobs.chunked_prefill_size == 4096  # SGLang 0.5.20+'s default for 20-35 GB
 
 
-def test_fa3_is_refused_off_hopper():
+def test_fa3_is_refused_on_blackwell():
     with pytest.raises(ValueError, match="does not run"):
-        check_spec(ServerSpec("healthy", gpu="A100", flags=(("--attention-backend", "fa3"),)))
+        check_spec(ServerSpec("healthy", gpu="B200", flags=(("--attention-backend", "fa3"),)))
     config = config_for(ServerSpec("healthy", gpu="H100"))
     assert apply_flags(config, {"--attention-backend": "fa3"}).knobs.attention_backend == "fa3"
 
