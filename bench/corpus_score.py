@@ -7,13 +7,14 @@ against the entry's `fix_flag` (or its structured `fix_moves` / `worse_moves`) i
 
 - match: the next change moves the thread's fix flag in the fix's direction; for a bug or
   not-a-tuning-problem entry, it changes no flag and names that diagnosis; for a healthy
-  server, it changes no flag;
+  server or one bound by its client, it changes no flag;
 - harmful: it moves a fix flag the opposite way, or a flag the thread showed makes it worse;
 - miss: anything else, no advice included;
 - no fix: the thread found no fix (unresolved), so only harmful is possible.
 
 A log that ends in a crash is also checked for a named diagnosis: any advice on it at
-critical severity, or predicted on crashes, or from a crash rule.
+critical severity, or predicted on crashes, or from a crash rule; "unclassified" counts those
+whose only name is the generic "unclassified crash" fallback.
 
     PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|both] [--verbose]
 """
@@ -27,11 +28,13 @@ import subprocess
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "sglang" / "logs"
 SETS = ("corpus", "holdout")
@@ -61,6 +64,8 @@ CRASH_RULES = {
     "decode_oom",
 }
 NO_FIX = {"none", "unresolved", ""}
+# kinds whose right answer is no server flag change at all
+NO_CHANGE = {"healthy", "client_bound"}
 _ARROW = re.compile(r"(--[a-z0-9-]+)\s+(\S+)\s*->\s*(?:>=\s*)?(-?[0-9.]+)")
 _WORDS = {"lowered": "down", "lower": "down", "raised": "up", "raise": "up"}
 
@@ -71,6 +76,7 @@ class Move:
 
     flag: str
     way: str
+    current: float | None = field(default=None, compare=False)
 
 
 def parse_moves(text: str) -> list[Move]:
@@ -112,7 +118,7 @@ def _number(text: str) -> float | None:
         return None
 
 
-def advised_move(action: dict[str, object]) -> Move | None:
+def advised_move(action: Json) -> Move | None:
     """The move a next change's action makes (None: it changes no flag)."""
     flag = action.get("flag")
     if not flag:
@@ -125,18 +131,37 @@ def advised_move(action: dict[str, object]) -> Move | None:
         return Move(str(flag), "on")
     old, new = _number(current), _number(suggested)
     if old is not None and new is not None and old != new:
-        return Move(str(flag), "up" if new > old else "down")
+        return Move(str(flag), "up" if new > old else "down", old)
     if suggested.startswith(("+", "-")) and _number(suggested) is not None:
         return Move(str(flag), "up" if suggested.startswith("+") else "down")
-    return Move(str(flag), "=" + suggested if suggested else "on")
+    if suggested:
+        return Move(str(flag), "=" + suggested)
+    return Move(str(flag), _way_in_words(str(action.get("text") or "")))
+
+
+def _way_in_words(text: str) -> str:
+    """The direction an action's text gives where it has no machine value."""
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    if words & {"above", "raise", "higher", "increase", "more"}:
+        return "up"
+    if words & {"below", "lower", "reduce", "decrease", "smaller", "less"}:
+        return "down"
+    return "on"
 
 
 def _same(advised: Move, wanted: Move) -> bool:
     if advised.flag != wanted.flag:
         return False
     if wanted.way.startswith("="):
-        return advised.way == wanted.way or advised.way in ("up", "down")
+        return advised.way == wanted.way or _towards(advised, _number(wanted.way[1:]))
     return advised.way == wanted.way
+
+
+def _towards(advised: Move, target: float | None) -> bool:
+    """An up/down move from a known current value towards the thread's value."""
+    if target is None or advised.current is None or advised.way not in ("up", "down"):
+        return False
+    return (advised.way == "up") == (target > advised.current)
 
 
 def _opposite(advised: Move, wanted: Move) -> bool:
@@ -152,11 +177,11 @@ class Verdict:
     kind: str
     score: str
     crash: bool
-    named: bool
+    named: str
     said: str
 
 
-def wanted_moves(entry: dict[str, object]) -> list[Move]:
+def wanted_moves(entry: Json) -> list[Move]:
     """The fix as moves: `fix_moves` where given, else parsed from `fix_flag`."""
     items = entry.get("fix_moves")
     if isinstance(items, list):
@@ -165,13 +190,13 @@ def wanted_moves(entry: dict[str, object]) -> list[Move]:
     return [] if text.lower() in NO_FIX | {"bug", "upgrade"} else parse_moves(text)
 
 
-def worse_moves(entry: dict[str, object]) -> list[Move]:
+def worse_moves(entry: Json) -> list[Move]:
     """Moves the thread showed make it worse (`worse_moves`)."""
     items = entry.get("worse_moves") or []
-    return [m for item in items for m in parse_moves(str(item))]  # type: ignore[union-attr]
+    return [m for item in items for m in parse_moves(str(item))]
 
 
-def score(entry: dict[str, object], report: dict[str, object]) -> Verdict:
+def score(entry: Json, report: Json) -> Verdict:
     """Match / harmful / miss / no fix for one log's report."""
     name, kind = str(entry["file"]), str(entry["kind"])
     step = _next_step(report)
@@ -183,7 +208,7 @@ def score(entry: dict[str, object], report: dict[str, object]) -> Verdict:
     return verdict
 
 
-def _judge(entry: dict[str, object], kind: str, step: dict | None, move: Move | None) -> str:
+def _judge(entry: Json, kind: str, step: Json | None, move: Move | None) -> str:
     wanted, worse = wanted_moves(entry), worse_moves(entry)
     if move is not None and (
         any(_opposite(move, w) for w in wanted) or any(_same(move, w) for w in worse)
@@ -192,14 +217,14 @@ def _judge(entry: dict[str, object], kind: str, step: dict | None, move: Move | 
     if wanted:
         return "match" if move is not None and any(_same(move, w) for w in wanted) else "miss"
     fix = str(entry.get("fix_flag") or "").strip().lower()
-    if kind == "healthy":
+    if kind in NO_CHANGE:
         return "match" if move is None else "miss"
     if fix in ("bug", "upgrade") or kind in ("allocator_bug", "not_a_tuning_problem"):
         return "match" if move is None and _diagnosis(kind, step) else "miss"
     return "no fix"
 
 
-def _diagnosis(kind: str, step: dict | None) -> bool:
+def _diagnosis(kind: str, step: Json | None) -> bool:
     if step is None:
         return False
     if step.get("rule") in DIAGNOSES.get(kind, set()):
@@ -208,41 +233,52 @@ def _diagnosis(kind: str, step: dict | None) -> bool:
     return "not a tuning problem" in text or " bug" in text
 
 
-def _next_step(report: dict[str, object]) -> dict | None:
-    for plan in report.get("plans", []) or []:  # type: ignore[union-attr]
-        if plan.get("next"):
-            return plan["next"]  # type: ignore[no-any-return]
+def _next_step(report: Json) -> Json | None:
+    for plan in report.get("plans", []) or []:
+        step = plan.get("next")
+        if isinstance(step, dict):
+            return step
     return None
 
 
-def _named(report: dict[str, object]) -> bool:
-    for advice in report.get("data", []) or []:  # type: ignore[union-attr]
-        objective = (advice.get("action") or {}).get("prediction", {}) or {}
-        if (
-            advice.get("severity") == "critical"
-            or advice.get("rule") in CRASH_RULES
-            or objective.get("objective") == "crashes"
-        ):
-            return True
-    return False
+def _named(report: Json) -> str:
+    """'named', 'unclassified' (only the generic crash fallback) or '' for one log's report."""
+    names = [a for a in report.get("data", []) or [] if _is_crash_advice(a)]
+    if not names:
+        return ""
+    generic = all("unclassified crash" in str(a.get("action", {}).get("text", "")) for a in names)
+    return "unclassified" if generic else "named"
 
 
-def _said(step: dict | None, move: Move | None) -> str:
+def _is_crash_advice(advice: Json) -> bool:
+    prediction = (advice.get("action") or {}).get("prediction", {}) or {}
+    return (
+        advice.get("severity") == "critical"
+        or advice.get("rule") in CRASH_RULES
+        or prediction.get("objective") == "crashes"
+    )
+
+
+def _said(step: Json | None, move: Move | None) -> str:
     if step is None:
         return "no advice"
     what = f"{move.flag} {move.way}" if move else "no flag"
     return f"{step.get('rule')}: {what}"
 
 
-def check(path: Path) -> dict[str, object]:
+def check(path: Path) -> Json:
     """`sglang-tuner check --log PATH --format json`, as a user runs it."""
     cmd = [sys.executable, "-m", "sglang_tuner", "check", "--log", str(path), "--format", "json"]
     env = {"PYTHONPATH": str(ROOT / "daemon"), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, check=False)
     try:
-        return json.loads(out.stdout)  # type: ignore[no-any-return]
+        report = json.loads(out.stdout)
     except json.JSONDecodeError:
-        return {"plans": [], "data": [], "error": out.stderr.strip()[-300:]}
+        report = None
+    if isinstance(report, dict):
+        return report
+    print(f"{path.name}: check --log gave no report: {out.stderr.strip()[-300:]}", file=sys.stderr)
+    return {"plans": [], "data": []}
 
 
 def score_set(name: str, jobs: int) -> list[Verdict]:
@@ -256,22 +292,32 @@ def score_set(name: str, jobs: int) -> list[Verdict]:
 def table(name: str, verdicts: list[Verdict], verbose: bool) -> str:
     """A Markdown table per kind and the set's totals."""
     rows = [f"### {name} ({len(verdicts)} logs)", ""]
-    rows += ["| kind | logs | match | harmful | miss | no fix | crash named |", "|---" * 7 + "|"]
+    rows += [
+        "| kind | logs | match | harmful | miss | no fix | crash named (unclassified) |",
+        "|---" * 7 + "|",
+    ]
     kinds = sorted({v.kind for v in verdicts})
     for kind in [*kinds, "total"]:
         got = [v for v in verdicts if kind in (v.kind, "total")]
         rows.append(_row(kind, got))
     if verbose:
-        rows += ["", *(f"- {v.file}: {v.score} ({v.said})" for v in verdicts)]
+        rows += ["", *(_line(v) for v in verdicts)]
     return "\n".join(rows)
+
+
+def _line(verdict: Verdict) -> str:
+    crash = f"; crash {verdict.named or 'not named'}" if verdict.crash else ""
+    return f"- {verdict.file}: {verdict.score} ({verdict.said}){crash}"
 
 
 def _row(kind: str, got: list[Verdict]) -> str:
     count = Counter(v.score for v in got)
     crashes = [v for v in got if v.crash]
-    named = f"{sum(v.named for v in crashes)}/{len(crashes)}" if crashes else "-"
+    named = sum(bool(v.named) for v in crashes)
+    generic = sum(v.named == "unclassified" for v in crashes)
+    named_cell = f"{named}/{len(crashes)} ({generic})" if crashes else "-"
     cells = [count[s] for s in ("match", "harmful", "miss", "no fix")]
-    return f"| {kind} | {len(got)} | " + " | ".join(map(str, cells)) + f" | {named} |"
+    return f"| {kind} | {len(got)} | " + " | ".join(map(str, cells)) + f" | {named_cell} |"
 
 
 def main() -> None:
