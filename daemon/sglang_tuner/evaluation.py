@@ -107,9 +107,23 @@ class Evaluation(_WeakReferenceable):
     def is_ready(self) -> bool:
         """True once every target has been scraped and evaluated at least once (or its scrape
         task fails: that is shown, not waited for)."""
-        return self.ts is not None and all(
-            t.up is not None or t.task_failing for t in self.targets.values()
+        return (
+            self.ts is not None
+            and self.source_problem() is None
+            and all(t.up is not None or t.task_failing for t in self.targets.values())
         )
+
+    def source_problem(self) -> str | None:
+        """Why the Prometheus source has given nothing yet (no query of it has ever answered),
+        or None: a Prometheus that never answers leaves the daemon not ready, saying why."""
+        if not self.queries or any(
+            q.runs_total > sum(q.failures_total.values()) for q in self.queries
+        ):
+            return None
+        failed = next((q for q in self.queries if q.error), None)
+        if failed is None:
+            return "waiting for the first round of queries to Prometheus"
+        return f"no query to Prometheus has answered yet: {failed.error}"
 
     def failing_tasks(self) -> list[str]:
         """One line per target whose scrape task fails, with its error."""

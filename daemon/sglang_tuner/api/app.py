@@ -109,6 +109,7 @@ def readyz(ev: EvaluationDep) -> StatusOut | JSONResponse:
         return StatusOut(status="ready")
     waiting = sum(t.up is None for t in ev.targets.values())
     detail = f"waiting for the first scrape of {waiting} target(s)" if waiting else ""
+    detail = ev.source_problem() or detail
     body = StatusOut(status="not ready", detail=detail or "no evaluation has finished yet")
     return JSONResponse(body.model_dump(exclude_none=True), status_code=503)
 

@@ -73,6 +73,10 @@ class PrometheusSettings(_Strict):
     )
     timeout_seconds: Duration = Field(10.0, gt=0, description="Per-query timeout")
     max_concurrent_queries: int = Field(4, ge=1, description="Queries in flight at once")
+    max_answer_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024,
+        description="Largest answer read (after gzip); a larger one fails its query (too_large)",
+    )  # fmt: skip
     forget_after_seconds: Duration = Field(
         3600.0, gt=0, description="Drop a target that has had no series this long"
     )

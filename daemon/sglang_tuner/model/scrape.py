@@ -58,6 +58,7 @@ QUERY_FAILURE_REASONS: tuple[str, ...] = (
     "rejected",  # 4xx: bad query, auth, too many requests, or an execution error
     "server_error",  # 5xx other than a timeout
     "bad_response",  # not a Prometheus API answer, or not the result type asked for
+    "too_large",  # an answer over `max_answer_bytes`
 )
 
 
