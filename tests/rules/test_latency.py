@@ -11,6 +11,7 @@ from sglang_tuner.rules.latency import (
     LONG_PROMPTS_DOMINATE_TTFT,
     QUEUE_WAIT_DOMINATES,
 )
+from sglang_tuner.sources.server_info import parse_server_info
 
 SLOW_BIG = window_from(itl_p50_seconds="0.08x20", num_running_reqs_max_rank="200x20")
 
@@ -223,3 +224,16 @@ def test_right_after_its_own_cap_a_reading_within_the_histograms_resolution_is_q
         BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online", changes=(_cap(None),)
     )
     assert isinstance(other, Finding)
+
+
+def test_long_prompts_under_attention_dp_double_the_flag_not_the_reported_quotient():
+    # 8 attention-DP ranks started with --chunked-prefill-size 8192: /server_info reports 1024
+    # per rank (0.4.10 server_args.py). Read as the flag it gave "1024 -> 2048": typed, 2048
+    # would make each rank's chunk 256, four times smaller. Read back, the flag doubles.
+    body = {"version": "0.4.10", "tp_size": 8, "dp_size": 8, "enable_dp_attention": True,
+            "chunked_prefill_size": 1024}  # fmt: skip
+    out = evaluate(
+        LONG_PROMPTS_DOMINATE_TTFT, LONG_PROMPTS, config=parse_server_info(body), profile="online"
+    )
+    assert isinstance(out, Finding)
+    assert out.action.text == "--chunked-prefill-size 8192 -> 16384"
