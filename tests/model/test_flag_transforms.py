@@ -158,3 +158,14 @@ def test_max_running_round_trip_per_rank(body, per_rank):
     assert write(RUNNING, flag, config) == per_rank
     reported = parse_server_info({**body, "max_running_requests": flag})
     assert max_running_flag(reported) == flag and max_running_per_rank(reported) == per_rank
+
+
+def test_the_launch_command_gives_the_typed_value_the_division_lost():
+    # 0.5.20+ /server_info has launch_command: 8193 // 8 = 1024 reads back as 8192 without it
+    body = {**body_for("0.5.21", 8, True), "chunked_prefill_size": 1024,
+            "schedule_conservativeness": 0.39}  # fmt: skip
+    assert parse_server_info(body).chunked_prefill_size == 8192
+    command = "python -m sglang.launch_server --chunked-prefill-size=8193 --dp-size 8 "
+    command += "--enable-dp-attention --schedule-conservativeness 1.3"
+    config = parse_server_info({**body, "launch_command": command})
+    assert (config.chunked_prefill_size, config.schedule_conservativeness) == (8193, 1.3)

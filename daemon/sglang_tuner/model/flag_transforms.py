@@ -146,13 +146,33 @@ _CONS, _CHUNK = "--schedule-conservativeness", "--chunked-prefill-size"
 
 
 def read_config(config: ServerConfig) -> ServerConfig:
-    """A config as SGLang reported it, with every transformed value read back to flag units."""
+    """A config as SGLang reported it, with every transformed value read back to flag units:
+    the value the launch command typed where the server says it (0.5.20+ `launch_command`),
+    else the reading of the reported one."""
     cons, chunk = config.schedule_conservativeness, config.chunked_prefill_size
-    return replace(
-        config,
-        schedule_conservativeness=None if cons is None else float(read(_CONS, cons, config)),
-        chunked_prefill_size=None if chunk is None else int(read(_CHUNK, chunk, config)),
-    )
+    command = config.raw.get("launch_command")
+    typed_cons, typed_chunk = (_typed(command, flag) for flag in (_CONS, _CHUNK))
+    if cons is not None:
+        cons = typed_cons if typed_cons is not None else float(read(_CONS, cons, config))
+    if chunk is not None:
+        chunk = int(typed_chunk) if typed_chunk is not None else int(read(_CHUNK, chunk, config))
+    return replace(config, schedule_conservativeness=cons, chunked_prefill_size=chunk)
+
+
+def _typed(command: object, flag: str) -> float | None:
+    """The value a launch command gives `flag` (`--flag V` or `--flag=V`; the last wins), or
+    None where it does not name it exactly."""
+    if not isinstance(command, str):
+        return None
+    tokens, value = command.split(), None
+    for at, token in enumerate(tokens):
+        name, eq, given = token.partition("=")
+        if name == flag:
+            value = given if eq else (tokens[at + 1] if at + 1 < len(tokens) else None)
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
 
 
 def max_running_flag(config: ServerConfig | None) -> int | None:
