@@ -169,3 +169,15 @@ def test_the_launch_command_gives_the_typed_value_the_division_lost():
     command += "--enable-dp-attention --schedule-conservativeness 1.3"
     config = parse_server_info({**body, "launch_command": command})
     assert (config.chunked_prefill_size, config.schedule_conservativeness) == (8193, 1.3)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"cuda_graph_max_bs": 160}, 160),  # <= 0.5.13
+        ({"cuda_graph_max_bs_decode": 256, "cuda_graph_max_bs": 8}, 256),  # 0.5.14+ field
+        ({"cuda_graph_config": {"decode": {"max_bs": 512}}, "cuda_graph_max_bs_decode": 8}, 512),
+    ],
+)
+def test_the_renamed_graph_size_is_read_from_the_newest_field(fields, expected):
+    assert parse_server_info({"version": "0.5.17", **fields}).cuda_graph_max_bs == expected

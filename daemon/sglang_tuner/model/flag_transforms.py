@@ -84,6 +84,11 @@ RENAMED_FIELDS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
 WIDTH_DECIDES = "0.4.4.post1"
 
 
+def reported_fields(flag: str) -> tuple[str, ...]:
+    """Where `/server_info` holds a renamed setting, newest first (dots: nested keys)."""
+    return tuple(key for name, keys, _, _ in RENAMED_FIELDS if name == flag for key in keys)
+
+
 def transform_of(flag: str, version: str | None) -> Transform | None:
     """The row that applies to this flag in this version (None: SGLang keeps it as typed)."""
     setting = "--cuda-graph-max-bs" if flag == "--cuda-graph-max-bs-decode" else flag

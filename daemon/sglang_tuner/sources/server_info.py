@@ -4,7 +4,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_tuner.model.flag_transforms import read_config
+from sglang_tuner.model.flag_transforms import read_config, reported_fields
 from sglang_tuner.model.secrets import redact as redact_secrets
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, ServerConfig
 from sglang_tuner.sources.http import BodyTooLargeError, HttpClient, HttpError, HttpResponse
@@ -87,16 +87,15 @@ def _get(body: Mapping[str, Any], key: str, *, state_first: bool = False) -> Any
 
 
 def _cuda_graph_max_bs(body: Mapping[str, Any]) -> int | None:
-    """`cuda_graph_config.decode.max_bs` (>= v0.5.14), then `cuda_graph_max_bs_decode`, then old."""
-    config = _get(body, "cuda_graph_config")
-    if isinstance(config, Mapping) and isinstance(config.get("decode"), Mapping):
-        resolved = _as_int(config["decode"].get("max_bs"))
-        if resolved is not None:
-            return resolved
-    for key in ("cuda_graph_max_bs_decode", "cuda_graph_max_bs"):
-        value = _as_int(_get(body, key))
-        if value is not None:
-            return value
+    """`cuda_graph_config.decode.max_bs` (>= v0.5.14), then `cuda_graph_max_bs_decode`, then old
+    (the renamed fields of `model/flag_transforms.RENAMED_FIELDS`)."""
+    for key in reported_fields("--cuda-graph-max-bs"):
+        first, *rest = key.split(".")
+        value: Any = _get(body, first)
+        for part in rest:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if _as_int(value) is not None:
+            return _as_int(value)
     return None
 
 
