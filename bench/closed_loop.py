@@ -17,6 +17,7 @@ after, beside the daemon's own verdict on it.
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import statistics
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sglang_physics import gpu_named
+from sglang_physics import Perturbation, gpu_named
 from sglang_sim import SCENARIOS, Measurement, ServerSpec, SimFleet, measure
 from sglang_sim.model import ServerConfig as SimConfig
 from sglang_tuner.changes.record import FLAGS, Change, flag_values
@@ -65,6 +66,7 @@ class Figures:
     restarts: float
 
     @classmethod
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - configs are frozen; one process per cell
     def of(cls, config: SimConfig) -> "Figures":
         runs: list[Measurement] = [measure(config, seconds=600.0, seed=s) for s in SEEDS]
         mean = {f: statistics.fmean(getattr(m, f) for m in runs) for f in cls.__dataclass_fields__}
@@ -91,6 +93,8 @@ class Applied:
     predicted_low: float | None = None
     predicted_high: float | None = None
     prediction: str = ""  # its text
+    # the other objectives the prediction moves: objective -> (metric change, low, high)
+    effects: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
     def measured(self) -> float | None:
@@ -106,6 +110,18 @@ class Applied:
             return None
         change = (after - before) / before
         return change if name == "gen_throughput" else -change
+
+
+@dataclass(frozen=True)
+class World:
+    """What a drawn case sets beyond the scenario: the target's profile (None: by scenario),
+    load fields over the scenario's, every knob at the version's defaults, the world's constants.
+    """
+
+    profile: str | None = None
+    load: Mapping[str, str] = field(default_factory=dict)
+    defaults: bool = False
+    perturbation: Perturbation | None = None
 
 
 @dataclass
@@ -131,19 +147,24 @@ async def run_one(
     gpu: str | None = None,
     model: str | None = None,
     seed: int = 0,
+    world: "World | None" = None,
 ) -> Run:
     """Drive one server and the daemon until the advice is quiet for a window, or the limit.
 
     gpu, model: a `sglang_physics` GPU and model key (default: the scenario's 8B on an H100);
-    seed: the simulated traffic's."""
-    profile = "online" if scenario in ONLINE else "offline"
+    seed: the simulated traffic's; world: profile, load, defaults and perturbation of a drawn
+    case (the randomized matrix)."""
+    world = world or World()
+    profile = world.profile or ("online" if scenario in ONLINE else "offline")
     clock = [0.0]
     gpu_model = gpu_named(gpu).name if gpu else "NVIDIA H100 80GB HBM3"
     with tempfile.TemporaryDirectory() as tmp:
         log = str(Path(tmp) / "sglang.log")
         spec = ServerSpec(
-            scenario, version, log_file=log, flags=tuple(flags.items()), gpu=gpu, model=model
-        )
+            scenario, version, log_file=log, flags=tuple(flags.items()), gpu=gpu, model=model,
+            load=tuple(world.load.items()), perturbation=world.perturbation,
+            defaults=world.defaults,
+        )  # fmt: skip
         fleet = SimFleet([spec], warmup_seconds=60.0, clock=lambda: clock[0], seed=seed)
         await fleet.start()
         url = fleet.urls[0]
@@ -246,6 +267,7 @@ async def _maybe_apply(
     if p is not None:
         applied.objective, applied.predicted, applied.prediction = p.objective, p.gain, p.text()
         applied.predicted_low, applied.predicted_high = p.low, p.high
+        applied.effects = {str(o): tuple(v) for o, v in getattr(p, "effects", {}).items()}
     run.changes.append(applied)
     return True
 

@@ -1,318 +1,221 @@
-"""The closed loop over model x GPU pairs: the server model's predicted effect of each applied
-change beside its measured effect.
+"""The closed loop over randomly drawn servers in a perturbed world: every objective of every
+applied change, predicted beside measured.
 
-For each pair (a `sglang_physics` model on a GPU, with its parallel layout), each scenario that
-applies and each mis-set start, and each seed of the simulated traffic, `closed_loop.run_one`
-lets the daemon advise and applies its warnings. Each applied change carries the server model's
-prediction (gain on the profile's objective, with a range) and the measured effect (the mean of
-`sglang_sim.measure` over seeds 1-3, before and after). Mis-set starts also measure the best
-single change (the flag set back to the scenario's value) to say whether the daemon should have
-warned.
+Each run draws one case from its seed (`matrix_cases.draw`: model x GPU layout x SGLang version
+x workload x profile x one mis-set flag, with the simulator's hardware and kernel constants each
+drawn within ±`--perturb` of sglang_physics's; the daemon keeps its own). `closed_loop.run_one`
+lets the daemon advise and applies its warnings; each applied change is measured before and
+after (`sglang_sim.measure`, 10 simulated minutes, seeds 1-3, mean) on tokens/s, TTFT p99, ITL
+p50 and p99 and crashes, beside what its advice predicted. A mis-set start also measures the
+best single change (the flag set back) to say whether the daemon should have warned.
 
-    PYTHONPATH=daemon python bench/closed_loop_matrix.py [--quick] [--pair 8b/L40S ...]
-                                                         [--jobs 2] [--json FILE]
+Run i of `--seed S` has seed S + i: `--seed S+i --runs 1` replays it (same case, same world).
+
+    PYTHONPATH=daemon python bench/closed_loop_matrix.py [--seed S] [--runs N] [--perturb 0.25]
+                                                         [--jobs 2] [--out PREFIX]
+    PYTHONPATH=daemon python bench/closed_loop_matrix.py --merge A.json B.jsonl --out PREFIX
+
+With --out, each finished run is appended to PREFIX.jsonl at once; the same command again skips
+the seeds already there (a run stopped part-way resumes).
 """
 
 import argparse
 import asyncio
 import json
+import random
 import sys
+import time
+import traceback
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from closed_loop import APPLIED, Applied, Figures, Run, run_one  # noqa: E402
-from sglang_physics import GPUS, MODELS, Deployment, memory_split  # noqa: E402
-from sglang_sim import SCENARIOS, ServerSpec  # noqa: E402
-from sglang_sim.fleet import check_spec, config_for  # noqa: E402
+import closed_loop  # noqa: E402
+from closed_loop import APPLIED, Applied, Figures, World, run_one  # noqa: E402
+from matrix_cases import Case, draw  # noqa: E402
+from matrix_report import (  # noqa: E402
+    GUARDS,
+    change_table,
+    harms,
+    measured,
+    objective_table,
+    predicted,
+    summary,
+)
+from sglang_sim.fleet import config_for  # noqa: E402
 from sglang_tuner.rules import RULES_BY_ID  # noqa: E402
 
-AGREE = 0.05  # predicted and measured within 5 percentage points
-HURT = -0.02  # an applied change that costs its objective more than 2 %
-WARN_GAIN = 0.05  # a mis-set start whose best single change gains this much needs a warning
-VERSION = "0.5.23"
 LIMIT_SECONDS = 5400.0
-
-# name -> (GPU, model, flags of its layout)
-PAIRS: Mapping[str, tuple[str, str, dict[str, str]]] = {
-    "8b/H100": ("H100", "llama-3.1-8b", {}),
-    "8b/L40S": ("L40S", "llama-3.1-8b", {}),
-    "1b/L4": ("L4", "llama-3.2-1b", {}),
-    "qwen3-30b-a3b/H100": ("H100", "qwen3-30b-a3b", {}),
-    "70b/H100x4": ("H100", "llama-3.1-70b", {"tp_size": "4"}),
-    "dsv3/H200x8-dpattn": (
-        "H200", "deepseek-v3",
-        {"tp_size": "8", "dp_size": "8", "enable_dp_attention": "true", "ep_size": "8"},
-    ),
-}  # fmt: skip
-LOW = "low"  # a third of the usual KV pool: 0.5 for the 8B on an L40S (low_fraction)
-# Starts no scenario uses, each with the flag the best single change sets back.
-MISSET: Mapping[str, tuple[str, dict[str, str]]] = {
-    "busy+mem_fraction=low": ("healthy", {"mem_fraction_static": LOW}),
-    "busy+conservativeness=2.2": ("healthy", {"schedule_conservativeness": "2.2"}),
-    "busy+cuda_graph_max_bs=48": ("healthy", {"cuda_graph_max_bs": "48"}),
-}
-# Layout scenarios of the 8B (tp 4 where dp fits) only mean something for the 8B.
-ONLY_8B = frozenset({"tp_where_dp_fits"})
-QUICK_PAIRS = ("8b/L40S", "1b/L4", "qwen3-30b-a3b/H100")
-QUICK_SERVERS = ("healthy", "busy+mem_fraction=low", "busy+conservativeness=2.2")
+# Two traffic seeds per measurement here (closed_loop.py's report: three); a third costs half as
+# much again over hundreds of runs.
+closed_loop.SEEDS = (1, 2)
 
 
-@dataclass
-class Cell:
-    """One pair x server x seed: the run, and for a mis-set start its best single change."""
-
-    pair: str
-    server: str
-    seed: int
-    run: Run | None = None
-    skipped: str = ""
-    best_gain: float | None = None  # mis-set starts: the flag set back, measured
-    best_flag: str = ""
-    changes: list[dict[str, Any]] = field(default_factory=list)
-
-
-def servers(quick: bool) -> dict[str, tuple[str, dict[str, str]]]:
-    every: dict[str, tuple[str, dict[str, str]]] = {
-        s: (s, {}) for s in SCENARIOS if s not in ("metrics_disabled", "idle")
-    }
-    every.update(MISSET)
-    return {k: every[k] for k in QUICK_SERVERS} if quick else every
-
-
-def spec_flags(pair: str, flags: Mapping[str, str]) -> dict[str, str]:
-    merged = {**PAIRS[pair][2], **flags}
-    if merged.get("mem_fraction_static") == LOW:
-        merged["mem_fraction_static"] = f"{low_fraction(pair):.2f}"
-    return merged
-
-
-def low_fraction(pair: str) -> float:
-    """The weights' share of GPU memory plus a third of what 0.89 leaves the KV pool."""
-    gpu, model, flags = PAIRS[pair]
-    layout = Deployment(
-        tp=int(flags.get("tp_size", 1)), dp=int(flags.get("dp_size", 1)),
-        dp_attention=flags.get("enable_dp_attention") == "true", ep=int(flags.get("ep_size", 1)),
-    )  # fmt: skip
-    split = memory_split(GPUS[gpu], MODELS[model], layout, 0.89)
-    weights = split.weight_gib / split.total_gib
-    return round(weights + (0.89 - weights) / 3, 2)
-
-
-def applies(pair: str, scenario: str, flags: Mapping[str, str]) -> str:
-    """'' when the scenario runs on the pair, else why not."""
-    gpu, model, _ = PAIRS[pair]
-    if scenario in ONLY_8B and model != "llama-3.1-8b":
-        return "an 8B-on-tp-4 layout scenario"
+def run_case(seed: int, spread: float) -> dict[str, Any]:
+    """Draw the case of `seed`, run the loop on it, measure every applied change."""
+    case = draw(seed, spread)
+    cell: dict[str, Any] = {
+        "seed": seed, "name": case.name, "kind": case.kind, "version": case.version,
+        "profile": case.profile, "start": case.start, "defaults": case.defaults,
+        "load": dict(case.load), "spread": spread, "perturbation": case.perturbation.as_dict(),
+        "changes": [], "best_gain": None, "warned": False, "error": "",
+    }  # fmt: skip
     try:
-        check_spec(ServerSpec(scenario, VERSION, flags=tuple(flags.items()), gpu=gpu, model=model))
-    except ValueError as exc:
-        return str(exc)
-    return ""
-
-
-def best_single(pair: str, scenario: str, flags: Mapping[str, str], misset: str) -> float | None:
-    """Gain on tokens/s of setting the mis-set flag back to the scenario's value."""
-    gpu, model, _ = PAIRS[pair]
-    spec = ServerSpec(scenario, VERSION, flags=tuple(flags.items()), gpu=gpu, model=model)
-    bad = config_for(spec)
-    good_flags = {k: v for k, v in flags.items() if k != misset}
-    good = config_for(replace(spec, flags=tuple(good_flags.items())))
-    before, after = Figures.of(bad).gen_throughput, Figures.of(good).gen_throughput
-    return None if before <= 0 else after / before - 1
-
-
-def run_cell(args: tuple[str, str, int]) -> Cell:
-    pair, server, seed = args
-    scenario, start = {**servers(False)}[server]
-    flags = spec_flags(pair, start)
-    cell = Cell(pair, server, seed)
-    cell.skipped = applies(pair, scenario, flags)
-    if cell.skipped:
+        world = World(case.profile, case.load, case.defaults, case.perturbation)
+        run = asyncio.run(
+            run_one(f"{case.name}:{seed}", "healthy", case.version, case.flags, LIMIT_SECONDS,
+                    gpu=case.gpu, model=case.model, seed=seed, world=world)
+        )  # fmt: skip
+    except Exception:  # noqa: BLE001 - a run that fails is reported, the matrix goes on
+        cell["error"] = traceback.format_exc(limit=4)
         return cell
-    gpu, model, _ = PAIRS[pair]
-    name = f"{pair}:{server}:{seed}"
-    cell.run = asyncio.run(
-        run_one(name, scenario, VERSION, flags, LIMIT_SECONDS, gpu=gpu, model=model, seed=seed)
-    )
-    cell.changes = [_change(c) for c in cell.run.changes]
-    if server in MISSET and seed == 1:
-        (misset,) = start
-        cell.best_flag = misset
-        cell.best_gain = best_single(pair, scenario, flags, misset)
+    cell["changes"] = [_change(c, case.profile) for c in run.changes]
+    cell["still_advised"] = run.still_advised
+    if case.misset:
+        cell["best_gain"] = best_single(case)
+        flag = "--" + case.misset[0].replace("_", "-")
+        cell["warned"] = any(
+            ch["severity"] in {str(s) for s in APPLIED} and any(f.startswith(flag) or
+            f == case.misset[0] for f in ch["flags"]) for ch in cell["changes"]
+        ) or any(flag in line for line in run.still_advised)  # fmt: skip
     return cell
 
 
-def _change(c: Applied) -> dict[str, Any]:
-    return {
+def best_single(case: Case) -> float | None:
+    """The gain of setting the mis-set flag back: tokens/s offline; online the larger fall of
+    TTFT p99 and ITL p50 (or the tokens/s gain), none where tokens/s falls past its guard."""
+    assert case.misset
+    right = {k: v for k, v in case.flags.items() if k != case.misset[0]}
+    bad, good = Figures.of(config_for(case.spec())), Figures.of(config_for(case.spec(right)))
+    change = measured(asdict(bad), asdict(good))
+    tokens = change.get("tok/s")
+    if bad.gen_throughput <= 0:
+        return 1.0 if good.gen_throughput > 0 else None  # a start that never served
+    if case.profile == "offline" or tokens is None:
+        return tokens
+    if tokens < -GUARDS["tok/s"]:
+        return tokens
+    return max(tokens, -change.get("TTFT p99", 0.0), -change.get("ITL p50", 0.0))
+
+
+def _change(c: Applied, profile: str) -> dict[str, Any]:
+    rule = RULES_BY_ID.get(c.rule)
+    out: dict[str, Any] = {
         "rule": c.rule, "action": c.action, "severity": c.severity, "objective": c.objective,
         "predicted": c.predicted, "low": c.predicted_low, "high": c.predicted_high,
-        "measured": c.measured, "prediction": c.prediction, "flags": c.flags,
-        "tok_s": (c.before.gen_throughput, c.after.gen_throughput), "verdict": c.verdict,
+        "effects": c.effects, "prediction": c.prediction, "flags": c.flags,
+        "verdict": c.verdict, "stability": bool(rule is not None and rule.stability),
+        "before": asdict(c.before), "after": asdict(c.after),
     }  # fmt: skip
-
-
-# -- report ------------------------------------------------------------------------------------
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100:+.1f} %"
-
-
-def report(cells: Sequence[Cell]) -> str:
-    """Per applied change, predicted beside measured; then the summary figures."""
-    rows = [
-        "| pair | server | seed | rule | change | severity | predicted | range | measured | "
-        "within ±5 pp |\n|---|---|---|---|---|---|---|---|---|---|"
-    ]
-    ran = [c for c in cells if c.run is not None]
-    for cell in ran:
-        for c in cell.changes:
-            ok = _agrees(c)
-            rng = (
-                f"{_pct(c['low'])} … {_pct(c['high'])}"
-                if c["low"] is not None and c["high"] is not None
-                else "-"
-            )
-            rows.append(
-                f"| {cell.pair} | {cell.server} | {cell.seed} | {c['rule']} | `{c['action']}` | "
-                f"{c['severity']} | {_pct(c['predicted'])} {c['objective']} | {rng} | "
-                f"{_pct(c['measured'])} | {'yes' if ok else 'no' if ok is False else '-'} |"
-            )
-    rows += ["", *summary(cells)]
-    return "\n".join(rows)
-
-
-def _server_side(cell: Cell) -> list[str]:
-    """Warning or critical advice left at the end that an operator applies to the server (not
-    client-side advice: fewer requests, more replicas)."""
-    left = cell.run.still_advised if cell.run else []
-    return [line for line in left if "client:" not in line]
-
-
-def _safety(change: Mapping[str, Any]) -> bool:
-    """A crash or OOM-margin change: judged by crashes, its throughput cost is the price."""
-    rule = RULES_BY_ID.get(change["rule"])
-    return rule is not None and rule.stability
-
-
-def _agrees(c: Mapping[str, Any]) -> bool | None:
-    if c["predicted"] is None or c["measured"] is None:
-        return None
-    return bool(abs(c["predicted"] - c["measured"]) <= AGREE)
-
-
-def summary(cells: Sequence[Cell]) -> list[str]:
-    ran = [c for c in cells if c.run is not None]
-    changes = [ch for c in ran for ch in c.changes]
-    predicted = [ch for ch in changes if ch["predicted"] is not None]
-    agree = [ch for ch in predicted if _agrees(ch)]
-    hurts = [
-        (c.pair, c.server, c.seed, ch["action"], ch["measured"])
-        for c in ran
-        for ch in c.changes
-        if ch["measured"] is not None and ch["measured"] < HURT and not _safety(ch)
-    ]
-    margins = [ch for ch in changes if _safety(ch) and (ch["measured"] or 0.0) < HURT]
-    quiet = [c for c in ran if not _server_side(c) and len(c.changes) <= 2]
-    pairs = sorted({c.pair for c in ran})
-    scen = sorted({c.server for c in ran})
-    seeds = sorted({c.seed for c in ran})
-    lines = [
-        f"- pairs {len(pairs)} ({', '.join(pairs)}); servers {len(scen)}; seeds {seeds}; "
-        f"runs {len(ran)} (skipped {len(cells) - len(ran)})",
-        f"- applied changes {len(changes)}: mean {len(changes) / max(1, len(ran)):.2f} per run; "
-        f"runs ending with no server-side warning after <= 2 changes: {len(quiet)} of "
-        f"{len(ran)}",
-        *(
-            f"  - not: {c.pair} {c.server} seed {c.seed}: {len(c.changes)} change(s); left: "
-            f"{'; '.join(_server_side(c)) or 'none'}"
-            for c in ran
-            if c not in quiet
-        ),
-        f"- with a prediction: {len(predicted)} of {len(changes)}; within ±5 pp: {len(agree)} "
-        f"of {len(predicted)} ({len(agree) / max(1, len(predicted)):.0%}), "
-        f"{len(agree) / max(1, len(changes)):.0%} of all applied changes",
-        f"- applied changes hurting their objective by > 2 %: {len(hurts)}",
-        *(f"  - {p} {s} seed {d}: `{a}` {_pct(m)}" for p, s, d, a, m in hurts),
-        f"- crash and OOM-margin changes (judged by crashes) costing > 2 % tok/s: {len(margins)}"
-        f" ({', '.join(sorted({m['rule'] for m in margins})) or '-'}); predicted as a cost in "
-        f"{sum(1 for m in margins if (m['predicted'] or 0.0) < 0)}",
-    ]
-    lines += _misset_lines(cells)
-    lines += ["- predicted and measured apart by more than 5 pp:"]
-    lines += [
-        f"  - {c.pair} {c.server} seed {c.seed}: {ch['rule']} `{ch['action']}` predicted "
-        f"{_pct(ch['predicted'])}, measured {_pct(ch['measured'])}"
-        for c in ran
-        for ch in c.changes
-        if _agrees(ch) is False
-    ]
-    lines += ["- applied without a prediction:"]
-    lines += [
-        f"  - {c.pair} {c.server} seed {c.seed}: {ch['rule']} `{ch['action']}` ({ch['prediction']})"
-        for c in ran
-        for ch in c.changes
-        if ch["predicted"] is None
-    ]
-    return lines
-
-
-def _misset_lines(cells: Sequence[Cell]) -> list[str]:
-    out = ["- mis-set starts (best single change: the flag set back; warned = applied as one):"]
-    for cell in cells:
-        if cell.best_gain is None:
-            continue
-        runs = [c for c in cells if (c.pair, c.server) == (cell.pair, cell.server) and c.run]
-        flag = "--" + cell.best_flag.replace("_", "-")
-        warned = [
-            any(ch["severity"] in {str(s) for s in APPLIED} and _sets(ch, flag) for ch in c.changes)
-            for c in runs
-        ]
-        need = cell.best_gain >= WARN_GAIN
-        out.append(
-            f"  - {cell.pair} {cell.server}: best single change {_pct(cell.best_gain)} tok/s; "
-            f"{'needs' if need else 'needs no'} warning; warned in {sum(warned)} of "
-            f"{len(warned)} seeds"
-        )
+    out["measured"] = measured(out["before"], out["after"])
+    out["predicted_by"] = predicted(out)
+    out["harms"] = harms(out, profile)
     return out
 
 
-def _sets(change: Mapping[str, Any], flag: str) -> bool:
-    return any(f.startswith(flag) for f in change["flags"])
+def report(cells: Sequence[Mapping[str, Any]], wall: float | None, title: str) -> str:
+    """The markdown file: the figures, the per-objective table, every applied change."""
+    return "\n".join([
+        f"# {title}", "", *summary(cells, wall), "", "## Per objective (throughput/latency "
+        "changes; crash and OOM-margin changes apart)", "", *objective_table(cells), "",
+        "## Every applied change (predicted [range] / measured, % change of the metric)", "",
+        *change_table(cells), "",
+    ])  # fmt: skip
 
 
-def cells_for(args: argparse.Namespace) -> list[tuple[str, str, int]]:
-    pairs = args.pair or (QUICK_PAIRS if args.quick else tuple(PAIRS))
-    seeds = (1,) if args.quick else (1, 2, 3)
-    return [(p, s, d) for p in pairs for s in servers(args.quick) for d in seeds]
+def run_all(
+    seeds: Sequence[int], spread: float, jobs: int, log: Path | None = None
+) -> list[dict[str, Any]]:
+    """Run every seed; each finished cell is appended to `log` (JSON lines) as it comes, and
+    seeds already there for this spread are not run again (a run stopped part-way resumes)."""
+    done = [c for c in read_cells(log) if c["spread"] == spread and c["seed"] in set(seeds)]
+    cells = list({c["seed"]: c for c in done}.values())
+    todo = [s for s in seeds if s not in {c["seed"] for c in cells}]
+    if cells:
+        print(f"  {len(cells)} seeds already in {log}; running {len(todo)}", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_case, s, spread): s for s in todo}
+        for future in as_completed(futures):
+            cell = future.result()
+            if log is not None:
+                with log.open("a") as out:
+                    out.write(json.dumps(cell, default=str) + "\n")
+            n = len(cell["changes"])
+            note = cell["error"].strip().splitlines()[-1] if cell["error"] else f"{n} change(s)"
+            print(
+                f"  seed {cell['seed']}: {cell['name']} {cell['version']} {cell['kind']} "
+                f"{cell['profile']} {cell['start']}: {note}",
+                file=sys.stderr,
+                flush=True,
+            )
+            cells.append(cell)
+    return sorted(cells, key=lambda c: c["seed"])
+
+
+def read_cells(path: Path | None) -> list[dict[str, Any]]:
+    """The cells of a JSON-lines log (none when there is no file)."""
+    if path is None or not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 pairs x 3 servers x 1 seed")
-    parser.add_argument("--pair", action="append", choices=list(PAIRS), help="repeatable")
-    parser.add_argument("--jobs", type=int, default=2, help="processes")
-    parser.add_argument("--json", type=Path, help="also write the cells as JSON")
+    parser.add_argument("--seed", type=int, help="first run's seed (default: drawn, printed)")
+    parser.add_argument("--runs", type=int, default=20, help="cases to draw (default 20)")
+    parser.add_argument(
+        "--perturb",
+        type=float,
+        default=0.25,
+        help="spread of the world's constants, 0 = unperturbed (default 0.25)",
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
+    parser.add_argument("--out", type=Path, help="write PREFIX.md and PREFIX.json")
+    parser.add_argument("--merge", type=Path, nargs="+", help="report on earlier JSON parts")
     args = parser.parse_args(argv)
-    todo = cells_for(args)
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        cells = []
-        for cell in pool.map(run_cell, todo):
-            print(f"  {cell.pair} {cell.server} seed {cell.seed}: "
-                  f"{cell.skipped or f'{len(cell.changes)} change(s)'}",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            cells.append(cell)
-    print(report(cells))
-    if args.json:
-        payload = [
-            {**asdict(c), "run": None, "still_advised": c.run.still_advised if c.run else []}
-            for c in cells
-        ]
-        args.json.write_text(json.dumps(payload, indent=1, default=str))
+    if not 0 <= args.perturb < 1:
+        parser.error(f"--perturb must be in [0, 1), got {args.perturb}")
+    if args.runs < 1 or args.jobs < 1:
+        parser.error("--runs and --jobs must be at least 1")
+    if args.merge:
+        parts = [_part(p) for p in args.merge]
+        merged = {c["seed"]: c for p in parts for c in p["cells"]}
+        cells = sorted(merged.values(), key=lambda c: c["seed"])
+        wall = sum(p.get("wall_seconds") or 0.0 for p in parts) or None
+        spreads = {c["spread"] for c in cells}
+        if len(spreads) > 1:
+            parser.error(f"the parts mix worlds (perturb {sorted(spreads)}): merge one at a time")
+        spread = spreads.pop() if spreads else args.perturb
+    else:
+        seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
+        spread = args.perturb
+        print(f"seed {seed}, runs {args.runs} (seeds {seed}..{seed + args.runs - 1}), "
+              f"perturb {spread}", file=sys.stderr, flush=True)  # fmt: skip
+        started = time.monotonic()
+        log = args.out.with_suffix(".jsonl") if args.out else None
+        cells = run_all(range(seed, seed + args.runs), spread, args.jobs, log)
+        wall = time.monotonic() - started
+    world = f"perturbed ±{spread:.0%}" if spread else "unperturbed"
+    seeds = f"seeds {cells[0]['seed']}..{cells[-1]['seed']}" if cells else "no seeds"
+    text = report(cells, wall, f"Closed-loop matrix, {world}, {seeds}")
+    print(text)
+    if args.out:
+        args.out.with_suffix(".md").write_text(text)
+        payload = {"perturb": spread, "wall_seconds": wall, "cells": cells}
+        args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str))
     return 0
+
+
+def _part(path: Path) -> dict[str, Any]:
+    """A part to merge: a JSON report ({perturb, wall_seconds, cells}) or a JSON-lines log."""
+    if path.suffix == ".jsonl":
+        return {"cells": read_cells(path)}
+    part: dict[str, Any] = json.loads(path.read_text())
+    return part
 
 
 if __name__ == "__main__":

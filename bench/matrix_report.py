@@ -1,0 +1,223 @@
+"""The randomized matrix's report: every objective of every applied change, predicted beside
+measured, and the issue's Done-when figures.
+
+Objectives: tokens/s, TTFT p99, ITL p50, ITL p99 (relative change of the metric itself: +0.1 =
+10 % more tokens/s or a 10 % slower latency) and crashes (restarts in 10 simulated minutes,
+after minus before). A prediction covers its own objective (its gain, turned into the metric's
+change) and the objectives in its `effects`. Harm: tokens/s down > 10 %, TTFT p99 up > 50 %,
+ITL p50 up > 25 %, crashes where there were none, or a service level met before and missed after
+(SERVICE_LEVELS); `stated` when the prediction gave a cost past the same guard in advance.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+OBJECTIVES = ("tok/s", "TTFT p99", "ITL p50", "ITL p99", "crashes")
+FIELD = {
+    "tok/s": "gen_throughput", "TTFT p99": "ttft_p99", "ITL p50": "itl_p50",
+    "ITL p99": "itl_p99", "crashes": "restarts",
+}  # fmt: skip
+GUARDS = {"tok/s": 0.10, "TTFT p99": 0.50, "ITL p50": 0.25}
+AGREE = 0.05  # within ±5 percentage points
+WARN_GAIN = 0.05
+# The matrix's own service levels (the daemon's per-target ones are not read here): online
+# TTFT p99 <= 10 s and ITL p50 <= 100 ms; offline none beyond the tokens/s guard.
+SERVICE_LEVELS: Mapping[str, Mapping[str, float]] = {
+    "online": {"ttft_p99": 10.0, "itl_p50": 0.100},
+    "offline": {},
+}
+
+
+def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """Each objective's measured change (objectives a crash-looping start cannot give: absent)."""
+    out: dict[str, float] = {}
+    for objective, name in FIELD.items():
+        b, a = before[name], after[name]
+        if objective == "crashes":
+            out[objective] = a - b
+        elif b and not math.isnan(b) and not math.isnan(a):
+            out[objective] = (a - b) / b
+    return out
+
+
+def predicted(change: Mapping[str, Any]) -> dict[str, tuple[float, float | None, float | None]]:
+    """objective -> (metric change, low, high) the advice predicted, its own objective first."""
+    out: dict[str, tuple[float, float | None, float | None]] = {}
+    gain, objective = change.get("predicted"), change.get("objective") or "tok/s"
+    if gain is not None and objective != "crashes":
+        sign = 1.0 if objective == "tok/s" else -1.0
+        low, high = change.get("low"), change.get("high")
+        bounds = sorted(sign * x for x in (low, high)) if None not in (low, high) else [None, None]
+        out[objective] = (sign * gain, bounds[0], bounds[1])
+    for name, value in (change.get("effects") or {}).items():
+        if name != objective and name in FIELD and name != "crashes":
+            out[name] = (float(value[0]), float(value[1]), float(value[2]))
+    return out
+
+
+def harms(change: Mapping[str, Any], profile: str) -> list[str]:
+    """The objectives the applied change harmed (see the module docstring)."""
+    m, out = change["measured"], []
+    for objective, guard in GUARDS.items():
+        worse = -m[objective] if objective == "tok/s" and objective in m else m.get(objective, 0.0)
+        if worse > guard:
+            out.append(objective)
+    if change["before"]["restarts"] == 0 and change["after"]["restarts"] > 0:
+        out.append("crashes")
+    for name, limit in SERVICE_LEVELS[profile].items():
+        b, a = change["before"][name], change["after"][name]
+        if b <= limit < a:
+            out.append(f"SLO {name} <= {limit:g}")
+    return out
+
+
+def stated(change: Mapping[str, Any], objective: str) -> bool:
+    """The prediction gave this cost (past its guard) before the change was applied."""
+    p = change["predicted_by"].get(objective)
+    if p is None or objective not in GUARDS:
+        return False  # crashes and service levels: no prediction states them
+    worse = -p[0] if objective == "tok/s" else p[0]
+    return worse > GUARDS[objective]
+
+
+def agrees(change: Mapping[str, Any]) -> bool | None:
+    """Within ±5 pp on every objective it predicts and that was measured (None: none)."""
+    pairs = [
+        (p[0], change["measured"][o]) for o, p in change["predicted_by"].items()
+        if o in change["measured"]
+    ]  # fmt: skip
+    if not pairs:
+        return None
+    return all(abs(p - m) <= AGREE for p, m in pairs)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{x * 100:+.1f}"
+
+
+def _cell(change: Mapping[str, Any], objective: str) -> str:
+    m = change["measured"].get(objective)
+    if objective == "crashes":
+        b, a = change["before"]["restarts"], change["after"]["restarts"]
+        return f"{b:.1f}→{a:.1f}"
+    p = change["predicted_by"].get(objective)
+    meas = _pct(m)
+    if p is None:
+        return f"– / {meas}"
+    rng = f" [{_pct(p[1])}, {_pct(p[2])}]" if p[1] is not None and p[2] is not None else ""
+    return f"{_pct(p[0])}{rng} / {meas}"
+
+
+def change_table(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One row per applied change: predicted [range] / measured % on each objective."""
+    rows = [
+        "| seed | server | kind | version | profile | start | rule | change | severity | "
+        + " | ".join(f"{o} pred / meas %" for o in OBJECTIVES[:-1])
+        + " | crashes/10 min | within ±5 pp | harm (stated?) |",
+        "|---" * (9 + len(OBJECTIVES)) + "|---|---|",
+    ]
+    for cell in cells:
+        for ch in cell["changes"]:
+            ok = agrees(ch)
+            harm = ", ".join(f"{h} ({'stated' if stated(ch, h) else 'not stated'})"
+                             for h in ch["harms"]) or "-"  # fmt: skip
+            rows.append(
+                f"| {cell['seed']} | {cell['name']} | {cell['kind']} | {cell['version']} | "
+                f"{cell['profile']} | {cell['start']} | {ch['rule']} | `{ch['action']}` | "
+                f"{ch['severity']} | "
+                + " | ".join(_cell(ch, o) for o in OBJECTIVES)
+                + f" | {'-' if ok is None else 'yes' if ok else 'no'} | {harm} |"
+            )
+    return rows
+
+
+def objective_table(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per objective: changes measured on it, predicted on it, within ±5 pp, mean errors."""
+    changes = [ch for c in cells for ch in c["changes"] if not ch["stability"]]
+    rows = [
+        "| objective | throughput/latency changes measured | predicted | within ±5 pp | "
+        "mean predicted % | mean measured % | mean abs error pp |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for o in OBJECTIVES[:-1]:
+        seen = [ch for ch in changes if o in ch["measured"]]
+        pred = [ch for ch in seen if o in ch["predicted_by"]]
+        ok = [ch for ch in pred if abs(ch["predicted_by"][o][0] - ch["measured"][o]) <= AGREE]
+        p = [ch["predicted_by"][o][0] for ch in pred]
+        m = [ch["measured"][o] for ch in pred]
+        err = [abs(a - b) for a, b in zip(p, m, strict=True)]
+        rows.append(
+            f"| {o} | {len(seen)} | {len(pred)} | {len(ok)} | {_mean(p)} | {_mean(m)} | "
+            f"{_mean(err)} |"
+        )
+    return rows
+
+
+def _mean(xs: Sequence[float]) -> str:
+    return "-" if not xs else f"{statistics.fmean(xs) * 100:+.1f}"
+
+
+def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Done-when figures as numbers."""
+    ran = [c for c in cells if not c.get("error")]
+    changes = [(c, ch) for c in ran for ch in c["changes"]]
+    harmful = [(c, ch) for c, ch in changes if ch["harms"]]
+    unstated = [(c, ch) for c, ch in harmful if not all(stated(ch, h) for h in ch["harms"])]
+    tl = [ch for _c, ch in changes if not ch["stability"]]
+    tl_pred = [ch for ch in tl if agrees(ch) is not None]
+    margins = [ch for _c, ch in changes if ch["stability"]]
+    need = [c for c in ran if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN]
+    return {
+        "runs": len(ran), "errors": len(cells) - len(ran), "applied": len(changes),
+        "harmful": len(harmful), "harmful_unstated": len(unstated),
+        "tl_changes": len(tl), "tl_predicted": len(tl_pred),
+        "tl_within": sum(1 for ch in tl_pred if agrees(ch)),
+        "margins": len(margins),
+        "margins_within": sum(1 for ch in margins if agrees(ch)),
+        "need_warning": len(need), "warned": sum(1 for c in need if c["warned"]),
+        "no_prediction": sum(1 for _c, ch in changes if ch["predicted"] is None),
+        "multi_objective": sum(1 for _c, ch in changes if len(ch["predicted_by"]) > 1),
+    }  # fmt: skip
+
+
+def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = None) -> list[str]:
+    """The Done-when figures, then the harmful changes and the unwarned starts one by one."""
+    f = figures(cells)
+    share = f["tl_within"] / max(1, f["tl_predicted"])
+    lines = [
+        f"- runs {f['runs']} (errors {f['errors']}), applied changes {f['applied']}"
+        + (f", wall {wall_seconds / 60:.1f} min" if wall_seconds else ""),
+        f"- applied changes that break a service level or cost > 10 % tok/s, > 50 % TTFT p99, "
+        f"> 25 % ITL p50 or start crashes: {f['harmful']}; not stated in advance: "
+        f"{f['harmful_unstated']}",
+        f"- starts whose best single change gains ≥ 5 %: {f['need_warning']}; warned: "
+        f"{f['warned']}",
+        f"- throughput/latency changes within ±5 pp on every objective they predict: "
+        f"{f['tl_within']} of {f['tl_predicted']} predicted ({share:.0%}); "
+        f"{f['tl_changes']} applied; crash and OOM-margin changes apart: {f['margins']} "
+        f"({f['margins_within']} within ±5 pp)",
+        f"- predictions covering more than one objective: {f['multi_objective']} of "
+        f"{f['applied']}; applied without a prediction: {f['no_prediction']}",
+        "- harmful applied changes (seed, server, change: predicted / measured %):",
+    ]
+    for c in cells:
+        for ch in c["changes"]:
+            if ch["harms"]:
+                lines.append(
+                    f"  - seed {c['seed']} {c['name']} {c['version']} {c['profile']} "
+                    f"({c['start']}): {ch['rule']} `{ch['action']}` — "
+                    + "; ".join(f"{o} {_cell(ch, o)}" for o in OBJECTIVES)
+                    + f" — harms {', '.join(ch['harms'])}"
+                )
+    lines.append("- starts worth ≥ 5 % not warned (seed, server, start, best single change):")
+    lines += [
+        f"  - seed {c['seed']} {c['name']} {c['version']} {c['profile']}: {c['start']} "
+        f"(setting it back: {_pct(c['best_gain'])} %)"
+        for c in cells
+        if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN and not c["warned"]
+    ]
+    return lines
