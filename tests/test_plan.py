@@ -261,3 +261,45 @@ def test_among_warnings_the_larger_predicted_gain_comes_first():
     same = judged("scheduler_too_conservative", "--schedule-conservativeness", 0.40)
     even = plan_target("t", TargetJudgement(0.0, True, 60, (large, same)), FlagHistory(), ORDER)
     assert even.next is not None and even.next.rule == "scheduler_too_conservative"
+
+
+def _cap(itl_gain: float, tokens: float, ttft: float) -> TargetJudgement:
+    """A latency cap predicted to cut ITL p50 by `itl_gain` at the given tokens/s and TTFT p99
+    changes."""
+    from sglang_tuner.model.advice import Prediction
+    from sglang_tuner.rules import RULES_BY_ID
+
+    effects = {
+        "ITL p50": (-itl_gain, -itl_gain - 0.05, -itl_gain + 0.05),
+        "tok/s": (tokens, tokens - 0.05, tokens + 0.05),
+        "TTFT p99": (ttft, ttft - 0.5, ttft + 0.5),
+    }
+    prediction = Prediction("ITL p50", itl_gain, itl_gain - 0.05, itl_gain + 0.05, "x", effects)
+    action = Action(
+        "--max-running-requests 4096 -> 112", "--max-running-requests", "4096", "112",
+        prediction=prediction,
+    )  # fmt: skip
+    rule = RULES_BY_ID["batch_too_large_for_latency"]
+    finding = Finding("evidence", action, Confidence.HIGH, 0.9, 60)
+    return TargetJudgement(0.0, True, 60, (Judgement(rule, Health.OK, rule.severity, finding),))
+
+
+def test_a_latency_cap_that_costs_more_tokens_than_it_gains_is_held_with_its_trade():
+    plan = plan_target("t", _cap(0.62, -0.78, 10.3), FlagHistory(), ORDER)
+    assert plan.next is None
+    (held,) = plan.held
+    assert held.reason.startswith("predicted to cost tok/s -78%, TTFT p99 +1030% for ITL p50 -62%")
+
+
+def test_a_cap_that_gains_more_than_it_costs_is_planned_and_says_its_trade():
+    from sglang_tuner.plan import asked_of
+
+    judgement = _cap(0.48, -0.40, 1.2)
+    plan = plan_target("t", judgement, FlagHistory(), ORDER)
+    assert plan.next is not None and plan.next.rule == "batch_too_large_for_latency"
+    prediction = plan.next.action.prediction
+    assert prediction is not None
+    assert prediction.text().startswith("-48 % ITL p50 (-53 to -43 %), trades tok/s -40 %, TTFT")
+    # what it said it trades is kept with what was asked: its verdict is `traded`, not `hurt`
+    asked = asked_of(plan, judgement)
+    assert asked.stated == {"batch_too_large_for_latency": ("tok/s", "TTFT p99")}

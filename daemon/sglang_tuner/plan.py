@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from sglang_tuner.changes.record import FLAGS, Change
 from sglang_tuner.changes.verdict import HURT
 from sglang_tuner.judge import Judgement, TargetJudgement
-from sglang_tuner.model.advice import Action, Finding, Severity
+from sglang_tuner.model.advice import TOKENS, Action, Finding, Prediction, Severity, worse_by
 from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory
 from sglang_tuner.model.next_change import Asked, Held, Plan, Step
 from sglang_tuner.model.server_config import ServerConfig
@@ -28,14 +28,20 @@ _SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def asked_of(plan: Plan, judgement: TargetJudgement) -> Asked:
-    """The flag values `plan` suggests, for attributing a later restart to its advice."""
+    """The flag values `plan` suggests, for attributing a later restart to its advice, and the
+    costs each step stated (its verdict is then `traded`, not `hurt`, on them)."""
     flags = {f: (v, s.rule) for s in reversed(plan.steps) for f, v in s.action.flags().items()}
     ratios = {
         j.rule.id: j.finding.condition_ratio
         for j in judgement.judgements
         if j.finding is not None and j.finding.condition_ratio is not None
     }
-    return Asked(flags, ratios)
+    stated = {
+        s.rule: tuple(s.action.prediction.costs())
+        for s in plan.steps
+        if s.action.prediction is not None and s.action.prediction.costs()
+    }
+    return Asked(flags, ratios, stated)
 
 
 def precedence(j: Judgement, order: Mapping[str, int]) -> tuple[int, int, int, float, int]:
@@ -76,7 +82,8 @@ def plan_target(
         assert j.finding is not None
         action = j.finding.action
         reason = (
-            _not_in_version(action, config)
+            _costs_more_than_it_gains(action)
+            or _not_in_version(action, config)
             or _crashed_before(action, history)
             or _did_not_stop(j, changes, config)
             or _hurt_before(j.rule.id, j.finding, changes)
@@ -156,6 +163,30 @@ def _in_place(move: Action, changes: Sequence[Change], config: ServerConfig | No
 def _same_value(a: str, b: str) -> bool:
     x, y = _number(a), _number(b)
     return a == b if x is None or y is None else x == y
+
+
+def _costs_more_than_it_gains(action: Action) -> str:
+    """Why a change predicted to cost more tokens/s than it gains on its own objective waits
+    ('' when it does not): shown with its trade, never the next change. Its other costs (a
+    latency traded for another, or for tokens/s) are stated in its `expected` and judged as a
+    trade; tokens/s lost past the guard for less gained is the harm that stops it."""
+    prediction = action.prediction
+    if prediction is None or prediction.gain is None or prediction.objective == TOKENS:
+        return ""
+    costs = prediction.costs()
+    lost = worse_by(TOKENS, costs.get(TOKENS, 0.0))
+    if lost <= max(prediction.gain, 0.0):
+        return ""
+    said = ", ".join(f"{o} {c:+.0%}" for o, c in costs.items())
+    return (
+        f"predicted to cost {said} for {prediction.objective} {_gain_text(prediction)}: more "
+        f"than it gains; apply it only where that trade is wanted"
+    )
+
+
+def _gain_text(prediction: Prediction) -> str:
+    gain = prediction.gain or 0.0
+    return f"{gain:+.0%}" if prediction.objective == TOKENS else f"{-gain:+.0%}"
 
 
 def _not_in_version(action: Action, config: ServerConfig | None) -> str:

@@ -86,7 +86,9 @@ class WatchedServer:
         """A `/server_info` read (None and the error when it failed). After a restart with new
         flags, the change recorded, attributed to what the advice asked; asked afresh from then."""
         asked = self.asked
-        change = self.state.apply_server_info(config, error, asked.flags, asked.ratios)
+        change = self.state.apply_server_info(
+            config, error, asked.flags, asked.ratios, asked.stated
+        )
         if change is not None and change.kind == FLAGS:
             self.asked = Asked()
         return change

@@ -178,9 +178,11 @@ class TargetState:
         error: str | None,
         asked: Mapping[str, tuple[str, str]] | None = None,
         asked_ratio: Mapping[str, float] | None = None,
+        asked_stated: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Change | None:
         """A `/server_info` read. After a restart it records a change (`asked`: flag -> (value,
-        rule) the advice suggested); new tuning flags start the window afresh at the restart."""
+        rule) the advice suggested, `asked_stated` the costs each rule's advice stated); new
+        tuning flags start the window afresh at the restart."""
         gpu_model = self.dcgm_gpu_model or self.spec.gpu_model  # /server_info never says
         if config is not None and gpu_model and not config.gpu_model:
             config = dataclasses.replace(config, gpu_model=gpu_model)
@@ -195,7 +197,7 @@ class TargetState:
         if config is not None and old is not None and restarted_at is not None:
             if self.restart_pending or flags_changed(old, config):
                 change = self.changes.record(
-                    old, config, self.window, restarted_at, asked, asked_ratio
+                    old, config, self.window, restarted_at, asked, asked_ratio, asked_stated
                 )
                 if change.kind == FLAGS:
                     # the new process's first scrape goes too: its rates were taken against

@@ -4,11 +4,19 @@ import math
 
 from helpers import window_from
 from sglang_tuner.changes.bootstrap import ratio_interval
-from sglang_tuner.changes.verdict import HELPED, HURT, INCONCLUSIVE, NO_CHANGE, compare, summarize
+from sglang_tuner.changes.verdict import (
+    HELPED,
+    HURT,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    TRADED,
+    compare,
+    summarize,
+)
 
 NAMES = (
     "gen_throughput", "token_usage", "retractions_per_minute", "request_rate",
-    "num_running_reqs", "num_queue_reqs", "prompt_tokens_mean",
+    "num_running_reqs", "num_queue_reqs", "prompt_tokens_mean", "itl_p50_seconds",
 )  # fmt: skip
 
 
@@ -55,8 +63,8 @@ def test_compare_says_no_change_inside_the_band():
 def test_compare_names_the_metrics_that_decided_it():
     before, after = _window(4000), _window(3400)
     assert compare(before, after, "offline").judged_on == ("gen_throughput",)
-    asked = compare(before, after, "offline", primary=("token_usage", "ttft_p99_seconds"))
-    assert asked.judged_on == ("token_usage",)  # the offline profile has no TTFT
+    asked = compare(before, after, "offline", primary=("token_usage", "ttft_p50_seconds"))
+    assert asked.judged_on == ("token_usage",)  # the offline profile does not read TTFT p50
     doubled = compare(before, _window(8000, running=600), "offline", primary=("token_usage",))
     assert doubled.verdict == INCONCLUSIVE and doubled.judged_on == ("token_usage",)
 
@@ -120,3 +128,41 @@ def test_ratio_interval_is_repeatable_and_brackets_the_ratio():
     ratio, low, high = first
     assert low is not None and high is not None and ratio is not None
     assert low <= ratio <= high
+
+
+def _capped(tput: float, itl: float) -> dict:
+    return {"itl_p50_seconds": _wobble(itl, amplitude=0.001), "gen_throughput": _wobble(tput)}
+
+
+def test_a_latency_cap_that_cut_throughput_unannounced_is_hurt_not_helped():
+    before = summarize(window_from(**_raw(4000, **_capped(4000, 0.080))), NAMES)
+    after = summarize(window_from(**_raw(4000, **_capped(880, 0.030))), NAMES)
+    verdict = compare(before, after, "online", primary=("itl_p50_seconds",))
+    itl = next(m for m in verdict.metrics if m.metric == "itl_p50_seconds")
+    assert itl.verdict == HELPED  # what it was for got better...
+    assert verdict.verdict == HURT  # ...at a cost nobody was told of
+    assert "cost: tok/s -78%" in verdict.reason and "not stated in advance" in verdict.reason
+
+
+def test_the_same_cut_stated_in_advance_is_traded():
+    before = summarize(window_from(**_raw(4000, **_capped(4000, 0.080))), NAMES)
+    after = summarize(window_from(**_raw(4000, **_capped(2400, 0.040))), NAMES)
+    verdict = compare(before, after, "online", primary=("itl_p50_seconds",), stated=("tok/s",))
+    assert verdict.verdict == TRADED
+    assert "at the stated cost: tok/s -40%" in verdict.reason
+
+
+def test_a_cost_inside_its_guard_leaves_the_verdict_alone():
+    before = summarize(window_from(**_raw(4000, **_capped(4000, 0.080))), NAMES)
+    after = summarize(window_from(**_raw(4000, **_capped(3700, 0.050))), NAMES)  # -7.5 %
+    verdict = compare(before, after, "online", primary=("itl_p50_seconds",))
+    assert verdict.verdict == HELPED
+
+
+def test_offline_changes_are_held_to_latency_too():
+    slow = {"itl_p50_seconds": _wobble(0.030, amplitude=0.001)}
+    slower = {"itl_p50_seconds": _wobble(0.060, amplitude=0.001)}
+    before = summarize(window_from(**_raw(4000, **slow)), NAMES)
+    after = summarize(window_from(**_raw(4600, **slower)), NAMES)
+    verdict = compare(before, after, "offline")
+    assert verdict.verdict == HURT and "ITL p50 +100%" in verdict.reason

@@ -196,6 +196,8 @@ def test_dp_attention_request_cap_is_credited_to_its_rule_and_not_reverted_no_pi
     view = window_from(
         itl_p50_seconds=[0.01 + 0.0002 * b for b in batches],
         num_running_reqs_max_rank=[float(b) for b in batches],
+        request_rate=[40.0 for _ in batches],
+        ttft_p99_seconds=[1.0 for _ in batches],
     )
     asked = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=old, profile="online")
     assert isinstance(asked, Finding) and asked.action.current == "1024"
@@ -206,7 +208,12 @@ def test_dp_attention_request_cap_is_credited_to_its_rule_and_not_reverted_no_pi
     _serve(window, 5.0, 300.0, **SLOW_TOKENS)
     rule = BATCH_TOO_LARGE_FOR_LATENCY
     log = ChangeLog("t", "online", 300.0, 60.0, verifies={rule.id: rule.verifies})
-    change = log.record(old, new, window, 330.0, {MAX_RUNNING: (cap, rule.id)}, {rule.id: 0.9})
+    assert asked.action.prediction is not None
+    stated = {rule.id: tuple(asked.action.prediction.costs())}  # the trade it announced
+    assert stated[rule.id] == ("TTFT p99",)  # requests wait for a slot under the cap
+    change = log.record(
+        old, new, window, 330.0, {MAX_RUNNING: (cap, rule.id)}, {rule.id: 0.9}, stated
+    )
     assert (change.before, change.after, change.rule) == (
         {MAX_RUNNING: "1024"},
         {MAX_RUNNING: cap},
@@ -215,10 +222,11 @@ def test_dp_attention_request_cap_is_credited_to_its_rule_and_not_reverted_no_pi
     _serve(window, 335.0, 690.0, **CAPPED)
     judged = log.verify(window, 690.0, 6)
     assert judged is not None and judged.verdict is not None
-    # judged on the rule's own metrics (ITL), not on TTFT p99, which the cap trades away
-    assert judged.verdict.judged_on == rule.verifies and judged.verdict.verdict == "helped"
+    # judged on the rule's own metrics (ITL); TTFT p99, which the cap trades away as its
+    # advice said, makes it a trade, not a regression
+    assert judged.verdict.judged_on == rule.verifies and judged.verdict.verdict == "traded"
     out = evaluate(TUNING_REGRESSION, window_from(), config=new, changes=(judged,))
-    assert isinstance(out, Pass) and out.detail == "the latest change: helped"
+    assert isinstance(out, Pass) and out.detail == "the latest change: traded"
 
 
 def test_dp_attention_request_cap_unasked_and_hurt_is_reverted_in_flag_units():

@@ -49,6 +49,7 @@ class Change:
     verdict: Verdict | None = None
     asked_ratio: float | None = None  # the asking advice's condition ratio, for ping-pong checks
     warm_seconds: float = 60.0  # skipped after the restart before the after-window starts
+    stated: tuple[str, ...] = ()  # objectives the asking advice said it would cost (a trade)
 
     @property
     def revert(self) -> dict[str, str]:
@@ -68,6 +69,7 @@ def change_from_dict(data: Mapping[str, Any]) -> Change:
         fields["verdict"] = Verdict(
             verdict["verdict"], verdict["reason"], metrics, verdict["method"], judged_on
         )
+    fields["stated"] = tuple(data.get("stated", ()))
     return Change(**fields)
 
 
@@ -135,8 +137,10 @@ class ChangeLog:
         restarted_at: float,
         asked: Mapping[str, tuple[str, str]] | None = None,
         asked_ratio: Mapping[str, float] | None = None,
+        asked_stated: Mapping[str, tuple[str, ...]] | None = None,
     ) -> Change:
-        """A restart seen between two config reads; the window still holds the time before."""
+        """A restart seen between two config reads; the window still holds the time before.
+        `asked_stated`: per rule, the costs its advice stated (a trade, judged as one)."""
         old_flags, new_flags = flag_values(old), flag_values(new)
         keys = old_flags.keys() | new_flags.keys()
         changed = sorted(k for k in keys if old_flags.get(k) != new_flags.get(k))
@@ -150,6 +154,7 @@ class ChangeLog:
             profile=self.profile, before_window=before,
             due=restarted_at + warm + max(before.seconds, 0.0),
             asked_ratio=(asked_ratio or {}).get(rule) if rule else None, warm_seconds=warm,
+            stated=tuple((asked_stated or {}).get(rule, ())) if rule else (),
         )  # fmt: skip
         self.changes = [*self.changes, change][-MAX_KEPT:]
         return change
@@ -170,8 +175,9 @@ class ChangeLog:
         after = summarize(view, self._names())
         primary = self.verifies.get(change.rule or "", ())
         verdict = compare(
-            change.before_window, after, self.profile, min_samples=min_samples, primary=primary
-        )
+            change.before_window, after, self.profile, min_samples=min_samples, primary=primary,
+            stated=change.stated,
+        )  # fmt: skip
         judged = replace(change, after_window=after, verdict=verdict)
         self.changes[at] = judged
         self.verdicts[verdict.verdict] += 1

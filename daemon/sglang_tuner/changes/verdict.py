@@ -1,10 +1,15 @@
 """Verdicts: did a change of tuning flags help? The same metrics before and after, compared.
 
 Pure functions. A window is summarized per signal (samples, mean, p50/p90/p99) with the load
-it served; two summaries give one verdict per metric the profile cares about: `helped`,
-`no_change`, `hurt` or `inconclusive`, with the effect (after/before ratio of means) and a 90 %
-interval from a moving-block bootstrap (`changes/bootstrap.py`: blocks of consecutive scrapes keep
-their correlation; a fixed seed makes it repeatable).
+it served; two summaries give one verdict per metric: `helped`, `no_change`, `hurt` or
+`inconclusive`, with the effect (after/before ratio of means) and a 90 % interval from a
+moving-block bootstrap (`changes/bootstrap.py`: blocks of consecutive scrapes keep their
+correlation; a fixed seed makes it repeatable).
+
+Every change is judged on every objective, whatever the profile: tokens/s, TTFT p99, ITL p50
+and p99, crashes. The asking rule's metrics (or the profile's) decide whether it helped; a
+measured cost on another objective past its guard (tokens/s down 10 %, TTFT p99 up 50 %, ITL p50
+up 25 %) makes it `hurt` — or `traded`, where its advice stated that cost in advance.
 """
 
 from collections.abc import Mapping, Sequence
@@ -12,14 +17,19 @@ from dataclasses import dataclass, replace
 
 from sglang_tuner.changes.bootstrap import METHOD, rank, ratio_interval
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.advice import COST_GUARDS, ITL_P50, TOKENS, TTFT_P99
 from sglang_tuner.model.window import WindowView
 
-# metric -> +1 when higher is better, -1 when lower is better
+# metric -> +1 when higher is better, -1 when lower is better. Both profiles measure every
+# objective; they differ in the order shown and in what decides (PRIMARY).
 OFFLINE_METRICS = {
     s.GEN_THROUGHPUT: 1,
     s.TOKEN_USAGE: 1,
     s.RETRACTIONS_PER_MINUTE: -1,
     s.RESTARTS: -1,  # crashes: what a fix for one is judged by
+    s.TTFT_P99_SECONDS: -1,
+    s.ITL_P50_SECONDS: -1,
+    s.ITL_P99_SECONDS: -1,
 }
 ONLINE_METRICS = {
     s.TTFT_P50_SECONDS: -1,
@@ -29,12 +39,19 @@ ONLINE_METRICS = {
     s.GEN_THROUGHPUT: 1,
     s.RESTARTS: -1,
 }
+# The objectives a side effect is held to, by the metric that measures each.
+OBJECTIVE_METRICS = {
+    TOKENS: s.GEN_THROUGHPUT,
+    TTFT_P99: s.TTFT_P99_SECONDS,
+    ITL_P50: s.ITL_P50_SECONDS,
+}
 # The verdict on the change as a whole follows these; the others are shown beside them (more
 # retractions at higher throughput is a better offline server, not a worse one).
 PRIMARY = {"offline": (s.GEN_THROUGHPUT,), "online": (s.TTFT_P99_SECONDS, s.ITL_P99_SECONDS)}
 LOAD_SIGNALS = (s.REQUEST_RATE, s.PROMPT_TOKENS_MEAN, s.NUM_RUNNING_REQS, s.NUM_QUEUE_REQS)
 HELPED, NO_CHANGE, HURT, INCONCLUSIVE = "helped", "no_change", "hurt", "inconclusive"
-VERDICTS = (HELPED, NO_CHANGE, HURT, INCONCLUSIVE)
+TRADED = "traded"  # helped on what it was for, at a cost its advice stated in advance
+VERDICTS = (HELPED, TRADED, NO_CHANGE, HURT, INCONCLUSIVE)
 
 
 def metrics_for(profile: str) -> Mapping[str, int]:
@@ -130,9 +147,11 @@ def compare(
     no_change_ratio: float = 0.03,
     load_tolerance: float = 0.25,
     primary: Sequence[str] = (),
+    stated: Sequence[str] = (),
 ) -> Verdict:
     """The verdict on a change from the window before it and the warm window after it, decided
-    by `primary` (the asking rule's metrics) or else the profile's."""
+    by `primary` (the asking rule's metrics) or else the profile's, then held to every other
+    objective (`stated`: the objectives whose cost its advice said in advance)."""
     metrics = tuple(
         _metric(m, better, before, after, min_samples, no_change_ratio)
         for m, better in metrics_for(profile).items()
@@ -141,7 +160,43 @@ def compare(
     load = load_changed(before, after, load_tolerance)
     if load:
         return Verdict(INCONCLUSIVE, load, metrics, judged_on=judged)
-    return replace(_overall(metrics, judged), judged_on=judged)
+    return replace(_with_costs(_overall(metrics, judged), judged, stated), judged_on=judged)
+
+
+def _with_costs(verdict: Verdict, primary: Sequence[str], stated: Sequence[str]) -> Verdict:
+    """A verdict held to the objectives it was not judged on: a measured cost past the guard
+    makes it `hurt`, or `traded` where the advice stated that cost and the change helped."""
+    costs = _costs(verdict.metrics, primary)
+    if not costs or verdict.verdict == HURT:
+        return verdict
+    unstated = [(o, m) for o, m in costs if o not in stated]
+    said = "; ".join(f"{o} {_effect_text(m)}" for o, m in costs)
+    if unstated or verdict.verdict != HELPED:
+        why = "" if not unstated else " (not stated in advance)"
+        return replace(verdict, verdict=HURT, reason=f"{verdict.reason}; cost: {said}{why}")
+    return replace(verdict, verdict=TRADED, reason=f"{verdict.reason}; at the stated cost: {said}")
+
+
+def _costs(
+    metrics: Sequence["MetricVerdict"], primary: Sequence[str]
+) -> list[tuple[str, "MetricVerdict"]]:
+    """(objective, metric) for each objective outside `primary` measured worse past its guard."""
+    by_name = {m.metric: m for m in metrics}
+    out = []
+    for objective, name in OBJECTIVE_METRICS.items():
+        m = by_name.get(name)
+        if name in primary or m is None or m.verdict != HURT or m.effect_ratio is None:
+            continue
+        change = m.effect_ratio - 1
+        worse = -change if objective == TOKENS else change
+        if worse > COST_GUARDS[objective]:
+            out.append((objective, m))
+    return out
+
+
+def _effect_text(m: "MetricVerdict") -> str:
+    assert m.effect_ratio is not None
+    return f"{m.effect_ratio - 1:+.0%}"
 
 
 def _overall(metrics: tuple[MetricVerdict, ...], primary: Sequence[str]) -> Verdict:

@@ -171,7 +171,8 @@ SPECS: Mapping[str, Spec] = {
         "Answers that carried warnings (a partial response: some data may be missing).", *_Q
     ),
     "sglang_tuner_changes": _counter(
-        "Changes of tuning flags judged, by verdict (helped, no_change, hurt, inconclusive).",
+        "Changes of tuning flags judged, by verdict "
+        "(helped, traded, no_change, hurt, inconclusive).",
         "target",
         "verdict",
     ),

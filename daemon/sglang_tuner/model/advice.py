@@ -39,12 +39,28 @@ class AlertState(StrEnum):
     FIRING = "firing"  # condition held for hold_for (or still within keep_firing_for): sent
 
 
+# The objectives every change is predicted and judged on, and how far a change may move each
+# the wrong way as a side effect before it is a cost to state (a trade) rather than noise:
+# tokens/s down 10 %, TTFT p99 up 50 %, ITL p50 up 25 % (issue "do no harm": the bar of the
+# randomized matrix).
+TOKENS, TTFT_P99, ITL_P50, ITL_P99, CRASHES = "tok/s", "TTFT p99", "ITL p50", "ITL p99", "crashes"
+COST_GUARDS = {TOKENS: 0.10, TTFT_P99: 0.50, ITL_P50: 0.25}
+
+
+def worse_by(objective: str, change: float) -> float:
+    """How much worse a relative change of `objective`'s metric leaves it (0 when better):
+    tokens/s falling, a latency rising."""
+    return max(0.0, -change if objective == TOKENS else change)
+
+
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """What the server model predicts one change does to the profile's objective on THIS server.
+    """What the server model predicts one change does on THIS server.
 
     `gain` is the relative improvement of `objective` (+0.38: 38 % more tokens/s, or 38 % less
     latency), `low`-`high` its range; `gain` None means no prediction, and `basis` says why.
+    `effects` are the other objectives it moves: objective -> (change, low, high) of the metric
+    itself (-0.42: tokens/s 42 % lower; +0.3: a latency 30 % higher).
     """
 
     objective: str  # "tok/s", "TTFT p99", "ITL p50", "crashes"
@@ -52,16 +68,29 @@ class Prediction:
     low: float | None = None
     high: float | None = None
     basis: str = ""
+    effects: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    def costs(self) -> dict[str, float]:
+        """The objectives it moves the wrong way past their guard: objective -> metric change."""
+        return {
+            o: change
+            for o, (change, _low, _high) in self.effects.items()
+            if o != self.objective and worse_by(o, change) > COST_GUARDS.get(o, 1.0)
+        }
 
     def text(self) -> str:
-        """'+38 % tok/s (25-50 %): basis', or 'no prediction: why'."""
+        """'+38 % tok/s (25-50 %): basis', or 'no prediction: why'; a cost past its guard is
+        said first ('trades tok/s -42 %')."""
         if self.gain is None:
             return f"no prediction: {self.basis}"
-        sign = 1 if self.objective == "tok/s" else -1  # a latency's gain is a fall
+        sign = 1 if self.objective == TOKENS else -1  # a latency's gain is a fall
         head = f"{_percent(sign * self.gain)} % {self.objective}"
         if self.low is not None and self.high is not None:
             lo, hi = sorted((sign * self.low, sign * self.high))
             head += f" ({_percent(lo)} to {_percent(hi)} %)"
+        costs = self.costs()
+        if costs:
+            head += ", trades " + ", ".join(f"{o} {_percent(c)} %" for o, c in costs.items())
         return f"{head}: {self.basis}" if self.basis else head
 
 

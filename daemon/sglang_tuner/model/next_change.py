@@ -29,15 +29,22 @@ class Held:
 
 @dataclass(frozen=True, slots=True)
 class Asked:
-    """What a plan suggests: flag -> (value, rule), and each rule's condition ratio."""
+    """What a plan suggests: flag -> (value, rule), each rule's condition ratio, and the costs
+    each rule's advice stated in advance (rule -> objectives it said its change would worsen
+    past their guard: a trade the operator accepted by applying it)."""
 
     flags: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     ratios: Mapping[str, float] = field(default_factory=dict)
+    stated: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def merged(self, newer: "Asked") -> "Asked":
         """Everything asked so far, the newer value of a flag winning (an operator may apply
         advice a while after it was given, while the plan has moved on)."""
-        return Asked({**self.flags, **newer.flags}, {**self.ratios, **newer.ratios})
+        return Asked(
+            {**self.flags, **newer.flags},
+            {**self.ratios, **newer.ratios},
+            {**self.stated, **newer.stated},
+        )
 
 
 @dataclass(frozen=True, slots=True)

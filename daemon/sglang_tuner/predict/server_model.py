@@ -35,6 +35,7 @@ from sglang_tuner.model.signals import (
     PREFIX_CACHE_HIT_RATIO,
     PROMPT_TOKENS_RATE,
     QUEUE_TIME_P50_SECONDS,
+    REQUEST_RATE,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
     TTFT_P50_SECONDS,
@@ -326,7 +327,50 @@ def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Predi
     if other is not None and model.physics is not None:
         alt = objective_gain(inp, model.obs, batch, other)
         low, high = min(low, alt), max(high, alt)
-    return Prediction(objective(inp.profile), gain, low, high, f"{why}; {model.basis}")
+    effects = batch_effects(inp, model, batch, ratio)
+    return Prediction(objective(inp.profile), gain, low, high, f"{why}; {model.basis}", effects)
+
+
+def _spread(change: float) -> tuple[float, float, float]:
+    spread = max(FLOOR, SPREAD * abs(change))
+    return change, change - spread, change + spread
+
+
+def batch_effects(
+    inp: RuleInput, model: ServerModel, batch: float, ratio: float
+) -> dict[str, tuple[float, float, float]]:
+    """What moving the running batch to `batch` does to every objective, as the metric's own
+    relative change: tokens/s by the step model; ITL p50 by the decode step (calibrated on the
+    observed ITL where the physics has the model, else the whole step); TTFT p99 by the queue
+    wait (`ttft_change`), where requests wait."""
+    obs = model.obs
+    if model.physics is not None and model.itl_scale() is not None:
+        itl = model.itl(batch) / model.itl(obs.batch) - 1
+    else:
+        itl = model.step(batch) / model.step(obs.batch) - 1
+    effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
+    ttft = ttft_change(inp, obs, batch, ratio)
+    if ttft is not None:
+        effects[TTFT] = _spread(ttft)
+    return effects
+
+
+def ttft_change(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float | None:
+    """TTFT p99's relative change when the batch moves to `batch` and tokens/s by `ratio`.
+    Where requests wait: the queue left (those the new batch does not take in) drained at the
+    new rate. Where none wait and the batch shrinks (a cap): the requests beyond it now wait
+    for a slot, (old batch - new) / completions per second at the new rate (Little's law; the
+    clients keep their concurrency). None where neither can be read."""
+    if obs.queue <= 0:
+        return wait_for_a_slot(inp, obs.ranks, obs.batch, batch, ratio)
+    left = max(0.0, obs.batch + obs.queue - batch)
+    wait_ratio = (left / ratio) / obs.queue if ratio > 0 else math.inf
+    view = inp.view
+    p99 = view.quantile(TTFT_P99_SECONDS, 0.5)
+    wait = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5) or view.quantile(TTFT_P50_SECONDS, 0.5)
+    if p99 and wait and 0 < wait <= p99:
+        return max(-1.0, (wait_ratio - 1) * wait / p99)
+    return max(-1.0, wait_ratio - 1)
 
 
 def objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
@@ -336,16 +380,23 @@ def objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) ->
     stays. Without TTFT quantiles, the fall of the wait itself."""
     if objective(inp.profile) == THROUGHPUT:
         return ratio - 1
-    if obs.queue <= 0:
-        return 0.0
-    left = max(0.0, obs.batch + obs.queue - batch)
-    wait_ratio = (left / ratio) / obs.queue  # new wait over the old
+    change = ttft_change(inp, obs, batch, ratio)
+    return 0.0 if change is None else max(-1.0, -change)  # at worst counted as doubling
+
+
+def wait_for_a_slot(
+    inp: RuleInput, ranks: int, batch: float, capped: float, ratio: float
+) -> float | None:
+    """TTFT p99's relative change when a rank's batch is capped from `batch` to `capped` with
+    nothing waiting: the requests beyond the cap wait for a slot, `batch - capped` over the
+    completions per second at the new rate (`ratio` of today's). None without the request
+    rate or TTFT p99, or when the batch does not shrink."""
     view = inp.view
-    p99 = view.quantile(TTFT_P99_SECONDS, 0.5)
-    wait = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5) or view.quantile(TTFT_P50_SECONDS, 0.5)
-    if p99 and wait and 0 < wait <= p99:
-        return max(-1.0, -(wait_ratio - 1) * wait / p99)
-    return max(-1.0, 1 - wait_ratio)  # at worst the wait doubles
+    rate, p99 = view.quantile(REQUEST_RATE, 0.5), view.quantile(TTFT_P99_SECONDS, 0.5)
+    if capped >= batch or not rate or not p99 or ratio <= 0:
+        return None
+    completions = rate / max(1, ranks) * ratio  # per rank, at the new rate
+    return (batch - capped) / completions / p99
 
 
 def usage_in(obs: Observed, new_pool: float) -> float:
@@ -463,13 +514,25 @@ def predict_graphs(
     return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, f"{why}; {model.basis}")
 
 
-def predict_itl_cap(itl_now: float, itl_then: float, basis: str) -> Prediction:
-    """--max-running-requests lowered for latency: ITL p50 from now to then."""
+def predict_itl_cap(
+    itl_now: float,
+    itl_then: float,
+    basis: str,
+    tokens: float | None = None,
+    ttft: float | None = None,
+) -> Prediction:
+    """--max-running-requests lowered for latency: ITL p50 from now to then; `tokens` and
+    `ttft` the relative changes of tokens/s and TTFT p99 where they are known."""
     if itl_now <= 0 or itl_then <= 0 or math.isnan(itl_then):
         return Prediction(ITL, None, basis="ITL was not observed")
     gain = 1 - itl_then / itl_now
     spread = max(FLOOR, SPREAD * abs(gain))
-    return Prediction(ITL, gain, gain - spread, gain + spread, basis)
+    effects = {ITL: _spread(itl_then / itl_now - 1)}
+    if tokens is not None:
+        effects[THROUGHPUT] = _spread(tokens)
+    if ttft is not None:
+        effects[TTFT] = _spread(ttft)
+    return Prediction(ITL, gain, gain - spread, gain + spread, basis, effects)
 
 
 def predict_cap_raise(inp: RuleInput, new_cap: int) -> Prediction:
@@ -512,13 +575,15 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     then = model.itl(batch)
     gain = 1 - then / now
     spread = max(FLOOR, SPREAD * abs(gain))
-    tokens = model.throughput_ratio(batch) - 1
+    ratio = model.throughput_ratio(batch)
+    effects = batch_effects(inp, model, batch, ratio)
+    effects[ITL] = _spread(then / now - 1)
     why = (
         f"ITL p50 {now * 1e3:.0f} -> {then * 1e3:.0f} ms at {batch} per rank (batch p50 "
-        f"{obs.batch:.0f}); decode tokens/s {tokens:+.0%} while the load stays, queue wait "
+        f"{obs.batch:.0f}); decode tokens/s {ratio - 1:+.0%} while the load stays, queue wait "
         f"longer; {model.basis}"
     )
-    return batch, Prediction(ITL, gain, gain - spread, gain + spread, why)
+    return batch, Prediction(ITL, gain, gain - spread, gain + spread, why, effects)
 
 
 def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:

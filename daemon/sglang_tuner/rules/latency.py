@@ -17,12 +17,13 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import Row, frequently
 from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target
-from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap
+from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap, wait_for_a_slot
 from sglang_tuner.predict.units import (
     batch_signal,
     flag_from_per_rank,
     max_running_flag,
     per_rank_batch,
+    ranks_per_flag,
 )
 from sglang_tuner.rule import (
     DECODING_ROLES,
@@ -70,6 +71,7 @@ def _lower_max_running(inp: RuleInput) -> Action:
     )
     # Decode tokens per second go with batch / ITL: what the smaller batch costs. Without a
     # fit the proportional model makes that ratio 1 by construction: no number is claimed.
+    cost: float | None = None
     if basis == PROPORTIONAL or predicted <= 0:
         cost_text = (
             "decode tokens/s lower by an amount this window cannot tell (ITL did not vary "
@@ -78,12 +80,14 @@ def _lower_max_running(inp: RuleInput) -> Action:
     else:
         cost = (per_rank / predicted) / (batch / itl) - 1
         cost_text = f"decode tokens/s about {cost:+.0%}"
+    ranks = ranks_per_flag(inp.config)
+    ttft = wait_for_a_slot(inp, ranks, batch, per_rank, 1 + (cost or 0.0))
     expected = (
         f"ITL p50 from {itl * 1000:.0f} ms to about {predicted * 1000:.0f} ms at {per_rank} "
         f"requests per rank (batch p50 now {batch:.0f}), from {basis}; {cost_text}, and queue "
         "wait (TTFT) longer while the load stays"
     )
-    prediction = predict_itl_cap(itl, predicted, f"{basis}; {cost_text}")
+    prediction = predict_itl_cap(itl, predicted, f"{basis}; {cost_text}", cost, ttft)
     # `expected` already says it in milliseconds: the prediction rides along for /advice
     return replace(with_expected(action, expected), prediction=prediction)
 

@@ -14,7 +14,7 @@ class MetricOut(BaseModel):
     """One metric before and after the change."""
 
     metric: str
-    verdict: str = Field(description="helped, no_change, hurt or inconclusive")
+    verdict: str = Field(description="helped, traded, no_change, hurt or inconclusive")
     effect_ratio: float | None = Field(description="after / before, means")
     interval: list[float] | None = Field(description="90 % interval of the ratio")
     before: float | None
@@ -40,7 +40,7 @@ class ChangeOut(BaseModel):
     before: dict[str, str]
     after: dict[str, str]
     asked_by: str | None = Field(description="The advice (rule id) that asked for these values")
-    verdict: str = Field(description="helped, no_change, hurt, inconclusive, or pending")
+    verdict: str = Field(description="helped, traded, no_change, hurt, inconclusive, or pending")
     reason: str
     metrics: list[MetricOut]
     method: str
