@@ -236,3 +236,10 @@ def test_advice_text_with_nothing_at_all_says_so_and_shows_no_tables():
         "\n"
         "No advice is pending or firing.\n"
     )
+
+
+def test_advice_text_a_server_with_an_empty_plan_and_nothing_else_is_clean():
+    empty = PlanOut(target="gpu-a", next=None, after=[], held=[])
+    out = AdviceList(plans=[empty], data=[], count=0)
+    text = advice_text(out, ["gpu-a"], one_shot=True)
+    assert _block(text, "gpu-a") == ["no advice: every rule that could judge it passed"]

@@ -17,7 +17,8 @@ def advice_text(out: AdviceList, servers: Iterable[str] = (), one_shot: bool = F
     no_data = sum(out.no_data_counts.values()) or len(out.no_data)
     servers = set(servers)
     plans = {p.target: p for p in out.plans}
-    targets = sorted({a.target for a in out.data} | plans.keys() | out.last_change.keys())
+    targets = sorted({a.target for a in out.data} | out.last_change.keys())
+    targets = sorted({*targets, *(t for t, p in plans.items() if p.next or p.after or p.held)})
     every = sorted(servers | set(targets))
     counted = f"{len(every)} server(s), " if servers else ""
     head = f"{counted}{out.count} advice, {no_data} no data, {len(out.errors)} error(s)"
