@@ -20,6 +20,7 @@ from sglang_tuner.model.flag_transforms import (
 )
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.versions import in_span
+from sglang_tuner.sources.log.lines import scan_lines
 from sglang_tuner.sources.log.server_args import parse_server_args
 from sglang_tuner.sources.server_info import parse_server_info
 
@@ -181,3 +182,21 @@ def test_the_launch_command_gives_the_typed_value_the_division_lost():
 )
 def test_the_renamed_graph_size_is_read_from_the_newest_field(fields, expected):
     assert parse_server_info({"version": "0.5.17", **fields}).cuda_graph_max_bs == expected
+
+
+def test_the_startup_summarys_request_cap_is_one_ranks_not_the_flag():
+    # `max_running_requests=` in the scheduler's summary line is its own cap (0.4.10
+    # scheduler.py: self.max_running_requests, the flag // 8 here): 64 per rank is a flag of 512.
+    launch = (
+        "[2026-01-05 10:00:00] server_args=ServerArgs(tp_size=8, dp_size=8, "
+        "enable_dp_attention=True, max_running_requests=None, chunked_prefill_size=1024)"
+    )
+    summary = (
+        "[2026-01-05 10:01:00 DP0 TP0] max_total_num_tokens=500000, chunked_prefill_size=1024, "
+        "max_prefill_tokens=16384, max_running_requests=64, context_len=32768"
+    )
+    args = scan_lines([launch, summary]).server_args
+    assert args is not None
+    config = parse_server_info(args)
+    assert (max_running_flag(config), max_running_per_rank(config)) == (512, 64)
+    assert config.chunked_prefill_size == 8192

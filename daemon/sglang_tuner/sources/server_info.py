@@ -100,8 +100,10 @@ def _cuda_graph_max_bs(body: Mapping[str, Any]) -> int | None:
 
 
 def _effective_max_running(body: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(total over DP ranks, per DP rank) effective max running requests; CLI value as fallback."""
-    per_dp = [_as_int(s.get("effective_max_running_requests_per_dp")) for s in _states(body)]
+    """(total over DP ranks, per DP rank) effective max running requests; CLI value as fallback.
+    A log's startup summary gives one rank's figure at the top level."""
+    key = "effective_max_running_requests_per_dp"
+    per_dp = [_as_int(s.get(key)) for s in _states(body) or [body]]
     known = [v for v in per_dp if v is not None]
     if known:
         return sum(known), max(known)

@@ -79,7 +79,8 @@ def test_a_log_of_startup_lines_alone_gives_the_pool_and_its_memory() -> None:
     summary += ", max_running_requests=2048, context_len=32768, available_gpu_mem=10.1 GB"
     counts = scan_lines([BEGIN, END, KV, POOL_END, summary])
     assert counts.max_total_num_tokens == 398000  # the summary's word is the last
-    assert counts.server_args is not None and counts.server_args["max_running_requests"] == 2048
+    assert counts.server_args is not None  # the scheduler's own cap: one rank's, not the flag
+    assert counts.server_args["effective_max_running_requests_per_dp"] == 2048
 
 
 def test_sglangs_own_current_value_is_the_fraction_the_server_ran_with() -> None:

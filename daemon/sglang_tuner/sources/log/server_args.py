@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 _MARK = "server_args=ServerArgs("
+# `/server_info`'s name for a rank's request cap (`internal_states[]`, 0.5.8+).
+PER_RANK_RUNNING = "effective_max_running_requests_per_dp"
 # A value of the repr's simple kinds, for a line cut short (the whole repr then does not parse).
 _LOOSE = re.compile(
     r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:e-?\d+)?|True|False|None)"
@@ -60,8 +62,12 @@ def _loose(text: str) -> dict[str, Any]:
 
 
 def summary_values(line: str) -> dict[str, int]:
-    """The startup summary's effective values, named as `/server_info` names them."""
+    """The startup summary's effective values, named as `/server_info` names them: its
+    `max_running_requests` is the scheduler's own (per DP rank: the flag split over the
+    attention-DP ranks, `model/flag_transforms.py`), not the flag, so it is the per-rank figure."""
     values = {key: int(value) for key, value in _SUMMARY.findall(line)}
     if "context_len" in values:
         values["context_length"] = values.pop("context_len")
+    if "max_running_requests" in values:
+        values[PER_RANK_RUNNING] = values.pop("max_running_requests")
     return values
