@@ -2,8 +2,11 @@
 cat`, `docker logs -f NAME`, `kubectl logs -f POD -c sglang`), restarted with back-off when it
 exits, or the daemon's own standard input (`log_file: "-"`).
 
-Each poll reads what the pipe holds without waiting, as `LogFollower` reads a file; the lines go
-through the same scanner, so the signals are the same whichever way the log arrives.
+A thread drains the pipe as the lines come (`drain.py`: the writer never waits on us; what the
+scrapes do not take in time is dropped oldest first and counted, a line too long is cut); each
+poll takes the lines read since the last, and they go through the same scanner as a file's, so
+the signals are the same whichever way the log arrives. A standard input that is closed, or not
+there, is an empty log, said once.
 """
 
 import logging
@@ -13,7 +16,8 @@ import sys
 from collections.abc import Sequence
 
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.sources.log.follow import MAX_READ_BYTES, launch_config, to_signals
+from sglang_tuner.sources.log.drain import Drain
+from sglang_tuner.sources.log.follow import launch_config, to_signals
 from sglang_tuner.sources.log.lines import LogScanner
 
 logger = logging.getLogger(__name__)
@@ -24,18 +28,14 @@ STEADY_SECONDS = 60.0  # a command that ran this long starts its next back-off f
 
 
 class PipeFollower:
-    """Reads an open pipe without blocking; `poll` gives the signals of the lines since the
-    previous poll ({} when nothing arrived)."""
+    """Follows an open pipe, drained by a thread; `poll` gives the signals of the lines since
+    the previous poll ({} when nothing arrived)."""
 
-    def __init__(self, fd: int | None = None) -> None:
-        self.fd = fd
-        self._pending = b""
+    def __init__(self, fd: int | None = None, name: str = "standard input") -> None:
+        self._drain = None if fd is None else Drain(lambda: os.dup(fd), name)
         self._scanner = LogScanner()
         self._last_poll: float | None = None
-        self.eof = False  # the writer closed the pipe
         self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
-        if fd is not None:
-            os.set_blocking(fd, False)
 
     def poll(self, now: float) -> dict[str, float]:
         """Signals for the lines that arrived since the last poll."""
@@ -47,30 +47,40 @@ class PipeFollower:
         self._last_poll = now
         return to_signals(counts, seconds)
 
+    @property
+    def eof(self) -> bool:
+        """The writer closed the pipe and every line it wrote was read."""
+        return self._drain is not None and self._drain.done
+
+    @property
+    def dropped_lines(self) -> int:
+        """Lines dropped unread (the scrapes fell behind the writer), since the pipe opened."""
+        return 0 if self._drain is None else self._drain.dropped_lines
+
+    @property
+    def lines_cut(self) -> int:
+        """Lines cut at the length limit, since the pipe opened."""
+        return 0 if self._drain is None else self._drain.lines_cut
+
     def close(self) -> None:
         """Stop reading (the pipe is the writer's to close)."""
-        self.fd = None
+        if self._drain is not None:
+            self._drain.close()
 
     def _read_lines(self) -> list[str]:
-        data = b""
-        while self.fd is not None and len(data) < MAX_READ_BYTES:
-            try:
-                chunk = os.read(self.fd, MAX_READ_BYTES)
-            except BlockingIOError:
-                break
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self.eof = True
-                break
-            data += chunk
-        head, sep, self._pending = (self._pending + data).rpartition(b"\n")
-        return head.decode("utf-8", errors="replace").splitlines() if sep else []
+        return [] if self._drain is None else self._drain.take()
 
 
 def stdin_follower() -> PipeFollower:
-    """The daemon's standard input (`sglang ... 2>&1 | sglang-tuner run ...`)."""
-    return PipeFollower(sys.stdin.fileno())
+    """The daemon's standard input (`sglang ... 2>&1 | sglang-tuner run ...`); closed or
+    absent, an empty log (said once), never a failed start."""
+    try:
+        fd = sys.stdin.fileno()
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError) as exc:  # None, closed, or not a descriptor
+        logger.warning("log_file '-': standard input is closed (%s); no log is read", exc)
+        return PipeFollower(None)
+    return PipeFollower(fd)
 
 
 class LogCommand(PipeFollower):
@@ -116,9 +126,9 @@ class LogCommand(PipeFollower):
             self._wait(now)
             return
         assert process.stdout is not None
-        self.process, self.eof, self._started_at = process, False, now
-        self.fd = process.stdout.fileno()
-        os.set_blocking(self.fd, False)
+        self.process, self._started_at = process, now
+        fd = process.stdout.fileno()
+        self._drain = Drain(lambda: os.dup(fd), self.argv[0])
 
     def _exited(self, now: float) -> None:
         process, self.process = self.process, None
@@ -126,7 +136,7 @@ class LogCommand(PipeFollower):
         code = process.wait()
         if process.stdout is not None:
             process.stdout.close()
-        self.fd = None
+        self._drain = None
         if now - self._started_at >= STEADY_SECONDS:
             self._backoff = BACKOFF_START_SECONDS
         logger.warning(

@@ -5,12 +5,14 @@ handles the file and maps counts to signals.
 """
 
 import os
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.crash import CrashKind
+from sglang_tuner.sources.log.drain import Drain, LineCutter, decode_lines
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 from sglang_tuner.sources.server_info import parse_server_info
 
@@ -117,13 +119,16 @@ def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]])
 
 
 class LogFollower:
-    """Follows one log file across rotation and truncation, like `tail -F`."""
+    """Follows one log file across rotation and truncation, like `tail -F`; a named pipe is
+    drained by a thread instead (opening one waits for its writer, and a pipe read once per
+    scrape holds its writer up). A line longer than MAX_LINE_BYTES is cut there and counted."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._file: BinaryIO | None = None
         self._inode: int | None = None
-        self._pending = b""  # an incomplete last line
+        self._cutter = LineCutter()  # holds an incomplete last line
+        self._fifo: Drain | None = None  # the path is a named pipe
         self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
         self._last_poll: float | None = None
         self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
@@ -142,25 +147,35 @@ class LogFollower:
         self._last_poll = now
         return to_signals(counts, seconds)
 
+    @property
+    def lines_cut(self) -> int:
+        """Lines cut at the length limit so far."""
+        return self._cutter.lines_cut + (self._fifo.lines_cut if self._fifo else 0)
+
     def close(self) -> None:
-        """Close the file."""
+        """Close the file (stop draining the named pipe)."""
+        if self._fifo is not None:
+            self._fifo.close()
+            self._fifo = None
         if self._file is not None:
             self._file.close()
             self._file = None
 
     def _read_new_lines(self) -> list[str] | None:
         """New complete lines, handling first open, rotation and truncation."""
-        if self._file is None and not self._open(initial=True):
+        if self._file is None and self._fifo is None and not self._open(initial=True):
             return None
+        if self._fifo is not None:
+            return self._fifo.take()
         assert self._file is not None
         state = self._file_state(self._file)
         if state == "truncated":
             self._file.seek(0)
-            self._pending = b""
+            self._cutter.reset()
         lines = self._split(self._file.read(MAX_READ_BYTES))
         if state == "rotated":  # the old file is finished: follow the new one from its start
             self.close()
-            self._pending = b""
+            self._cutter.reset()
             if self._open(initial=False):
                 assert self._file is not None
                 lines += self._split(self._file.read(MAX_READ_BYTES))
@@ -168,8 +183,12 @@ class LogFollower:
 
     def _open(self, *, initial: bool) -> bool:
         """Open the file; the first time, read the latest launch line and startup summary and
-        start at the end."""
+        start at the end. A named pipe is handed to a draining thread."""
         try:
+            if stat.S_ISFIFO(os.stat(self.path).st_mode):
+                path = self.path
+                self._fifo = Drain(lambda: os.open(path, os.O_RDONLY), str(path), reopen=True)
+                return True
             handle = open(self.path, "rb")  # kept open across polls
         except OSError:
             return False
@@ -189,6 +208,6 @@ class LogFollower:
         return "truncated" if stat.st_size < handle.tell() else "same"
 
     def _split(self, data: bytes) -> list[str]:
-        """Complete lines of pending + data; keeps the trailing partial line for later."""
-        head, sep, self._pending = (self._pending + data).rpartition(b"\n")
-        return head.decode("utf-8", errors="replace").splitlines() if sep else []
+        """Complete lines of pending + data (each cut at MAX_LINE_BYTES); keeps the trailing
+        partial line for later."""
+        return decode_lines(self._cutter.feed(data))
