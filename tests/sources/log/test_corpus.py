@@ -48,17 +48,12 @@ RIGHT: dict[str, str | None] = {
 MISSES = {
     "overlap-retract-alloc-fail-tiny-pool-decode.log": "the excerpt holds the retract path's "
     "allocation failure without the numbers or a leak check",
-    "pd-prefill-page-size-large-usage-0.95.log": "a large-page prefill OOM: the excerpt shows "
-    "usage 0.95 and no free-vs-asked numbers, so it reads as load",
     "qwen35-27b-fp8-sigquit-new-format-leak-crash.log": "the leak check's line is cut from the "
     "excerpt; only the sigquit remains",
-    "qwen35-397b-a100-pp-leak-crash-pp-prefix.log": "the leak line lies past the excerpt",
     "v0.5.3post3-kv-leak-usage-creep-then-crash.log": "a slow leak (usage creeping up at a "
     "steady load) is not recognised yet; the crash line lies past the excerpt",
     "llama4-400k-input-prefill-oom-forward-extend.log": "the excerpt starts inside the traceback "
     "after the OOM line",
-    "v0.2-controller-single-decode-oom-sampling-mqa.log": "a 0.2-era controller traceback: its "
-    "frames name no function the classifier knows",
     "qwen-1.5b-a100-runtime-cuda-oom-overlap-thread.log": "the OOM is raised in the overlap "
     "thread, whose frames name no prefill or decode function",
     "dsr1-h20-nextn-capture-fused-moe-oom-partial.log": "the capture OOM's message is cut from "
