@@ -211,3 +211,13 @@ def test_allocator_bug_predicts_nothing_and_says_why():
     assert isinstance(out, Finding) and out.action.prediction is not None
     assert out.action.prediction.gain is None
     assert out.action.prediction.basis.startswith("an allocator bug or leak")
+
+
+def test_kv_pool_exhausted_by_one_request_sets_no_cap():
+    # SGLang's own pool ran out with one request running: "--max-running-requests 4096 -> 1"
+    # would change nothing; the note still forbids shrinking the pool.
+    view = window_from(kv_pool_exhausted_events="0x9 1", num_running_reqs_max_rank="1x10")
+    out = evaluate(KV_POOL_EXHAUSTED, view, config=ServerConfig(max_running_requests=4096))
+    assert isinstance(out, Finding) and out.action.suggested is None
+    assert out.action.text.startswith("no --max-running-requests cap: at most one request")
+    assert "lower --mem-fraction-static" not in out.action.text

@@ -97,10 +97,10 @@ def _no_cap(batch: float) -> Action:
     """No `--max-running-requests` value: at most one request per rank was running, so a cap
     (down to 1) changes nothing the crash depended on."""
     return Action(
-        f"no --max-running-requests cap: about {batch:.0f} request per rank was running, so one "
-        "request's own size ran out of memory; shorten what one request may take "
-        "(--context-length), or lower --chunked-prefill-size or --mem-fraction-static; where "
-        "SGLang's numbers show free tokens covering the request, it is an allocator bug",
+        f"no --max-running-requests cap: at most one request per rank was running (p90 batch "
+        f"{batch:g}), so one request's own size ran out of memory, not the batch; limit what one "
+        "request may take (--context-length); where SGLang's numbers show free tokens covering "
+        "the request, it is an allocator bug",
         expected="no flag value: a smaller batch cannot stop a single request's failure",
     )
 
