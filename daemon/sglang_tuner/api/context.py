@@ -4,8 +4,9 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, HTTPException, Query, Request
@@ -92,7 +93,7 @@ def require_target(ev: Evaluation, name: str) -> TargetStatus:
     """The target, or 404."""
     target = ev.targets.get(name)
     if target is None:
-        raise HTTPException(404, f"Unknown target '{name}'")
+        raise HTTPException(404, f"Unknown target '{name}'{_did_you_mean(name, ev.targets)}")
     return target
 
 
@@ -100,8 +101,13 @@ def require_rule(ctx: ApiContext, rule_id: str) -> Rule:
     """The tuning rule, or 404."""
     rule = ctx.rules.get(rule_id)
     if rule is None:
-        raise HTTPException(404, f"Unknown rule '{rule_id}'")
+        raise HTTPException(404, f"Unknown rule '{rule_id}'{_did_you_mean(rule_id, ctx.rules)}")
     return rule
+
+
+def _did_you_mean(word: str, known: Iterable[str]) -> str:
+    close = get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 TEXT_RESPONSES: dict[int | str, dict[str, Any]] = {
