@@ -206,3 +206,18 @@ def test_dp_attention_low_usage_is_not_refused_as_already_at_the_guides_0_3():
     out = evaluate(SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=_dp_attention_server(0.3))
     assert isinstance(out, Finding)
     assert out.action.text.startswith("--schedule-conservativeness 1 -> ")
+
+
+def test_scheduler_too_conservative_reads_no_queue_without_running_requests_as_conservative():
+    # one long request chunk-prefilled (nothing running, its next chunk queued), then a burst
+    # arriving on an idle server: any scheduler admits these at once
+    prefill = window_from(token_usage="0.02x8", num_queue_reqs="1x6 2x2", num_running_reqs="0x8")
+    outcome = evaluate(SCHEDULER_TOO_CONSERVATIVE, prefill)
+    assert isinstance(outcome, NoData) and "no request was running" in outcome.reason
+    burst = window_from(
+        token_usage="0.01x6 0.3x4", num_queue_reqs="40x6 0x4", num_running_reqs="0x6 30x4"
+    )
+    assert isinstance(evaluate(SCHEDULER_TOO_CONSERVATIVE, burst), Pass)
+    # requests running while others wait with room in the pool: conservative
+    held = window_from(token_usage="0.3x10", num_queue_reqs="40x10", num_running_reqs="30x10")
+    assert isinstance(evaluate(SCHEDULER_TOO_CONSERVATIVE, held), Finding)

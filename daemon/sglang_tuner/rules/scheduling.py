@@ -1,6 +1,7 @@
 """Guide section "Achieve a high token usage": --schedule-conservativeness in both directions."""
 
 import math
+from collections.abc import Mapping
 
 from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Prediction, Severity
 from sglang_tuner.model.flags import SCHEDULE_CONSERVATIVENESS as FLAG
@@ -31,6 +32,7 @@ from sglang_tuner.rule import (
     flag_action,
     format_duration,
     format_value,
+    idle,
     judged,
     predicted,
     with_expected,
@@ -142,16 +144,27 @@ def _not_too_conservative(inp: RuleInput) -> str | None:
     return None
 
 
+def _admitting(row: Mapping[str, float]) -> bool:
+    """A sample where admission is being decided against running requests: with none running
+    the queue is the request being (chunk-)prefilled or a burst arriving, which any scheduler
+    admits at once, never held back by the reservations of running requests."""
+    return row.get(NUM_RUNNING_REQS, 1.0) > 0
+
+
 def _check_conservative(inp: RuleInput) -> Outcome:
-    """Frequently: token usage < 0.9 with requests waiting; not when already at the guide's
-    lowest value or while the pool overflows (retraction bursts in the window)."""
+    """Frequently, over samples with requests running: token usage < 0.9 with requests
+    waiting; not when already at the guide's lowest value or while the pool overflows
+    (retraction bursts in the window)."""
     target = inp.thresholds["token_usage_target"]
     freq = frequently(
         inp.view,
         lambda r: r[TOKEN_USAGE] < target and r[NUM_QUEUE_REQS] > 0,
         (TOKEN_USAGE, NUM_QUEUE_REQS),
         inp.frequently_ratio,
+        gate=_admitting,
     )
+    if freq.considered == 0 and inp.view.present(NUM_RUNNING_REQS):
+        return idle(inp, "no request was running in any sample: nothing held admission back")
     veto = _not_too_conservative(inp) if freq.held else None
     if veto is not None:
         return Pass(freq.ratio, freq.considered, veto)

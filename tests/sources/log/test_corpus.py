@@ -58,9 +58,6 @@ MISSES = {
     "thread, whose frames name no prefill or decode function",
     "dsr1-h20-nextn-capture-fused-moe-oom-partial.log": "the capture OOM's message is cut from "
     "the excerpt",
-    "v0.5.18-dsv4-flash-ep-chunked-prefill-swa.log": "an excerpt is judged whatever its length: "
-    "4 s of one request's chunked prefill (no request running, its next chunk queued) reads as "
-    "a conservative scheduler at low confidence",
 }
 
 
