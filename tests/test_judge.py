@@ -41,9 +41,11 @@ DOWN_OK = Rule(
 RULES = (QUEUED, BROKEN, ONLINE_ONLY, DOWN_OK)
 
 
-def _target(values: list[float], up: bool = True, **failure) -> TargetState:
+def _target(
+    values: list[float], up: bool = True, profile: str | None = None, **failure
+) -> TargetState:
     """A target whose window holds `values` of signal `q`, 5 s apart; the last scrape `up`."""
-    target = TargetState(TargetSpec("t", "http://t"), 100)
+    target = TargetState(TargetSpec("t", "http://t", profile=profile), 100)
     for k, v in enumerate(values):
         target.window.append(Snapshot("t", float(k * 5), {"q": v}))
     ts = float(max(0, len(values) - 1) * 5)
@@ -69,8 +71,12 @@ def test_judge_target_rule_error_is_contained_and_reported_as_err():
 
 def test_judge_target_skips_rules_for_other_profiles_and_disabled_rules():
     settings = load_settings(None, {"rules": {"queued": {"enabled": False}}})
-    ids = {r.rule.id for r in evaluate_target(_target([1]), None, RULES, settings, 0.0)}
+    target = _target([1], profile="offline")
+    ids = {r.rule.id for r in evaluate_target(target, None, RULES, settings, 0.0)}
     assert ids == {"broken", "down_ok"}
+    # on an inferred profile the other profile's rule still runs (as a hint, when it fires)
+    ids = {r.rule.id for r in evaluate_target(_target([1]), None, RULES, settings, 0.0)}
+    assert ids == {"broken", "down_ok", "online_only"}
 
 
 def test_judge_target_down_target_gives_no_data_except_rules_judged_while_down():
@@ -176,3 +182,39 @@ def test_judge_advice_only_online_wants_is_a_hint_on_an_inferred_profile():
     (judgement,) = judged.judgements
     assert judgement.finding is not None and judgement.severity is Severity.INFO
     assert "inferred from the traffic" in judgement.finding.action.note
+
+
+def _served_as_they_arrive(profile: str | None = None) -> TargetState:
+    """SGLang's tuning-guide picture of a client too slow: requests running, the queue empty."""
+    state = TargetState(TargetSpec("gpu-a", "http://gpu-a:30000", profile=profile), 100)
+    for i in range(20):
+        values = {"num_queue_reqs": 0.0, "num_running_reqs": 40.0, "token_usage": 0.3}
+        state.ingest(ScrapeResult("gpu-a", i * 5.0, 0.01, Snapshot("gpu-a", i * 5.0, values)))
+    return state
+
+
+def test_an_inferred_online_profile_keeps_the_guides_empty_queue_advice_as_a_batch_job_hint():
+    from sglang_tuner.rules.queue import QUEUE_EMPTY
+
+    judged = judge_target(_served_as_they_arrive(), [QUEUE_EMPTY], load_settings(None), 100.0)
+    assert judged.profile == "online"
+    assert "set `profile:` on the target" in (judged.profile_inferred or "")
+    (judgement,) = judged.judgements
+    assert judgement.finding is not None and judgement.severity is Severity.INFO
+    action = judgement.finding.action
+    assert action.text.startswith("if this is a batch job: client: submit requests faster")
+    assert "counts once `profile: offline` is set" in action.note
+    assert action.flag is None and action.suggested is None
+
+
+def test_a_configured_profile_judges_only_its_own_rules_as_advice():
+    from sglang_tuner.rules.queue import QUEUE_EMPTY
+
+    online = _served_as_they_arrive("online")
+    assert judge_target(online, [QUEUE_EMPTY], load_settings(None), 100.0).judgements == ()
+    offline = judge_target(
+        _served_as_they_arrive("offline"), [QUEUE_EMPTY], load_settings(None), 100.0
+    )
+    (judgement,) = offline.judgements
+    assert offline.profile_inferred is None and judgement.severity is Severity.INFO
+    assert judgement.finding.action.text.startswith("client: submit requests faster")

@@ -193,3 +193,16 @@ def test_target_state_metrics_off_is_judged_from_the_log_and_says_where_signals_
     bare = TargetState(TargetSpec("gpu-b", "http://gpu-b:30000"), 10)
     bare.ingest(off, {})
     assert bare.last is not None and not bare.last.is_up
+
+
+def test_note_crashes_keeps_the_newest_crashes_in_words():
+    from sglang_tuner.model.crash_report import CrashReport
+    from sglang_tuner.target_state import CRASH_REPORTS_KEPT
+
+    state = TargetState(TargetSpec("gpu-a", "http://gpu-a:30000"), 10)
+    state.note_crashes(())
+    assert state.crash_reports == ()
+    reports = [CrashReport(float(t), "not_tuning", "driver", "decode", "x") for t in range(20)]
+    for report in reports:
+        state.note_crashes((report,))
+    assert state.crash_reports == tuple(reports[-CRASH_REPORTS_KEPT:])

@@ -22,6 +22,21 @@ INFERRED_NOTE = (
     "the workload profile was inferred from the traffic ({why}): a hint until `profile:` is set "
     "for this target"
 )
+# How an operator makes an inferred profile count (said with it in /advice and /targets).
+HOW_TO_SET = (
+    "set `profile:` on the target (offline, online, long_context or multi_turn; "
+    "`check --profile`) to judge it as that"
+)
+# On an inferred profile, the rules only the other one wants still run, as hints on that
+# condition: a wrong guess never silences the guide (an empty queue read as "online" would
+# silence its "#queue-req is often 0").
+OTHER_PROFILE = {"offline": "online", "online": "offline"}
+IF_PROFILE = {
+    "offline": "if this is a batch job",
+    "online": "if this serves users online",
+    "long_context": "if this serves long contexts",
+    "multi_turn": "if this serves multi-turn chats",
+}
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
@@ -94,23 +109,42 @@ def judge_target(
     profile, why = _profile(target, target.window.view(now, default_span))
     legacy = target.spec.legacy_guide
     out = []
-    for rule in applicable_rules(rules, settings, profile):
+    for rule, judged_as in _rules_for(rules, settings, profile, why is not None):
         overrides = rule_settings(settings, rule.id)
         span = overrides.window_seconds or settings.window_seconds
         inp = inputs.get(span)
         if inp is None:
             view = target.window.view(now, span)
             inp = inputs[span] = _rule_input(target, view, settings, now, profile)
-        inp.thresholds = _thresholds(rule, profile, overrides, legacy)
+        inp.profile = judged_as
+        inp.thresholds = _thresholds(rule, judged_as, overrides, legacy)
         inp.frequently_ratio = overrides.frequently_ratio or settings.frequently_ratio
         judgement = _judge(rule, target, inp, overrides)
         if why is not None and rule.profiles != PROFILES:
-            _as_hint(judgement, why)
+            _as_hint(judgement, why, judged_as, judged_as != profile)
         out.append(judgement)
     default = inputs.get(default_span)
     samples = (default.view if default else target.window.view(now, default_span)).count
     up = None if target.last is None else target.last.is_up
-    return TargetJudgement(now, up, samples, tuple(out), profile, why)
+    inferred = None if why is None else f"{why}; {HOW_TO_SET}"
+    return TargetJudgement(now, up, samples, tuple(out), profile, inferred)
+
+
+def _rules_for(
+    rules: Sequence[Rule], settings: Settings, profile: str, inferred: bool
+) -> list[tuple[Rule, str]]:
+    """Each enabled rule with the profile it is judged for: the target's; on an inferred
+    profile, also the rules only the other profile wants, judged for that one."""
+    other = OTHER_PROFILE.get(profile) if inferred else None
+    out = []
+    for rule in rules:
+        if not rule_settings(settings, rule.id).enabled:
+            continue
+        if profile in rule.profiles:
+            out.append((rule, profile))
+        elif other is not None and other in rule.profiles:
+            out.append((rule, other))
+    return out
 
 
 def _profile(target: TargetState, view: WindowView) -> tuple[str, str | None]:
@@ -123,14 +157,23 @@ def _profile(target: TargetState, view: WindowView) -> tuple[str, str | None]:
     return inferred
 
 
-def _as_hint(judgement: Judgement, why: str) -> None:
-    """Advice only one profile wants, on a guessed profile: a hint that says so."""
+def _as_hint(judgement: Judgement, why: str, profile: str, other: bool) -> None:
+    """Advice only one profile wants, on a guessed profile: a hint conditioned on that profile
+    ("if this is a batch job: ..."). For the profile the traffic did not suggest (`other`) it
+    carries no machine value: nothing applies a change on a guess against the evidence."""
     finding = judgement.finding
     if finding is None:
         return
     note = INFERRED_NOTE.format(why=why)
+    if other:
+        note += f"; the traffic suggests otherwise: counts once `profile: {profile}` is set"
     action = finding.action
-    finding.action = replace(action, note=f"{action.note}; {note}" if action.note else note)
+    condition = IF_PROFILE.get(profile, f"if this is a {profile} workload")
+    text = f"{condition}: {action.text}"
+    note = f"{action.note}; {note}" if action.note else note
+    if other:
+        action = replace(action, flag=None, current=None, suggested=None, companions=())
+    finding.action = replace(action, text=text, note=note)
     judgement.severity = Severity.INFO
 
 
@@ -152,6 +195,7 @@ def _rule_input(
         error_reason=None if last is None else last.error_reason,  # up from the log: kept
         history=target.history,
         changes=tuple(target.changes.changes),
+        crashes=target.crash_reports,
     )
 
 
@@ -186,6 +230,20 @@ def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSetti
         logger.exception("tuning rule %s failed on target %s", rule.id, target.name)
         return Judgement(rule, Health.ERR, severity, None, f"{type(exc).__name__}: {exc}")
     health = Health.NO_DATA if isinstance(outcome, NoData) else Health.OK
-    if isinstance(outcome, Finding) and outcome.severity is not None and not overrides.severity:
-        severity = outcome.severity  # the rule expects too little of this change to warn
+    if isinstance(outcome, Finding) and not overrides.severity:
+        if outcome.severity is not None:
+            severity = outcome.severity  # the rule expects too little of this change to warn
+        severity = _claimed(rule, outcome, severity)
     return Judgement(rule, health, severity, outcome)
+
+
+def _claimed(rule: Rule, finding: Finding, severity: Severity) -> Severity:
+    """A flag change that comes without a prediction for this server (the model does not
+    cover it: speculative decoding, a PD role, an unknown model or GPU, or a gain the window
+    cannot show) is a hint, whatever the rule's default: nothing backs a warning. Crashes and
+    out-of-memory fixes keep theirs."""
+    action = finding.action
+    if rule.stability or severity is Severity.INFO or action.flag is None:
+        return severity
+    prediction = action.prediction
+    return Severity.INFO if prediction is None or prediction.gain is None else severity

@@ -20,6 +20,7 @@ from sglang_tuner.model.advice import (
     Prediction,
     Severity,
 )
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.flags import FlagHistory
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, PROFILES, ServerConfig
 from sglang_tuner.model.window import Frequency, WindowView
@@ -45,6 +46,7 @@ class RuleInput:
     error_reason: str | None = None  # the latest scrape's failure reason, when it failed
     history: FlagHistory = field(default_factory=FlagHistory)  # this server's flag outcomes
     changes: tuple[Change, ...] = ()  # this server's recorded restarts, newest last
+    crashes: tuple[CrashReport, ...] = ()  # the log's latest crashes in words, newest last
 
 
 Check = Callable[[RuleInput], Outcome]

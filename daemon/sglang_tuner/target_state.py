@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from sglang_tuner.changes.record import FLAGS, Change, ChangeLog
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.flags import CRASH_BLAME, RECONFIGURING_FIELDS, FlagHistory, FlagOutcome
 from sglang_tuner.model.scrape import UNREACHABLE_REASONS, ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
@@ -33,6 +34,8 @@ METRICS_OFF_REASON = "http_404_metrics_disabled"
 # stands in for the metrics where they are off; DCGM gives the free GPU memory.
 METRICS, LOG, DCGM = "metrics", "log", "dcgm"
 
+# The latest crashes kept in words (the rules read those in their window).
+CRASH_REPORTS_KEPT = 16
 # A configuration that served this long without a crash has safe flag values (one window).
 SAFE_AFTER_SECONDS = 300.0
 
@@ -73,6 +76,7 @@ class TargetState:
         self.log_serves = False  # /metrics is off and the log gives the load instead
         self.latest_values: Mapping[str, float] = {}  # the latest sample, every source merged
         self.signal_sources: dict[str, str] = {}  # signal -> where its latest value came from
+        self.crash_reports: tuple[CrashReport, ...] = ()  # the log's latest crashes, in words
 
     def resize_window(self, capacity: int) -> None:
         """Keep the newest samples in a window of `capacity` (the scrape interval changed)."""
@@ -123,6 +127,12 @@ class TargetState:
         self.window.append(Snapshot(self.name, result.ts, values))
         self.latest_values = values
         self.changes.verify(self.window, result.ts, self.min_samples)
+
+    def note_crashes(self, reports: tuple[CrashReport, ...]) -> None:
+        """The crashes the log read since the previous scrape, said in words (its signals count
+        them): the newest `CRASH_REPORTS_KEPT` are kept for the rules."""
+        if reports:
+            self.crash_reports = (*self.crash_reports, *reports)[-CRASH_REPORTS_KEPT:]
 
     def _served_by_log(self, result: ScrapeResult, log_values: Mapping[str, float]) -> ScrapeResult:
         """A scrape refused because metrics are off, while the log gives the load: the log's

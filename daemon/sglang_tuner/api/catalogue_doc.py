@@ -121,6 +121,11 @@ FEEDS: dict[str, tuple[str, str]] = {
         "the startup summary (`available_gpu_mem`)",
     ),
     s.GPU_FB_FREE_GB: ("the DCGM exporter's `DCGM_FI_DEV_FB_FREE`", "—"),
+    s.STARTUP_FREE_BEFORE_LOAD_GB: ("—", "`Load weight begin. avail mem=`"),
+    s.STARTUP_FREE_AFTER_LOAD_GB: ("—", "`Load weight end. ... avail mem=`"),
+    s.STARTUP_WEIGHTS_GB: ("—", "`Load weight end. ... mem usage=`"),
+    s.STARTUP_KV_POOL_GB: ("—", "`KV Cache is allocated. ... K size: ... V size:`"),
+    s.STARTUP_FREE_AFTER_POOL_GB: ("—", "`Memory pool end. avail mem=`"),
     **dict.fromkeys(s.CRASH_EVENT_SIGNALS, ("—", _LOG_CRASH)),
 }
 

@@ -45,6 +45,7 @@ def replay(
         lines += sample.lines
         if sample.config is not None:  # a process started: its flags, as /server_info says
             server.read_config(sample.config, None)
+        server.state.note_crashes(sample.crashes)  # the crashes in words, beside the signals
         page = ScrapeResult(spec.name, sample.ts, 0.0, Snapshot(spec.name, sample.ts, {}))
         if server.observe(page, sample.values, sample.ts):  # the log is the page
             tuner.publish()

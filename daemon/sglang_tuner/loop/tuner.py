@@ -191,7 +191,9 @@ class Tuner:
         if server is None:
             return  # removed (a reload, its gateway's page) while it was being scraped
         self.transitions.record(server.state, result, result.ts)
-        server.observe(result, source.poll_log(result.ts), self.clock())
+        log_values = source.poll_log(result.ts)
+        server.state.note_crashes(source.log_crashes())  # the crashes in words, beside them
+        server.observe(result, log_values, self.clock())
 
     async def scrape_gateway(self, gateway: GatewaySource) -> None:
         """One `/engine_metrics` scrape: the gateway's targets follow the workers it lists."""

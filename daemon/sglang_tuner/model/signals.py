@@ -43,6 +43,20 @@ PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finish
 STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
 # The fraction a failed start asked for ("Raise --mem-fraction-static above Y", 2026 builds).
 MEM_FRACTION_REQUIRED: Final = "mem_fraction_required"
+# The latest process's startup lines (log only, sources/log/startup.py), per rank, in GiB: free
+# GPU memory before and after the weights, the weights, the KV pool, free memory after the pools.
+STARTUP_FREE_BEFORE_LOAD_GB: Final = "startup_free_before_load_gb"
+STARTUP_FREE_AFTER_LOAD_GB: Final = "startup_free_after_load_gb"
+STARTUP_WEIGHTS_GB: Final = "startup_weights_gb"
+STARTUP_KV_POOL_GB: Final = "startup_kv_pool_gb"
+STARTUP_FREE_AFTER_POOL_GB: Final = "startup_free_after_pool_gb"
+STARTUP_MEMORY_SIGNALS: Final = (
+    STARTUP_FREE_BEFORE_LOAD_GB,
+    STARTUP_FREE_AFTER_LOAD_GB,
+    STARTUP_WEIGHTS_GB,
+    STARTUP_KV_POOL_GB,
+    STARTUP_FREE_AFTER_POOL_GB,
+)
 RESTARTS: Final = "restarts"  # restarts detected since the previous snapshot (counter resets)
 
 # Crashes read from the log (sources/log/crash.py): events since the previous snapshot, each
@@ -111,6 +125,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     PROMPT_TOKENS_MEAN,
     STARTUP_AVAILABLE_GPU_MEM_GB,
     MEM_FRACTION_REQUIRED,
+    *STARTUP_MEMORY_SIGNALS,
     RESTARTS,
     *CRASH_EVENT_SIGNALS,
     CUDA_GRAPH_FALSE_RATIO,
@@ -147,6 +162,11 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     QUEUE_TIME_P99_SECONDS: ("seconds", "queue_time_p99", 1.0),
     STARTUP_AVAILABLE_GPU_MEM_GB: ("bytes", "startup_available_gpu_mem", _GIB),
     MEM_FRACTION_REQUIRED: ("ratio", "mem_fraction_required", 1.0),
+    STARTUP_FREE_BEFORE_LOAD_GB: ("bytes", "startup_free_before_load", _GIB),
+    STARTUP_FREE_AFTER_LOAD_GB: ("bytes", "startup_free_after_load", _GIB),
+    STARTUP_WEIGHTS_GB: ("bytes", "startup_weights", _GIB),
+    STARTUP_KV_POOL_GB: ("bytes", "startup_kv_pool", _GIB),
+    STARTUP_FREE_AFTER_POOL_GB: ("bytes", "startup_free_after_pool", _GIB),
     GPU_FB_FREE_GB: ("bytes", "gpu_free", _GIB),
     NUM_DP_RANKS: ("number", "dp_ranks_reporting", 1.0),
     RESTARTS: ("number", "restarts", 1.0),

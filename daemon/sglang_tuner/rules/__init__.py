@@ -10,6 +10,7 @@ Pure: no I/O, no clock.
 from sglang_tuner.rule import Rule
 from sglang_tuner.rules.crashes import (
     ALLOCATOR_BUG,
+    CRASH_DIAGNOSED,
     CUDA_GRAPH_CAPTURE_OOM,
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
@@ -29,6 +30,7 @@ from sglang_tuner.rules.observability import (
 )
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
+from sglang_tuner.rules.pool_sizing import KV_POOL_SIZING
 from sglang_tuner.rules.prefix_cache import PREFIX_CACHE_EXCEEDS_POOL
 from sglang_tuner.rules.queue import QUEUE_EMPTY, QUEUE_TOO_LONG
 from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
@@ -49,7 +51,9 @@ ALL_RULES: tuple[Rule, ...] = (
     KV_POOL_EXHAUSTED,
     STARTUP_NOT_ENOUGH_MEMORY,
     ALLOCATOR_BUG,
+    CRASH_DIAGNOSED,
     KV_CACHE_PRESSURE,
+    KV_POOL_SIZING,
     # Batching and CUDA graphs
     CUDA_GRAPH_NOT_COVERING,
     TORCH_COMPILE_SMALL_BATCH,

@@ -1,4 +1,5 @@
-"""Crashes the log tells apart, each with its own fix (sources/log/crash.py reads them).
+"""Crashes the log tells apart, each with its own fix (sources/log/crash.py reads them), and
+every other crash named from the log's words (`crash_diagnosed`).
 
 A CUDA-graph capture OOM asks for fewer graphs; SGLang's own pool running out ("Try to lower your
 batch size") asks for a smaller batch and never for a smaller pool; "Not enough memory. Please
@@ -11,17 +12,29 @@ from sglang_tuner.model.advice import (
     Action,
     Confidence,
     Finding,
+    NoData,
     Outcome,
+    Pass,
     Prediction,
     Severity,
+)
+from sglang_tuner.model.crash_report import (
+    CONFIG_ERROR,
+    CRASH,
+    NOT_TUNING,
+    UNCLASSIFIED,
+    CrashReport,
 )
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     ALLOCATOR_BUG_EVENTS,
     CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    DECODE_OOM_EVENTS,
     KV_POOL_EXHAUSTED_EVENTS,
     MEM_FRACTION_REQUIRED,
     NUM_RUNNING_REQS_MAX_RANK,
+    OTHER_CRASH_EVENTS,
+    PREFILL_OOM_EVENTS,
     RESTARTS,
     STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
 )
@@ -318,6 +331,129 @@ STARTUP_NOT_ENOUGH_MEMORY = Rule(
         "costs a full model load",
         "mem_fraction_max": "ours: as mem_fraction_too_low, past 0.95 activations have no room",
     },
+    needs_up=False,
+    needs_window=False,
+    stability=True,
+    ours=True,
+)
+
+
+# -- Any other crash, named from the log's words -----------------------------------------------
+# Crash kinds another rule acts on, with the signal that counts them: while it counts one in
+# the window, that rule names the crash (and gives its fix).
+_HANDLED: dict[str, str] = {
+    "cuda_graph_capture_oom": CUDA_GRAPH_CAPTURE_OOM_EVENTS,
+    "kv_pool_exhausted": KV_POOL_EXHAUSTED_EVENTS,
+    "startup_not_enough_memory": STARTUP_NOT_ENOUGH_MEMORY_EVENTS,
+    "allocator_bug": ALLOCATOR_BUG_EVENTS,
+    "prefill_oom": PREFILL_OOM_EVENTS,
+    "decode_oom": DECODE_OOM_EVENTS,
+}
+# What each kind of the message catalogue is, in words (sources/log/messages/classes.py).
+_KINDS: dict[str, str] = {
+    "allocator_bug": "allocator bug (SGLang lost track of its memory)",
+    "toolchain": "toolchain or architecture (this build or its kernels do not support the GPU)",
+    "driver": "NCCL/driver (the GPUs, their driver or the network between ranks failed)",
+    "model": "model or quantization incompatibility (this build cannot run this checkpoint)",
+    "request": "a request refused",
+    "oom": "out of memory",
+    "capture_failure": "CUDA-graph capture failed, not for memory",
+    "load_failure": "loading the model failed",
+    "serving_failure": "the scheduler failed while serving",
+    "cuda_graph_capture_oom": "out of memory capturing CUDA graphs",
+    "kv_pool_exhausted": "SGLang's KV pool ran out",
+    "startup_not_enough_memory": "no room for the KV pool at startup",
+    "prefill_oom": "out of memory in prefill",
+    "decode_oom": "out of memory in decode",
+}
+_PHASES = {"pool_sizing": "pool sizing", "unknown": "an unknown phase"}
+_NOT_TUNING_DO = {
+    "allocator_bug": "upgrade SGLang and report it upstream with this log",
+    "toolchain": "use an SGLang build (or kernels) made for this GPU and CUDA version",
+    "driver": "check the driver, NCCL and the links between the GPUs (nvidia-smi, NCCL_DEBUG=INFO)",
+    "model": "use a checkpoint or quantization this SGLang version supports, or upgrade it",
+    "request": "the client's request was refused; the server itself needs no change",
+}
+
+
+def _unhandled(inp: RuleInput) -> list[CrashReport]:
+    """The log's crashes in the window that no other rule names (its kind's count is 0)."""
+    since = inp.now - inp.view.window_seconds
+    return [
+        r
+        for r in inp.crashes
+        if since < r.ts <= inp.now
+        and not (r.kind in _HANDLED and (inp.view.total(_HANDLED[r.kind]) or 0.0) > 0)
+    ]
+
+
+def _line(report: CrashReport) -> str:
+    return report.message or "no exception line in the log"
+
+
+def crash_named(report: CrashReport) -> str:
+    """The crash in words: its class, kind, phase and its last exception line."""
+    phase = _PHASES.get(report.phase, report.phase or "an unknown phase")
+    if report.cls == NOT_TUNING:
+        return f"not a tuning problem, {_KINDS.get(report.kind, report.kind)}: {_line(report)}"
+    if report.cls == CONFIG_ERROR:
+        flag = report.flag or "a launch flag"
+        return f"configuration error: SGLang refused {flag}: {_line(report)}"
+    if report.cls == CRASH and report.kind in _KINDS:
+        return f"crash during {phase}, {_KINDS[report.kind]}: {_line(report)}"
+    return f"unclassified crash during {phase}: {_line(report)}"
+
+
+def _what_to_do(report: CrashReport) -> Action:
+    """No flag value: a crash no tuning rule knows is named, with what to check."""
+    said = crash_named(report)
+    if report.cls == NOT_TUNING:
+        do = _NOT_TUNING_DO.get(report.kind, "no flag change is known to stop it")
+        return Action(
+            f"{said}. {do}",
+            expected="no flag change: no tuning flag stops this crash",
+            prediction=Prediction(CRASHES, None, basis="not a tuning problem"),
+        )
+    if report.cls == CONFIG_ERROR:
+        where = report.flag or "the flag the message names"
+        return Action(
+            f"{said}. Correct {where} in the launch command (SGLang's message says how)",
+            expected="the server starts: it refused its flags before serving",
+        )
+    return Action(
+        f"{said}. Read the traceback before this line: no tuning rule knows this crash, so no "
+        "flag value is suggested",
+        expected="no flag change until the cause is known",
+    )
+
+
+def _check_crash_diagnosed(inp: RuleInput) -> Outcome:
+    """Any crash in the window that no other crash rule names: said as what the log's message
+    catalogue and generic families make of it, with no flag value."""
+    reports = _unhandled(inp)
+    if not reports:
+        if inp.view.present(OTHER_CRASH_EVENTS) == 0 and not inp.crashes:
+            return NoData(_NO_LOG, inp.view.window_seconds)
+        return Pass(0.0, inp.view.count)
+    latest = reports[-1]
+    others = f" ({len(reports)} in the window, the latest named)" if len(reports) > 1 else ""
+    evidence = f"the log ends a process in a crash{others}: {crash_named(latest)}"
+    sure = latest.cls != UNCLASSIFIED
+    confidence = Confidence.HIGH if sure else Confidence.MEDIUM
+    return Finding(evidence, _what_to_do(latest), confidence, 1.0, max(1, inp.view.count))
+
+
+CRASH_DIAGNOSED = Rule(
+    id="crash_diagnosed",
+    verifies=(RESTARTS,),
+    severity=Severity.CRITICAL,
+    summary="The server crashed of something no tuning rule fixes: the crash named from the log.",
+    action="Act on what the crash is: not a tuning problem (its kind), a configuration error "
+    "(the flag it names), or an unclassified crash (its phase and last line); no flag value.",
+    source="ours: every crash a log ends in gets a name, from SGLang's message catalogue "
+    "(0.4.0-0.5.23) and the generic families (docs/log-messages.md)",
+    check=_check_crash_diagnosed,
+    signals=(OTHER_CRASH_EVENTS,),
     needs_up=False,
     needs_window=False,
     stability=True,

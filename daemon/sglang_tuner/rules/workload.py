@@ -5,7 +5,9 @@ way gives harmful advice ("submit requests faster" to an online server, a smalle
 job). So the inference takes the one sign SGLang shows of either: a batch job keeps a backlog (its
 client submits ahead of the server), an online server's requests are served as they arrive (the
 queue is empty while it works). Advice that only one profile wants is a hint while the profile is
-inferred (`judge.py`): setting `profile:` makes it count.
+inferred (`judge.py`), conditioned on that profile ("if this is a batch job: ..."); the rules only
+the other profile wants still run, as such hints, so a wrong guess never silences the guide.
+Setting `profile:` makes the advice count.
 """
 
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS

@@ -8,8 +8,9 @@ target state. Failures are returned as values, never raised, and never carry the
 import dataclasses
 import ssl
 
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.dcgm import fetch_dcgm
@@ -60,7 +61,7 @@ class TargetSource:
         )  # fmt: skip
         if result.error is None:
             return result
-        return dataclasses.replace(result, error=redact_userinfo(result.error))
+        return dataclasses.replace(result, error=redact_url_secrets(result.error))
 
     def poll_log(self, now: float) -> dict[str, float]:
         """What the log said since the previous poll ({} without a log file)."""
@@ -71,7 +72,11 @@ class TargetSource:
         config, error = await fetch_server_info(
             self.client, self.spec.url, token=self.spec.token, timeout_seconds=timeout_seconds
         )
-        return config, None if error is None else redact_userinfo(error)
+        return config, None if error is None else redact_url_secrets(error)
+
+    def log_crashes(self) -> tuple[CrashReport, ...]:
+        """The crashes the latest `poll_log` read, said in words (() without a log)."""
+        return self.log.crashes if self.log is not None else ()
 
     def launched(self) -> ServerConfig | None:
         """The flags the latest process was started with, from its log (None without one)."""

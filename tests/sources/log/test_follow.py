@@ -378,3 +378,49 @@ def test_last_startup_lines_are_the_latest_launch_and_summary_in_file_order(tmp_
             "x max_total_num_tokens=1000, available_gpu_mem=3.0 GB",
             "server_args=ServerArgs(chunked_prefill_size=4096)",
         ], chunk
+
+
+def test_to_signals_gives_the_startup_memory_lines_as_signals() -> None:
+    p = "[2025-06-01 10:00:00 TP0] "
+    values = to_signals(
+        scan_lines(
+            [
+                p + "Load weight begin. avail mem=78.50 GB",
+                p + "Load weight end. type=X, dtype=torch.bfloat16, avail mem=63.40 GB, "
+                "mem usage=15.10 GB.",
+                p + "KV Cache is allocated. #tokens: 400000, K size: 24.00 GB, V size: 24.00 GB",
+                p + "Memory pool end. avail mem=15.20 GB",
+            ]
+        ),
+        None,
+    )
+    assert {k: values[k] for k in s.STARTUP_MEMORY_SIGNALS} == {
+        s.STARTUP_FREE_BEFORE_LOAD_GB: 78.5,
+        s.STARTUP_FREE_AFTER_LOAD_GB: 63.4,
+        s.STARTUP_WEIGHTS_GB: 15.1,
+        s.STARTUP_KV_POOL_GB: 48.0,
+        s.STARTUP_FREE_AFTER_POOL_GB: 15.2,
+    }
+    assert values[s.MAX_TOTAL_NUM_TOKENS] == 400000.0
+
+
+def test_log_follower_says_each_crash_in_words_at_the_poll_that_decided_it(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text("")
+    follower = LogFollower(log)
+    follower.poll(0.0)
+    append(
+        log,
+        "[2026-01-01 00:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "/sgl/srt/managers/scheduler.py", line 1, in event_loop_normal\n'
+        "RuntimeError: NCCL error: unhandled system error\n",
+    )
+    follower.poll(5.0)
+    follower.poll(10.0)
+    assert follower.crashes == ()  # other ranks' copies get their polls to arrive
+    assert follower.poll(15.0)[s.OTHER_CRASH_EVENTS] == 1.0
+    (report,) = follower.crashes  # counted and said at the same poll
+    assert (report.ts, report.cls, report.kind) == (15.0, "not_tuning", "driver")
+    assert report.message == "RuntimeError: NCCL error: unhandled system error"
+    follower.poll(20.0)
+    assert follower.crashes == ()

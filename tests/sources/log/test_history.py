@@ -118,3 +118,19 @@ def test_log_history_journal_short_stamps_take_the_ends_year():
     history = LogHistory(lines, 5.0, DAY + 3600.0)
     assert [x.ts for x in history.samples()] == [DAY + 5.0, DAY + 10.0, DAY + 11.0]
     assert history.note is None
+
+
+def test_log_samples_say_each_crash_in_words_in_the_sample_that_ends_it():
+    lines = [
+        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 4, #token: 400, token usage: 0.10, "
+        "cuda graph: True, gen throughput (token/s): 100.00, #queue-req: 0",
+        "[2026-01-01 00:00:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 1, in event_loop_normal',
+        "ValueError: Failed to allocate token prealloc indices",
+    ]
+    samples = list(log_samples(lines, 5.0))
+    assert [len(sample.crashes) for sample in samples] == [0, 1]
+    (report,) = samples[-1].crashes
+    assert (report.ts, report.cls, report.phase) == (samples[-1].ts, "unclassified", "decode")
+    assert report.message == "ValueError: Failed to allocate token prealloc indices"
+    assert samples[-1].values[s.OTHER_CRASH_EVENTS] == 1.0

@@ -15,9 +15,14 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.drain import Drain
-from sglang_tuner.sources.log.follow import launch_config, to_signals
+from sglang_tuner.sources.log.follow import (
+    crash_reports,
+    launch_config,
+    to_signals,
+)
 from sglang_tuner.sources.log.lines import LogScanner
 
 logger = logging.getLogger(__name__)
@@ -36,6 +41,7 @@ class PipeFollower:
         self._scanner = LogScanner()
         self._last_poll: float | None = None
         self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
+        self.crashes: tuple[CrashReport, ...] = ()  # the crashes the latest poll read
 
     def poll(self, now: float) -> dict[str, float]:
         """Signals for the lines that arrived since the last poll."""
@@ -43,6 +49,7 @@ class PipeFollower:
         self._scanner.crash.flush_stale()
         counts = self._scanner.take()
         self.launched = launch_config(counts) or self.launched
+        self.crashes = crash_reports(counts, now)
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.crash import CrashKind
 from sglang_tuner.sources.log.drain import Drain, LineCutter, decode_lines
@@ -19,6 +20,7 @@ from sglang_tuner.sources.server_info import parse_server_info
 __all__ = [
     "LogCounts",
     "LogFollower",
+    "crash_reports",
     "last_startup_lines",
     "load_signals",
     "scan_lines",
@@ -38,6 +40,14 @@ CRASH_SIGNALS: dict[CrashKind, str] = {
     CrashKind.ALLOCATOR_BUG: s.ALLOCATOR_BUG_EVENTS,
     CrashKind.OTHER_CRASH: s.OTHER_CRASH_EVENTS,
 }
+# `StartupMemory.facts()` names (startup.py) -> the signal each is
+STARTUP_SIGNALS: dict[str, str] = {
+    "before_load_gb": s.STARTUP_FREE_BEFORE_LOAD_GB,
+    "after_load_gb": s.STARTUP_FREE_AFTER_LOAD_GB,
+    "weights_gb": s.STARTUP_WEIGHTS_GB,
+    "kv_pool_gb": s.STARTUP_KV_POOL_GB,
+    "after_pool_gb": s.STARTUP_FREE_AFTER_POOL_GB,
+}
 
 
 def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
@@ -53,8 +63,19 @@ def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
         values[s.STARTUP_AVAILABLE_GPU_MEM_GB] = counts.available_gpu_mem_gb
     if counts.mem_fraction_required is not None:
         values[s.MEM_FRACTION_REQUIRED] = counts.mem_fraction_required
+    for fact, value in counts.startup_memory.items():
+        if fact in STARTUP_SIGNALS:
+            values[STARTUP_SIGNALS[fact]] = value
     values.update(load_signals(counts, seconds))
     return values
+
+
+def crash_reports(counts: LogCounts, ts: float) -> tuple[CrashReport, ...]:
+    """The crashes these counts said in words, as reports read at `ts`: the diagnoses travel
+    beside the signals (which are numbers), to the rule that names each crash."""
+    return tuple(
+        CrashReport(ts, d.cls, d.kind, d.phase, d.message, d.flag, d.source) for d in counts.crashes
+    )
 
 
 def load_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
@@ -132,9 +153,12 @@ class LogFollower:
         self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
         self._last_poll: float | None = None
         self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
+        self.crashes: tuple[CrashReport, ...] = ()  # the crashes the latest poll read
 
     def poll(self, now: float) -> dict[str, float]:
-        """Signals for the lines appended since the last poll; {} while the file does not exist."""
+        """Signals for the lines appended since the last poll; {} while the file does not exist
+        (the crashes they held, said in words: `crashes`)."""
+        self.crashes = ()
         lines = self._read_new_lines()
         if lines is None:
             return {}
@@ -143,6 +167,7 @@ class LogFollower:
         self._scanner.crash.flush_stale()
         counts = self._scanner.take()
         self.launched = launch_config(counts) or self.launched
+        self.crashes = crash_reports(counts, now)
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)

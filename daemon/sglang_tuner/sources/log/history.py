@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import date
 from itertools import chain, islice
 
+from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.server_config import ServerConfig
-from sglang_tuner.sources.log.follow import to_signals
+from sglang_tuner.sources.log.follow import crash_reports, to_signals
 from sglang_tuner.sources.log.lines import LogScanner, line_seconds
 from sglang_tuner.sources.log.prefix import unwrap_lines
 from sglang_tuner.sources.server_info import parse_server_info
@@ -41,6 +42,7 @@ class LogSample:
     values: dict[str, float]
     lines: int  # lines read in the interval
     config: ServerConfig | None = None  # a process started: its launch arguments
+    crashes: tuple[CrashReport, ...] = ()  # the crashes of the interval, said in words
 
 
 class _Clock:
@@ -211,4 +213,5 @@ def _sample(scanner: LogScanner, ts: float, interval_seconds: float, lines: int)
     scanner.crash.flush_stale()  # other ranks' copies of a traceback had their interval
     counts = scanner.take()
     config = None if counts.server_args is None else parse_server_info(counts.server_args)
-    return LogSample(ts, to_signals(counts, interval_seconds), lines, config)
+    signals = to_signals(counts, interval_seconds)
+    return LogSample(ts, signals, lines, config, crash_reports(counts, ts))

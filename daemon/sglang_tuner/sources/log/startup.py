@@ -16,6 +16,8 @@ bug (the pool is what every request's KV cache lives in).
 import re
 from dataclasses import asdict, dataclass
 
+from sglang_tuner.model.pool_budget import pool_budget_gb, pool_sizing
+
 _GB = r"([0-9]+(?:\.[0-9]+)?) ?GB"
 _BEGIN = re.compile(r"Load weight begin\. avail mem=" + _GB)
 _END = re.compile(r"Load weight end\..*?avail mem=" + _GB + r"(?:, mem usage=" + _GB + ")?")
@@ -25,10 +27,6 @@ _K = re.compile(r"\bK size: " + _GB)
 _V = re.compile(r"\bV size: " + _GB)
 _KV_SIZE = re.compile(r"\bKV size: " + _GB)
 _POOL_END = re.compile(r"Memory pool end\. avail mem=" + _GB)
-# A pool within this much of its budget is as sized (page rounding, a draft pool, a rank's
-# spread); beyond it the numbers disagree.
-TOLERANCE_GB = 1.0
-TOLERANCE_RATIO = 0.10
 
 
 @dataclass(slots=True)
@@ -79,24 +77,17 @@ class StartupMemory:
         """The pool SGLang sizes under `fraction`: free after the weights - total x (1 - it)."""
         if self.before_load_gb is None or self.after_load_gb is None:
             return None
-        return self.after_load_gb - self.before_load_gb * (1.0 - fraction)
+        return pool_budget_gb(self.before_load_gb, self.after_load_gb, fraction)
 
     def sizing(self, fraction: float, capped: bool = False) -> str | None:
         """What disagrees between the pool and its budget (None: they agree, or unknown);
-        `capped`: --max-total-tokens (or a hybrid model's ratio) made the pool smaller."""
-        budget, pool = self.budget_gb(fraction), self.kv_pool_gb
-        if budget is None or pool is None:
+        `capped`: --max-total-tokens (or a hybrid model's ratio) made the pool smaller
+        (`model/pool_budget.py`, which the rule `kv_pool_sizing` reads from the signals too)."""
+        before, after, pool = self.before_load_gb, self.after_load_gb, self.kv_pool_gb
+        if before is None or after is None or pool is None:
             return None
-        slack = max(TOLERANCE_GB, TOLERANCE_RATIO * max(budget, 0.0))
-        said = (
-            f"KV pool {pool:.2f} GB against {budget:.2f} GB from total {self.before_load_gb:g} GB"
-            f" x mem_fraction_static {fraction:g} - weights {self.weights_gb or 0:.2f} GB"
-        )
-        if pool > budget + slack:
-            return f"{said}: larger than SGLang's own budget, an accounting bug"
-        if not capped and pool < budget - slack and pool < 0.5 * budget:
-            return f"{said}: under half of it with no cap, a sizing bug"
-        return None
+        said = pool_sizing(before, after, self.weights_gb, pool, fraction, capped)
+        return None if said is None else said.text
 
 
 def _weights(usage: str | None, before: float | None, after: float) -> float | None:

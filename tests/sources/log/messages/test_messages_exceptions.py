@@ -52,6 +52,15 @@ def test_a_catalogued_crash_that_holds_an_oom_is_an_oom() -> None:
     assert said.kind == "oom" and said.source == "fallback: oom"
 
 
+def test_a_capture_failure_whose_cause_is_the_toolchain_is_not_a_tuning_problem() -> None:
+    said = diagnose(
+        "Exception: Capture cuda graph failed: Internal Triton PTX codegen error: ptxas fatal : "
+        "Value 'sm_120' is not defined for option 'gpu-name'"
+    )
+    assert (said.cls, said.kind, said.phase) == ("not_tuning", "toolchain", "capture")
+    assert said.source.endswith("; cause: toolchain")
+
+
 def test_the_final_exception_of_a_traceback_pasted_on_one_line() -> None:
     line = (
         'Traceback (most recent call last):   File "/sgl/srt/model_executor/cuda_graph_runner.py",'

@@ -115,8 +115,22 @@ def diagnose(text: str) -> Said:
         source = f"catalogue: {message.call} in {message.module} ({message.versions})"
         named = verdict.cls == CRASH and verdict.kind in _NAMED_CRASHES
         if verdict.cls in (CRASH, CONFIG, NOT_TUNING) and (named or not oom):
-            return Said(verdict.cls, verdict.kind, verdict.phase, verdict.flag, source)
+            return _cause(
+                Said(verdict.cls, verdict.kind, verdict.phase, verdict.flag, source), text
+            )
     for family, cls, kind, phase, pattern in _FAMILIES:
         if pattern.search(text):
-            return Said(cls, kind, phase, source=f"fallback: {family}")
+            return _cause(Said(cls, kind, phase, source=f"fallback: {family}"), text)
     return Said(UNCLASSIFIED)
+
+
+def _cause(said: Said, text: str) -> Said:
+    """A capture failure whose message names a toolchain cause (a kernel that does not compile
+    for this GPU: `ptxas`, `sm_120`) is that cause, in the capture phase: no flag fixes it."""
+    if said.kind == "capture_failure" and _TOOLCHAIN.search(text):
+        return Said(NOT_TUNING, "toolchain", said.phase, source=f"{said.source}; cause: toolchain")
+    return said
+
+
+# A capture failure's toolchain cause (see `_cause`).
+_TOOLCHAIN = next(pattern for family, *_, pattern in _FAMILIES if family == "toolchain")

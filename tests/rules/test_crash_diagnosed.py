@@ -1,0 +1,123 @@
+"""crash_diagnosed: every crash a log ends in is named, from real logs through `check --log`'s
+replay, and never with a tuning flag where no tuning flag fixes it."""
+
+import dataclasses
+from argparse import Namespace
+from pathlib import Path
+
+from helpers import evaluate, rule_input, window_from
+from sglang_tuner.cli.check import log_settings
+from sglang_tuner.loop.replay import replay
+from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
+from sglang_tuner.model.crash_report import CrashReport
+from sglang_tuner.model.next_change import Step
+from sglang_tuner.rule import apply_rule
+from sglang_tuner.rules.crashes import CRASH_DIAGNOSED
+from sglang_tuner.sources.log.history import log_samples
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "logs"
+SETTINGS = log_settings(Namespace(interval=None, window=300.0))
+
+
+def _next_change(lines: list[str], name: str = "gpu-a") -> Step:
+    ev = replay(SETTINGS, _spec(name), log_samples(lines, 5.0))
+    step = ev.plans[name].next
+    assert step is not None
+    return step
+
+
+def _spec(name: str):  # noqa: ANN202
+    from sglang_tuner.model.target_spec import TargetSpec
+
+    return TargetSpec(name, f"log:{name}")
+
+
+def _log(path: str) -> list[str]:
+    return (LOGS / path).read_text(encoding="utf-8", errors="replace").splitlines()
+
+
+def test_a_toolchain_crash_is_named_not_a_tuning_problem_with_no_flag():
+    # RTX 5090, a paste whose newlines were lost: the capture failed because ptxas has no sm_120
+    step = _next_change(_log("corpus/rtx5090-capture-failed-ptxas-sm120-newlines-lost.log"))
+    assert step.rule == "crash_diagnosed" and step.severity is Severity.CRITICAL
+    assert step.action.text.startswith("not a tuning problem, toolchain or architecture")
+    assert "ptxas fatal" in step.action.text
+    assert step.action.flags() == {} and step.action.flag is None
+
+
+def test_an_nccl_crash_is_named_not_a_tuning_problem_with_no_flag():
+    step = _next_change(_log("crashes/v0.3_nccl_watchdog_issue1693.log"))
+    assert step.rule == "crash_diagnosed"
+    assert step.action.text.startswith("not a tuning problem, NCCL/driver")
+    assert "DistBackendError" in step.action.text and step.action.flag is None
+
+
+def test_an_unknown_exception_is_an_unclassified_crash_with_its_phase_and_line():
+    step = _next_change(_log("corpus/lmcache-decode-then-prealloc-indices-valueerror.log"))
+    assert step.rule == "crash_diagnosed" and step.action.flag is None
+    assert step.action.text.startswith(
+        "unclassified crash during prefill: ValueError: Failed to allocate token prealloc indices"
+    )
+
+
+CONFIG_CRASH = [
+    "[2026-03-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=1, "
+    "mem_fraction_static=0.85, cuda_graph_max_bs=64)",
+    "[2026-03-01 10:00:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/srt/managers/scheduler.py", line 2011, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    "ValueError: --cuda-graph-prefill-max-context exceeds the request-to-token pool capacity: "
+    "requested size 65536 > 32768",
+    "[2026-03-01 10:00:21] Received sigquit from a child process. It usually means the child "
+    "failed.",
+]
+
+
+def test_a_configuration_error_names_the_flag_and_what_sglang_said_with_no_value():
+    step = _next_change(CONFIG_CRASH)
+    assert step.rule == "crash_diagnosed" and step.action.flag is None
+    assert step.action.text.startswith(
+        "configuration error: SGLang refused --cuda-graph-prefill-max-context: ValueError: "
+        "--cuda-graph-prefill-max-context exceeds the request-to-token pool capacity"
+    )
+
+
+def test_a_crash_another_rule_fixes_is_left_to_it():
+    # SGLang's own pool ran out: kv_pool_exhausted names it and gives the fix
+    step = _next_change(_log("crashes/v0.5.23_kv_pool_prefill_assembled.log"))
+    assert step.rule == "kv_pool_exhausted"
+
+
+def _report(kind: str = "driver", cls: str = "not_tuning", ts: float = 50.0) -> CrashReport:
+    return CrashReport(ts, cls, kind, "decode", "RuntimeError: NCCL error: unhandled system error")
+
+
+def _judge(reports: tuple[CrashReport, ...], **series: str):  # noqa: ANN202
+    view = window_from(**(series or {"other_crash_events": "0x10 1"}))
+    return apply_rule(
+        CRASH_DIAGNOSED, dataclasses.replace(rule_input(CRASH_DIAGNOSED, view), crashes=reports)
+    )
+
+
+def test_a_crash_in_the_window_is_named_once_with_how_many_there_were():
+    outcome = _judge((_report(ts=10.0), _report("toolchain", ts=45.0)))
+    assert isinstance(outcome, Finding)
+    assert outcome.evidence.startswith(
+        "the log ends a process in a crash (2 in the window, the latest named): not a tuning "
+        "problem, toolchain or architecture"
+    )
+
+
+def test_a_kind_another_rule_counts_is_named_only_when_that_rule_saw_none():
+    handled = _report("prefill_oom", "crash")
+    counted = _judge((handled,), other_crash_events="0x11", prefill_oom_events="0x10 1")
+    assert isinstance(counted, Pass)  # prefill_oom fires on it
+    uncounted = _judge((handled,), other_crash_events="0x10 1", prefill_oom_events="0x11")
+    assert isinstance(uncounted, Finding)
+    assert uncounted.action.text.startswith("crash during decode, out of memory in prefill")
+
+
+def test_a_crash_before_the_window_or_none_at_all_passes_and_no_log_is_no_data():
+    assert isinstance(_judge((_report(ts=-100.0),)), Pass)
+    assert isinstance(_judge(()), Pass)
+    assert isinstance(evaluate(CRASH_DIAGNOSED, window_from(token_usage="0.5x10")), NoData)
