@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration, needs_prometheus]
 SCENARIOS = ("client_too_slow", "queue_flood", "scheduler_too_conservative", "healthy")
 USER, PASSWORD = "tuner", "tuner-test"
 PASSWORD_BCRYPT = "$2b$04$InCg75yFHuTDR3NeuSLBZ.sGJQEuRlfZ8YWSho1S5UWuvCZw/i6fS"
-WATCH = 24  # seconds of history (and of the direct watch): well under the --since asked
+WATCH = 15  # seconds of history (and of the direct watch): well under the --since asked
 
 
 def _cli(*argv: str) -> subprocess.Popen[str]:
