@@ -16,7 +16,7 @@ from sglang_tuner.judge import DEFAULT_PROFILE, Judgement, TargetJudgement
 from sglang_tuner.model.advice import Advice, AlertState, Finding
 from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import QueryStatus
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets
 from sglang_tuner.target_state import TargetState
 
 
@@ -79,7 +79,7 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
     signals = dict(target.latest_values) if last is not None and last.is_up else {}
     return TargetStatus(
         name=spec.name,
-        url=redact_userinfo(spec.url),
+        url=redact_url_secrets(spec.url),
         profile=_profile_of(spec.profile, judgement),
         profile_inferred=None if judgement is None else judgement.profile_inferred,
         labels=dict(spec.labels),

@@ -51,7 +51,15 @@ def test_read_yaml_invalid_yaml_names_the_line(tmp_path):
     with pytest.raises(ConfigError) as info:
         read_yaml(_write(tmp_path, "targets:\n  - url: http://a:1\n  bad: [unclosed\n"))
     (problem,) = info.value.problems
-    assert problem.startswith("not valid YAML: ") and "line 3" in problem
+    assert problem.startswith("not valid YAML at line ") and "http://a:1" not in problem
+
+
+def test_read_yaml_error_never_quotes_the_line_a_password_is_on(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        read_yaml(_write(tmp_path, "targets:\n  - url: http://u:hunter2@a:1\n\tname: x\n"))
+    (problem,) = info.value.problems
+    assert problem.startswith("not valid YAML at line 3, column 1: ")
+    assert "hunter2" not in problem
 
 
 def test_load_settings_lists_each_targets_key_file_problem_with_its_path(tmp_path):

@@ -29,6 +29,18 @@ from sglang_tuner.config.settings import (
     Settings,
 )
 from sglang_tuner.config.text import joined_surrogates
+from sglang_tuner.model.secrets import redact
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, never the file's text: PyYAML quotes the offending line
+    (a URL's password, an API key with it) under its message."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return "not valid YAML"
+    mark = exc.problem_mark or exc.context_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    what = "; ".join(str(p) for p in (exc.context, exc.problem) if p)
+    return redact(f"not valid YAML{where}: {what}")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -36,11 +48,11 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = joined_surrogates(yaml.safe_load(path.read_text()))
     except ValueError as exc:  # a lone UTF-16 surrogate: no text to store or serve
-        raise ConfigError(str(path), [str(exc)]) from None
+        raise ConfigError(str(path), [redact(str(exc))]) from None
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(str(path), [f"not valid YAML: {exc}"]) from exc
+        raise ConfigError(str(path), [yaml_problem(exc)]) from None
     if data is None:
         raise ConfigError(str(path), ["(top level): the file is empty (start from targets:)"])
     if not isinstance(data, dict):

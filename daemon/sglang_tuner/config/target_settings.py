@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from sglang_tuner.config.cross_checks import CrossChecked
 from sglang_tuner.config.duration import Duration
 from sglang_tuner.config.services import TLSSettings
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets, redact_userinfo
 from sglang_tuner.model.server_config import PROFILES, Profile
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -30,7 +30,14 @@ def checked_url(value: str) -> str:
     try:
         parts.port  # noqa: B018 (raises for a port outside 0-65535)
     except ValueError as exc:
-        raise ValueError(f"bad port in {redact_userinfo(value)!r}: {exc}") from None
+        raise ValueError(f"bad port in {redact_url_secrets(value)!r}: {exc}") from None
+    try:  # what the resolver does with it: an empty label or one over 63 characters fails
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        raise ValueError(
+            f"{parts.hostname[:80]!r} is not a host name: a label (between dots) is empty or "
+            "longer than 63 characters"
+        ) from None
     return value.rstrip("/")
 
 
@@ -130,8 +137,9 @@ class TargetSettings(_Strict):
 
     @property
     def target_name(self) -> str:
-        """The `target` label value: `name`, else host:port (never a password in the URL)."""
-        return self.name or re.sub(r"^https?://", "", redact_userinfo(self.url))
+        """The `target` label value: `name`, else host:port (never a password or a query secret
+        of the URL)."""
+        return self.name or re.sub(r"^https?://", "", redact_url_secrets(self.url))
 
 
 class FileSDSettings(_Strict):

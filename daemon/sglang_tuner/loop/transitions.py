@@ -9,7 +9,7 @@ import logging
 from collections import Counter
 
 from sglang_tuner.model.scrape import ScrapeResult
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets
 from sglang_tuner.target_state import TargetState
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class TransitionLog:
             return
         self._lines += 1
         if went_up:
-            url = redact_userinfo(target.spec.url)
+            url = redact_url_secrets(target.spec.url)
             logger.info("target %s is up (%s)", target.name, url, extra={"target": target.name})
         else:
             fields = {"target": target.name, "reason": result.error_reason}

@@ -21,7 +21,7 @@ import time
 from urllib.parse import urlsplit
 
 from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult, Snapshot
-from sglang_tuner.model.secrets import redact_url_secrets, redact_userinfo
+from sglang_tuner.model.secrets import redact_url_secrets
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body, map_body
@@ -207,4 +207,4 @@ class GatewaySource:
 def _failed(name: str, now: float, started: float, reason: str, error: str) -> ScrapeResult:
     """A failed result (never with the password of a `user:password@` URL)."""
     duration = time.perf_counter() - started
-    return ScrapeResult(name, now, duration, error_reason=reason, error=redact_userinfo(error))
+    return ScrapeResult(name, now, duration, error_reason=reason, error=redact_url_secrets(error))
