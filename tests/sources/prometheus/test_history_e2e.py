@@ -212,3 +212,18 @@ async def _daemon_alerts(
 def _instance(scenario: str) -> str:
     server: Server = next(s for s in FLEET if s.scenario == scenario)
     return server.instance
+
+
+def test_check_prometheus_judges_a_shorter_history_than_asked_and_says_so(stored: Stored):
+    """Six minutes stored of the hour asked: read again at a 15 s step, so the rules have their
+    samples, and each server's span said (the table's HISTORY, a line on stderr)."""
+    at = stored.end - HOUR + 360.0  # six minutes after the first stored sample
+    args = _check_args(stored.prometheus.url, at)
+    del args[args.index("--interval") : args.index("--interval") + 2]  # the default step
+    done = _cli(*args)
+    assert done.returncode == 0, done.stderr
+    assert "15 s apart" in done.stderr and "of the 1h asked" in done.stderr
+    lines = done.stdout.splitlines()
+    assert all(" of 1h " in line for line in lines[1:])
+    storm = next(line for line in lines if line.startswith(_instance("retraction_storm")))
+    assert "retractions_frequent" in storm
