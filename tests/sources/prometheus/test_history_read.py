@@ -64,3 +64,18 @@ async def test_history_says_which_query_failed_and_why():
         await source.aclose()
     assert past.columns == {} and past.error is not None
     assert s.TOKEN_USAGE in past.error and "too many samples" in past.error
+
+
+def test_history_spans_count_each_targets_samples_from_its_first():
+    from array import array
+
+    from sglang_tuner.sources.prometheus.history import History
+
+    nan = float("nan")
+    columns = {
+        "old": {"a": array("d", [1.0, 2.0, 3.0, 4.0])},
+        "new": {"a": array("d", [nan, nan, 3.0, 4.0]), "b": array("d", [nan, nan, nan, 1.0])},
+        "none": {"a": array("d", [nan] * 4)},
+    }
+    past = History(start=0.0, step=15.0, steps=4, columns=columns)
+    assert past.spans() == {"old": 60.0, "new": 30.0}
