@@ -2,10 +2,11 @@
 (the end included), its columns, and why there is none."""
 
 import math
+from array import array
 
 from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model import signals as s
-from sglang_tuner.sources.prometheus.history import history_steps
+from sglang_tuner.sources.prometheus.history import History, history_steps
 from sglang_tuner.sources.prometheus.promql import UP
 from sglang_tuner.sources.prometheus.source import PrometheusSource
 
@@ -67,10 +68,6 @@ async def test_history_says_which_query_failed_and_why():
 
 
 def test_history_spans_count_each_targets_samples_from_its_first():
-    from array import array
-
-    from sglang_tuner.sources.prometheus.history import History
-
     nan = float("nan")
     columns = {
         "old": {"a": array("d", [1.0, 2.0, 3.0, 4.0])},
