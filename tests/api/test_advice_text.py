@@ -243,3 +243,14 @@ def test_advice_text_a_server_with_an_empty_plan_and_nothing_else_is_clean():
     out = AdviceList(plans=[empty], data=[], count=0)
     text = advice_text(out, ["gpu-a"], one_shot=True)
     assert _block(text, "gpu-a") == ["no advice: every rule that could judge it passed"]
+
+
+def test_advice_text_one_shot_turns_target_settings_into_what_the_command_takes():
+    why = "crashes are read from the SGLang log only: set the target's log_file (OOM)"
+    out = AdviceList(
+        data=[], count=0,
+        no_data=[NoDataOut(target="gpu-a", rule="r", reason=why, retry_after_seconds=5)],
+    )  # fmt: skip
+    assert "set the target's log_file" in advice_text(out)  # the daemon's API: its setting
+    one_shot = advice_text(out, ["gpu-a"], one_shot=True)
+    assert "log only: give its log (check --log FILE; the daemon: log_file) (OOM)" in one_shot

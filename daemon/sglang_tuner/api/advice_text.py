@@ -7,6 +7,12 @@ from collections.abc import Collection, Iterable
 from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, PlanOut, StepOut
 
 CLEAN = "no advice: every rule that could judge it passed"
+# A one-shot command has no target settings: what the daemon's setting does, said as the
+# command that does it (or where the daemon takes it).
+_ONE_SHOT_HINTS = (
+    ("set the target's log_file", "give its log (check --log FILE; the daemon: log_file)"),
+    ("set the target's gpu_model or dcgm_url", "the daemon takes it as gpu_model or dcgm_url"),
+)
 
 
 def advice_text(out: AdviceList, servers: Iterable[str] = (), one_shot: bool = False) -> str:
@@ -98,7 +104,10 @@ def _step(step: StepOut, shown: Collection[str]) -> str:
 
 def _why(n: NoDataOut, one_shot: bool) -> str:
     if one_shot:
-        return n.reason
+        reason = n.reason
+        for daemon, command in _ONE_SHOT_HINTS:
+            reason = reason.replace(daemon, command)
+        return reason
     return f"{n.reason} (retry in {n.retry_after_seconds:g}s)"
 
 
