@@ -200,3 +200,15 @@ def test_the_startup_summarys_request_cap_is_one_ranks_not_the_flag():
     config = parse_server_info(args)
     assert (max_running_flag(config), max_running_per_rank(config)) == (512, 64)
     assert config.chunked_prefill_size == 8192
+
+
+@pytest.mark.parametrize(("attention", "expected"), [(False, 256), (True, 1024)])
+def test_the_request_cap_is_held_as_the_flag_not_the_ranks_sum(attention, expected):
+    # 4 ranks each running 256 (0.5.8+ internal_states): replicas took the flag whole (256);
+    # attention-DP ranks split it (256 each of 1024). Summed, replicas read as 1024: a crash
+    # history or change log in those units compares 4x wrong against advice in the flag's.
+    body = {**body_for("0.5.9", 4, attention),
+            "internal_states": [{"effective_max_running_requests_per_dp": 256}] * 4}  # fmt: skip
+    config = parse_server_info(body)
+    assert config.max_running_requests == expected
+    assert max_running_per_rank(config) == 256

@@ -153,7 +153,7 @@ _CONS, _CHUNK = "--schedule-conservativeness", "--chunked-prefill-size"
 def read_config(config: ServerConfig) -> ServerConfig:
     """A config as SGLang reported it, with every transformed value read back to flag units:
     the value the launch command typed where the server says it (0.5.20+ `launch_command`),
-    else the reading of the reported one."""
+    else the reading of the reported one; `--max-running-requests` as `max_running_flag`."""
     cons, chunk = config.schedule_conservativeness, config.chunked_prefill_size
     command = config.raw.get("launch_command")
     typed_cons, typed_chunk = (_typed(command, flag) for flag in (_CONS, _CHUNK))
@@ -161,7 +161,12 @@ def read_config(config: ServerConfig) -> ServerConfig:
         cons = typed_cons if typed_cons is not None else float(read(_CONS, cons, config))
     if chunk is not None:
         chunk = int(typed_chunk) if typed_chunk is not None else int(read(_CHUNK, chunk, config))
-    return replace(config, schedule_conservativeness=cons, chunked_prefill_size=chunk)
+    return replace(
+        config,
+        schedule_conservativeness=cons,
+        chunked_prefill_size=chunk,
+        max_running_requests=max_running_flag(config),  # reported: the ranks' caps summed
+    )
 
 
 def _typed(command: object, flag: str) -> float | None:

@@ -22,12 +22,14 @@ class ServerConfig:
 
     version: str | None = None
     model_path: str | None = None
-    # the flag as set: SGLang reports 0.3 x it under attention DP (sources/server_info.py)
+    # Flags as typed: what SGLang reports transformed under attention DP (0.3 x the
+    # conservativeness, the chunked prefill size divided over the ranks, a rank's request cap)
+    # is read back by model/flag_transforms.read_config, which the readers call.
     schedule_conservativeness: float | None = None
     mem_fraction_static: float | None = None
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int | None = None
-    max_running_requests: int | None = None  # effective value where the server reports it
+    max_running_requests: int | None = None  # the flag (typed, else the ranks' caps' reading)
     max_running_requests_per_dp: int | None = None  # effective per DP rank (>= v0.5.9)
     cuda_graph_max_bs: int | None = None  # resolved across the v0.5.14 rename
     disable_cuda_graph: bool | None = None
