@@ -121,3 +121,13 @@ def test_a_crash_before_the_window_or_none_at_all_passes_and_no_log_is_no_data()
     assert isinstance(_judge((_report(ts=-100.0),)), Pass)
     assert isinstance(_judge(()), Pass)
     assert isinstance(evaluate(CRASH_DIAGNOSED, window_from(token_usage="0.5x10")), NoData)
+
+
+def test_a_crash_without_an_exception_line_says_where_its_traceback_ends():
+    cut = CrashReport(50.0, "unclassified", "unclassified", "prefill", "", frame="common.py in f")
+    outcome = _judge((cut,))
+    assert isinstance(outcome, Finding) and outcome.confidence.value == "medium"
+    assert outcome.action.text.startswith(
+        "unclassified crash during prefill: no exception line in the log; its traceback ends in "
+        "common.py in f"
+    )

@@ -23,7 +23,8 @@ class CrashReport:
     `cls`: crash (a tuning problem's crash kind), config_error (the server refused its flags),
     not_tuning (no flag fixes it: allocator_bug, toolchain, driver, model, request) or
     unclassified; `phase`: load, pool_sizing, capture, prefill, decode, serving, startup or
-    unknown; `message`: the last exception line; `flag`: the one a configuration error names."""
+    unknown; `message`: the last exception line (else a CUDA error printed before the
+    traceback); `flag`: the one a configuration error names."""
 
     ts: float
     cls: str
@@ -32,3 +33,4 @@ class CrashReport:
     message: str
     flag: str = ""
     source: str = ""  # what classified it: the catalogue, a generic family, the log reader
+    frame: str = ""  # where its traceback ends ("file in function"), when no line says why

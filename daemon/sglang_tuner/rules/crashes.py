@@ -353,7 +353,7 @@ _HANDLED: dict[str, str] = {
 _KINDS: dict[str, str] = {
     "allocator_bug": "allocator bug (SGLang lost track of its memory)",
     "toolchain": "toolchain or architecture (this build or its kernels do not support the GPU)",
-    "driver": "NCCL/driver (the GPUs, their driver or the network between ranks failed)",
+    "driver": "NCCL/driver (a GPU, its driver, a CUDA kernel or the links between ranks failed)",
     "model": "model or quantization incompatibility (this build cannot run this checkpoint)",
     "request": "a request refused",
     "oom": "out of memory",
@@ -370,7 +370,9 @@ _PHASES = {"pool_sizing": "pool sizing", "unknown": "an unknown phase"}
 _NOT_TUNING_DO = {
     "allocator_bug": "upgrade SGLang and report it upstream with this log",
     "toolchain": "use an SGLang build (or kernels) made for this GPU and CUDA version",
-    "driver": "check the driver, NCCL and the links between the GPUs (nvidia-smi, NCCL_DEBUG=INFO)",
+    "driver": "check the driver, NCCL and the links between the GPUs (nvidia-smi, "
+    "NCCL_DEBUG=INFO); a CUDA error inside one kernel is that kernel's bug: upgrade SGLang and "
+    "report it with this log",
     "model": "use a checkpoint or quantization this SGLang version supports, or upgrade it",
     "request": "the client's request was refused; the server itself needs no change",
 }
@@ -388,7 +390,12 @@ def _unhandled(inp: RuleInput) -> list[CrashReport]:
 
 
 def _line(report: CrashReport) -> str:
-    return report.message or "no exception line in the log"
+    """The crash's last exception line, else where its traceback ends."""
+    if report.message:
+        return report.message
+    if report.frame:
+        return f"no exception line in the log; its traceback ends in {report.frame}"
+    return "no exception line in the log"
 
 
 def crash_named(report: CrashReport) -> str:

@@ -345,3 +345,25 @@ def test_a_log_that_ends_inside_a_bare_traceback_ends_in_a_crash() -> None:
     lines += ['  File "/sgl/srt/layers/attention/flashinfer_backend.py", line 3, in update']
     assert crash_counts(scan_lines(lines)) == {"other_crash": 1}
     assert said(lines) == [("unclassified", "unclassified", "capture")]
+
+
+def test_a_cuda_error_printed_before_a_traceback_without_its_exception_line_names_the_crash():
+    lines = [
+        "CUDA Error: an illegal memory access was encountered (700) /flashinfer/prefill.cuh: 2349",
+        "[2026-03-01 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 619, in event_loop_normal',
+    ]
+    (said,) = scan_lines(lines).crashes
+    assert (said.cls, said.kind) == ("not_tuning", "driver")
+    assert said.message.startswith("CUDA Error: an illegal memory access was encountered")
+
+
+def test_a_traceback_cut_before_its_exception_line_says_where_it_ends():
+    lines = [
+        "[2026-03-01 12:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 619, in event_loop_normal',
+        '  File "/sgl/srt/mem_cache/common.py", line 412, in alloc_paged_token_slots_extend',
+    ]
+    (said,) = scan_lines(lines).crashes
+    assert (said.cls, said.message) == ("unclassified", "")
+    assert said.frame == "common.py in alloc_paged_token_slots_extend"

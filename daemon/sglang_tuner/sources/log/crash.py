@@ -156,6 +156,7 @@ class CrashDiagnosis:
     message: str
     flag: str = ""
     source: str = ""
+    frame: str = ""  # where the traceback ends ("file in function"), when no line says why
 
 
 @dataclass(slots=True)
@@ -171,6 +172,7 @@ class _Record:
     stale: bool = False  # already open at the previous `flush_stale`
     stage: str = ""  # load or pool_sizing, from the frames of a starting process
     last: str = ""  # the last exception line
+    frame: str = ""  # the innermost frame so far ("file in function")
     request: bool = False  # raised serving a request (the HTTP server's): the server lives on
 
 
@@ -251,6 +253,9 @@ class CrashTracker:
             self.record = _Record(self.last_ts, fatal=False)
         elif self.record is None and is_exception_line(_bare(text)):
             self._loose = _bare(text)
+        elif self.record is None and _CAUSE_LINE.search(text):  # a CUDA error said on its own
+            if diagnose(_bare(text)).cls != UNCLASSIFIED:
+                self._loose = _bare(text)
         self._request = _REQUEST.search(text) is not None
         for marker, stage in _STAGES:
             if marker in text:
@@ -286,6 +291,7 @@ class CrashTracker:
         """What one frame of the open record says."""
         record = self.record
         assert record is not None
+        record.frame = f"{filename} in {func}"
         if func in _INIT_FUNCS or func in _POOL_FUNCS:
             record.init = True
             record.stage = "pool_sizing" if func in _POOL_FUNCS else record.stage or "load"
@@ -341,7 +347,9 @@ class CrashTracker:
         if not known or (said.cls, said.kind) in _COUNTED or said.kind in known:
             return said
         cls = NOT_TUNING if known[0] == CrashKind.ALLOCATOR_BUG.value else CRASH
-        return CrashDiagnosis(cls, known[0], said.phase, said.message, source="log reader")
+        return CrashDiagnosis(
+            cls, known[0], said.phase, said.message, source="log reader", frame=said.frame
+        )
 
     def _diagnosis(self, said: Said, message: str, record: _Record | None) -> CrashDiagnosis:
         """A diagnosis, its phase from the message's class, else from where the server was."""
@@ -351,7 +359,8 @@ class CrashTracker:
         phase = said.phase or self._where(record)
         kind = said.kind or ("" if said.cls == CONFIG else UNCLASSIFIED)
         message = _bare(message)[:MESSAGE_CHARS]
-        return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.source)
+        frame = record.frame if record is not None and not message else ""
+        return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.source, frame)
 
     def _say(self, burst: _Burst, said: CrashDiagnosis, strong: bool) -> None:
         """Keep `said` as the burst's diagnosis where it says more than what it has: an
@@ -518,6 +527,12 @@ _PHASE_NAMES = {
 }
 # A traceback raised while serving one request (the HTTP stack's frames, uvicorn's header).
 _REQUEST = re.compile(r"Exception in ASGI application|[/\\](?:fastapi|starlette|uvicorn)[/\\]")
+# A cause printed outside any traceback, before it (a CUDA kernel's error, the compiler's): the
+# crash's own words where its traceback has no exception line.
+_CAUSE_LINE = re.compile(
+    r"illegal memory access|CUDA [Ee]rror|out of memory|ptxas|NCCL (?:error|WARN)"
+    r"|device-side assert"
+)
 # A fatal line printed outside any traceback: a toolchain or driver error said on its own.
 _FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|failure)")
 

@@ -74,7 +74,8 @@ def crash_reports(counts: LogCounts, ts: float) -> tuple[CrashReport, ...]:
     """The crashes these counts said in words, as reports read at `ts`: the diagnoses travel
     beside the signals (which are numbers), to the rule that names each crash."""
     return tuple(
-        CrashReport(ts, d.cls, d.kind, d.phase, d.message, d.flag, d.source) for d in counts.crashes
+        CrashReport(ts, d.cls, d.kind, d.phase, d.message, d.flag, d.source, d.frame)
+        for d in counts.crashes
     )
 
 
