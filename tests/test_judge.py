@@ -218,3 +218,30 @@ def test_a_configured_profile_judges_only_its_own_rules_as_advice():
     (judgement,) = offline.judgements
     assert offline.profile_inferred is None and judgement.severity is Severity.INFO
     assert judgement.finding.action.text.startswith("client: submit requests faster")
+
+
+def _flag_change(prediction):
+    def check(inp):
+        action = Action("--x 1 -> 2", "--x", "1", "2", prediction=prediction)
+        return Finding("e", action, Confidence.HIGH, 1.0, inp.view.count)
+
+    return Rule(
+        id="flagged", severity=Severity.WARNING, summary="s", action="a", source="t",
+        check=check, signals=("q",), requires=("q",),
+    )  # fmt: skip
+
+
+def test_a_flag_change_without_a_prediction_for_this_server_is_a_hint():
+    from sglang_tuner.model.advice import Prediction
+
+    settings = load_settings(None, {"min_samples": 3})
+    target = _target([1.0] * 10)
+    cases = [
+        (None, Severity.INFO),  # nothing predicted
+        (Prediction("tok/s", None, basis="speculative decoding"), Severity.INFO),
+        (Prediction("tok/s", 0.02, 0.0, 0.04), Severity.INFO),  # too little to warn
+        (Prediction("tok/s", 0.30, 0.2, 0.4), Severity.WARNING),
+    ]
+    for prediction, severity in cases:
+        (judged,) = judge_target(target, (_flag_change(prediction),), settings, 45.0).judgements
+        assert judged.severity is severity, prediction

@@ -10,6 +10,7 @@ from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.model.advice import Finding, Health, NoData, Outcome, Severity
 from sglang_tuner.model.server_config import PROFILES
 from sglang_tuner.model.window import WindowView
+from sglang_tuner.predict import MIN_GAIN
 from sglang_tuner.rule import Rule, RuleInput, apply_rule
 from sglang_tuner.rules.workload import infer_profile
 from sglang_tuner.target_state import TargetState
@@ -238,12 +239,14 @@ def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSetti
 
 
 def _claimed(rule: Rule, finding: Finding, severity: Severity) -> Severity:
-    """A flag change that comes without a prediction for this server (the model does not
-    cover it: speculative decoding, a PD role, an unknown model or GPU, or a gain the window
-    cannot show) is a hint, whatever the rule's default: nothing backs a warning. Crashes and
-    out-of-memory fixes keep theirs."""
+    """A flag change's severity from its prediction for this server: without one (the model
+    does not cover it: speculative decoding, a PD role, an unknown model or GPU, or a gain
+    the window cannot show), or predicted to gain under `MIN_GAIN`, it is a hint whatever the
+    rule's default. Crashes and out-of-memory fixes keep theirs."""
     action = finding.action
     if rule.stability or severity is Severity.INFO or action.flag is None:
         return severity
     prediction = action.prediction
-    return Severity.INFO if prediction is None or prediction.gain is None else severity
+    if prediction is None or prediction.gain is None or prediction.gain < MIN_GAIN:
+        return Severity.INFO
+    return severity

@@ -88,6 +88,7 @@ def plan_target(
             or _did_not_stop(j, changes, config)
             or _hurt_before(j.rule.id, j.finding, changes)
             or _undoes_latest(j.rule.id, action, changes)
+            or _back_to_a_left_choice(j.rule.id, action, changes)
             or _conflict(action, kept)
         )
         if reason:
@@ -251,6 +252,28 @@ def _undoes_latest(rule: str, action: Action, changes: Sequence[Change]) -> str:
                 f"it would undo the latest change, {flag} {latest.before[flag]} -> "
                 f"{latest.after[flag]}{asked} ({judged}); held until a verdict says that "
                 "change hurt"
+            )
+    return ""
+
+
+def _back_to_a_left_choice(rule: str, action: Action, changes: Sequence[Change]) -> str:
+    """Why advice that would set a choice flag (a policy, a backend: not a number) back to a
+    value an earlier change left, judged and not hurt, waits ('' when it need not): whatever
+    came after, the history already tried the other way (lpm -> fcfs -> lpm ... one restart and
+    an emptied prefix cache each time)."""
+    if rule == "tuning_regression":
+        return ""
+    for move in _moves(action):
+        flag, value = move.flag or "", move.suggested
+        if value is None or _number(value) is not None:
+            continue
+        for change in reversed(changes):
+            verdict = change.verdict.verdict if change.verdict is not None else None
+            if change.kind != FLAGS or change.before.get(flag) != value or verdict in (None, HURT):
+                continue
+            return (
+                f"the history already left {flag} {value} for {change.after.get(flag)} "
+                f"({verdict}); not sent back"
             )
     return ""
 

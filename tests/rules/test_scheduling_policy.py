@@ -126,3 +126,13 @@ def test_fcfs_with_prefix_reuse_silent_without_hits_on_a_full_pool():
     view = window_from(prefix_cache_hit_ratio="0x20", num_queue_reqs="49x20", token_usage="0.99x20")
     out = evaluate(FCFS_WITH_PREFIX_REUSE, view, config=FCFS)
     assert isinstance(out, Pass) and out.detail == "no sign of shared prefixes"
+
+
+def test_the_policy_rules_never_both_hold_on_one_window():
+    # hits 0.05 with a pinned pool: fcfs would be sent to lpm, so lpm is not sent back to fcfs
+    pinned = window_from(
+        prefix_cache_hit_ratio="0.05x20", num_queue_reqs="80x20", token_usage="0.97x20"
+    )
+    assert isinstance(evaluate(FCFS_WITH_PREFIX_REUSE, pinned, config=FCFS), Finding)
+    out = evaluate(LPM_WITHOUT_PREFIX_REUSE, pinned, config=LPM)
+    assert isinstance(out, Pass) and "shared prefixes all the same" in out.detail

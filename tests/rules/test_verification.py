@@ -333,3 +333,20 @@ def test_tuning_regression_finding_carries_the_revert_prediction():
     assert out.action.prediction.objective == "tok/s"
     assert out.action.prediction.gain == pytest.approx(4000.0 / 3520.0 - 1)
     assert out.action.expected.startswith("+14 % tok/s (+10 to +18 %): undoes the measured -12 %")
+
+
+def test_plan_does_not_send_the_policy_back_after_other_changes_came_between():
+    import dataclasses
+
+    other = dataclasses.replace(
+        _policy_change("helped"), before={MAX_RUNNING: "1024"}, after={MAX_RUNNING: "512"}
+    )
+    changes = (_policy_change("helped"), other)  # fcfs -> lpm, then another flag
+    plan = plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, changes)
+    assert plan.next is None
+    assert plan.held[0].reason == (
+        "the history already left --schedule-policy fcfs for lpm (helped); not sent back"
+    )
+    # a left policy that was judged to hurt may be gone back to
+    hurt = (_policy_change("hurt"), other)
+    assert plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, hurt).next is not None

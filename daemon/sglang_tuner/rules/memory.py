@@ -257,14 +257,14 @@ def _use_fp8(inp: RuleInput) -> Action | None:
     if not (kv_dtype or "").startswith("fp8"):
         action = choice_action("--kv-cache-dtype", kv_dtype, "fp8_e4m3", inp, "auto")
         return with_expected(action, "about twice the KV tokens in the same memory: more "
-                             "requests running (in our GPU model, a retraction storm on an 8B "
-                             "model: +75 % tokens/s)")  # fmt: skip
+                             "requests running where the pool binds them (no prediction: FP8 "
+                             "changes the model's outputs, check accuracy first)")  # fmt: skip
     quant = config.quantization if config else None
     if "fp8" not in (quant or ""):
         action = choice_action("--quantization", quant or "none", "fp8", inp)
         return with_expected(action, "half the weight memory goes to the KV pool, and the "
-                             "weight reads of each step halve (in our GPU model: +23 % tokens/s "
-                             "after an FP8 KV cache)")  # fmt: skip
+                             "weight reads of each step halve (no prediction: FP8 changes the "
+                             "model's outputs, check accuracy first)")  # fmt: skip
     return None
 
 

@@ -1,4 +1,10 @@
-"""Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse."""
+"""Guide section "Use Longest Prefix Match Scheduling": lpm versus fcfs by prefix reuse.
+
+The two rules never disagree on one window: lpm is called needless only where fcfs would not be
+called wasteful. A policy the history already left and judged is not advised back (`plan.py`).
+"""
+
+from collections.abc import Mapping
 
 from sglang_tuner.model.advice import Action, NoData, Outcome, Pass, Prediction, Severity
 from sglang_tuner.model.flags import SCHEDULE_POLICY as FLAG
@@ -77,8 +83,7 @@ def _to_lpm(inp: RuleInput) -> Action:
     action = with_expected(
         action,
         "more requests scheduled next to the prefix they share: a higher prefix-cache hit "
-        "ratio, less prefill work per request (in our GPU model, 90 % of prompts sharing one of "
-        "96 long prefixes: +12 % tokens/s)",
+        "ratio, less prefill work per request",
     )
     why = (
         "the hit ratio lpm reaches depends on the order requests arrive in and on what the "
@@ -93,6 +98,9 @@ def _check_lpm(inp: RuleInput) -> Outcome:
     early = _not_judgeable(inp, "lpm")
     if early is not None:
         return early
+    reuse = _reuse(inp, FCFS_WITH_PREFIX_REUSE.thresholds_for(inp.profile))
+    if reuse is not None:  # what would send fcfs back to lpm: no flip-flop on one window
+        return Pass(detail=f"shared prefixes all the same ({reuse})")
     th = inp.thresholds
     freq = frequently(
         inp.view,
@@ -106,9 +114,10 @@ def _check_lpm(inp: RuleInput) -> Outcome:
     return judged(freq, inp, SIGNALS, _to_fcfs_expected)
 
 
-def _reuse(inp: RuleInput) -> str | None:
-    """Evidence of shared prefixes: many hits, or some hits while the KV pool is full."""
-    th, view = inp.thresholds, inp.view
+def _reuse(inp: RuleInput, th: Mapping[str, float]) -> str | None:
+    """Evidence of shared prefixes (`th`: fcfs_with_prefix_reuse's thresholds): many hits, or
+    some hits while the KV pool is full."""
+    view = inp.view
     hits = view.mean(PREFIX_CACHE_HIT_RATIO) or 0.0
     if hits >= th["prefix_hit_ratio_high"]:
         return f"prefix-cache hit ratio mean {hits:.2f}"
@@ -133,7 +142,7 @@ def _check_fcfs(inp: RuleInput) -> Outcome:
     early = _not_judgeable(inp, "fcfs")
     if early is not None:
         return early
-    reuse = _reuse(inp)
+    reuse = _reuse(inp, inp.thresholds)
     if reuse is None:
         return Pass(detail="no sign of shared prefixes")
     limit = inp.thresholds["lpm_fallback_queue"]
@@ -180,7 +189,8 @@ FCFS_WITH_PREFIX_REUSE = Rule(
         "p99 -11 %; the daemon judged it helped. Once the cache thrashes (hit ratio under 3 %) "
         "shared prefixes look like none and the rule stays quiet."
     ),
-    severity=Severity.WARNING,  # measured: +12 % tokens/s in the closed-loop benchmark
+    # No prediction for this server (the hit ratio lpm reaches is not in the window): a hint.
+    severity=Severity.INFO,
     summary="Many prompts share prefixes but fcfs ignores them when picking from the queue.",
     action="Try --schedule-policy lpm (longest prefix match) for more cache hits.",
     source=SOURCE,
