@@ -58,9 +58,10 @@ def start(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def check_run(url: str, end: float) -> dict[str, Any]:
-    """One `check --prometheus` in a fresh process: wall time, queries, servers judged."""
+    """One `check --prometheus` in a fresh process: wall time, queries, servers judged (no
+    /server_info: the stored servers do not exist)."""
     cmd = [sys.executable, "-m", "sglang_tuner", "check", "--prometheus", url, "--since", "1h",
-           "--at", f"{end:.3f}", "--format", "json"]  # fmt: skip
+           "--at", f"{end:.3f}", "--format", "json", "--server-url-template", ""]  # fmt: skip
     began = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env(), check=True)
     wall = time.perf_counter() - began

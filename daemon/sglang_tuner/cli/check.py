@@ -426,12 +426,29 @@ async def _judge_prometheus(settings: Settings, end: float, since: float) -> tup
         if tuner.watch.servers and past.error is None:
             # the flags each server runs with (its /server_info, where its URL is known), then
             # judged again: advice from the values in use, not from SGLang's defaults
-            await tuner.refresh_server_info()
+            await _read_flags(tuner)
             await review_all(tuner.watch, list(tuner.watch.servers), end)
             tuner.publish()
     finally:
         await tuner.stop()
     return tuner, past
+
+
+# All /server_info reads together: a fleet unreachable from here (firewalled, cluster-internal
+# addresses) costs this once, not a timeout per server.
+SERVER_INFO_SECONDS = 3.0
+
+
+async def _read_flags(tuner: Tuner) -> None:
+    """Each server's /server_info, within `SERVER_INFO_SECONDS` for them all; a server not
+    read by then is judged on SGLang's defaults, and says why."""
+    try:
+        await asyncio.wait_for(tuner.refresh_server_info(), SERVER_INFO_SECONDS)
+    except asyncio.TimeoutError:  # not the built-in TimeoutError on Python 3.10
+        why = f"its /server_info did not answer within {SERVER_INFO_SECONDS:g} s"
+        for server in tuner.watch.servers.values():
+            if server.state.config is None and server.state.config_error is None:
+                server.read_config(None, why)
 
 
 def run_check_prometheus(args: argparse.Namespace) -> int:
