@@ -2,6 +2,7 @@
 rate-limited when it is (eight clients reloading in a loop once cost 54 % of the scrapes)."""
 
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -55,3 +56,40 @@ def test_reloads_by_http_are_rate_limited_and_never_overlap(tmp_path: Path):
         assert daemon.get("/healthz").status_code == 200
     finally:
         daemon.stop()
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_clients_that_never_read_metrics_hold_little_memory_and_few_answers(tmp_path: Path):
+    # 1,000 targets make a page of megabytes; 150 clients ask for it and never read: each holds
+    # about one 1 MiB piece (whole pages once took 5.2 GB at 300 clients), at most 64 answers
+    # are in progress, the rest get 503 at once, and the probes still answer
+    targets = [{"name": f"off-{i}", "url": f"http://127.0.{1 + i // 250}.{1 + i % 250}:9"}
+               for i in range(1000)]  # fmt: skip
+    config = {"targets": targets, "scrape_interval_seconds": 5.0, "scrape_timeout_seconds": 1.0}
+    daemon = DaemonProcess(tmp_path, config).start(timeout=60)
+    held: list[socket.socket] = []
+    try:
+        page = daemon.wait_for(lambda d: (n := len(d.get("/metrics").content)) > 2_000_000 and n)
+        assert daemon.proc is not None
+        before = _rss_bytes(daemon.proc.pid)
+        for _ in range(150):
+            conn = socket.create_connection(("127.0.0.1", daemon.port))
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: tuner\r\n\r\n")
+            held.append(conn)
+        busy = daemon.wait_for(lambda d: (r := d.get("/metrics")).status_code == 503 and r)
+        assert busy.headers["Retry-After"] == "1"
+        assert daemon.get("/healthz").status_code == 200
+        grown = _rss_bytes(daemon.proc.pid) - before
+        assert grown < 64 * 2 * 1024 * 1024, (grown, page)  # not 150 whole pages
+    finally:
+        for conn in held:
+            conn.close()
+    daemon.wait_for(lambda d: d.get("/metrics").status_code == 200)
+    daemon.stop()

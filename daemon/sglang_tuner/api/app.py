@@ -6,7 +6,13 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 
 from sglang_tuner import __version__
 from sglang_tuner.api import advice as api_advice
@@ -120,7 +126,9 @@ def metrics(ctx: ContextDep, request: Request) -> Response:
     request's Accept-Encoding allows it (Prometheus asks for it on every scrape)."""
     gzip = wants_gzip(request.headers.get("accept-encoding", ""))
     headers = {"Vary": "Accept-Encoding"} | ({"Content-Encoding": "gzip"} if gzip else {})
-    return Response(ctx.metrics.body(gzip), media_type=METRICS_CONTENT_TYPE, headers=headers)
+    pieces = ctx.metrics.pieces(gzip)  # sent in turn: the page is shared, never copied
+    headers["Content-Length"] = str(sum(map(len, pieces)))
+    return StreamingResponse(iter(pieces), media_type=METRICS_CONTENT_TYPE, headers=headers)
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

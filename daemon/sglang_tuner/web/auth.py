@@ -15,6 +15,7 @@ import bcrypt
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sglang_tuner.web.config import WebConfig
+from sglang_tuner.web.outflow import Outflow
 
 # Good (user, password) pairs remembered, as many as exporter-toolkit remembers.
 CACHE_SIZE = 100
@@ -95,10 +96,11 @@ class _Policy:
 class WebGuard:
     """ASGI middleware before every endpoint: the web config's headers on every answer, its
     rate limit (429), then basic auth (401 with `WWW-Authenticate: Basic`); `open_paths`
-    (probes) skip basic auth."""
+    (probes) skip basic auth. Behind it, `Outflow` paces and bounds the answers."""
 
     def __init__(self, app: ASGIApp, web: WebConfig, open_paths: Collection[str] = ()) -> None:
-        self.app = app
+        self.outflow = Outflow(app)  # answers paced to their readers, and never too many
+        self.app: ASGIApp = self.outflow
         self.update(web, open_paths)
 
     def update(self, web: WebConfig, open_paths: Collection[str]) -> None:
