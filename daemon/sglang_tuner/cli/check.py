@@ -1,7 +1,7 @@
 """`sglang-tuner check URL…`: watch servers a while (with a progress bar), then print advice;
 `sglang-tuner check --log FILE`: replay a log's history through the rules and print it at once;
 `sglang-tuner check --prometheus URL`: judge the stored history of every SGLang server a
-Prometheus holds and print the advice at once (`loop/history.py` reads and judges it)."""
+Prometheus holds and print the advice at once (`loop/backfill.py` reads and judges it)."""
 
 import argparse
 import asyncio
@@ -30,7 +30,7 @@ from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.problems import ConfigError
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation
-from sglang_tuner.loop.history import review_all
+from sglang_tuner.loop.backfill import review_all
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.advice import Confidence

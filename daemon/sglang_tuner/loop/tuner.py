@@ -31,8 +31,8 @@ from sglang_tuner.config.discovery import (
 )
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import TunerState
+from sglang_tuner.loop.backfill import fill_from_history, judge_history, review_all
 from sglang_tuner.loop.fleet import Fleet, fleet_changed
-from sglang_tuner.loop.history import fill_from_history, judge_history, review_all
 from sglang_tuner.loop.outputs import Outputs
 from sglang_tuner.loop.schedule import Jobs, ScrapeLoops
 from sglang_tuner.loop.server_reads import SERVER_INFO_JOB_SECONDS, Source, read_due

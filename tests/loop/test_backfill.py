@@ -1,9 +1,10 @@
-"""The Prometheus mode's start (loop/history.py): how far back alert state is rebuilt, per rule.
+"""The Prometheus mode's start (loop/backfill.py): how far back alert state is rebuilt, per rule.
 
 The fill itself runs against a real Prometheus in tests/sources/prometheus/test_history_e2e.py."""
 
 from sglang_tuner.config.settings import RuleSettings, Settings
-from sglang_tuner.loop.history import hold_for, keep_firing_for, longest_hold
+from sglang_tuner.judge import hold_for, keep_firing_for
+from sglang_tuner.loop.backfill import longest_hold
 from sglang_tuner.rules import RULES_BY_ID
 
 SETTINGS = Settings(
