@@ -93,3 +93,13 @@ def test_main_run_says_when_the_api_port_is_taken_and_exits_1(tmp_path, capsys):
         )
         assert main(["run", "--config", str(config)]) == 1
     assert f"could not listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_check_config_warns_of_a_misspelt_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SGLANG_TUNER_TARGET", "http://127.0.0.1:30000")
+    path = tmp_path / "c.yml"
+    path.write_text("targets: [{url: 'http://127.0.0.1:30000'}]\n")
+    assert main(["check-config", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: SGLANG_TUNER_TARGET is no setting (ignored); did you mean " in err
+    assert "SGLANG_TUNER_TARGETS?" in err

@@ -147,3 +147,19 @@ def test_load_settings_lists_a_key_file_problem_beside_a_validation_problem(tmp_
     problems = _problems(path)
     assert "scrape_interval_seconds: Input should be greater than 0" in problems
     assert any(p.startswith("targets[0].api_key_file: cannot read") for p in problems)
+
+
+def test_a_misspelt_environment_variable_names_the_setting_meant():
+    from sglang_tuner.config.loading import misspelt_variables
+
+    environ = {
+        "SGLANG_TUNER_SCRAPE_INTERVAL": "5s", "SGLANG_TUNER_PROMETHEUS_URL": "http://p",
+        "SGLANG_TUNER_TARGETS": "http://a:1", "SGLANG_TUNER_SHARD__INDEX": "1",
+        "SGLANG_TUNER_CONFIG_FILE": "c.yml", "SGLANG_TUNER_MY_API_KEY": "s3cret", "HOME": "/",
+    }  # fmt: skip
+    assert misspelt_variables(environ) == [
+        "SGLANG_TUNER_PROMETHEUS_URL is no setting (ignored); did you mean "
+        "SGLANG_TUNER_PROMETHEUS__URL?",
+        "SGLANG_TUNER_SCRAPE_INTERVAL is no setting (ignored); did you mean "
+        "SGLANG_TUNER_SCRAPE_INTERVAL_SECONDS?",
+    ]

@@ -5,6 +5,7 @@ The arguments are parsed by `parser.py`.
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from urllib.parse import quote
 from sglang_tuner import __version__
 from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.cli.parser import build_parser, flag_overrides
-from sglang_tuner.config.loading import load_settings
+from sglang_tuner.config.loading import load_settings, misspelt_variables
 from sglang_tuner.config.problems import ConfigError
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.web.config import WebConfigError, load_web_config
@@ -31,6 +32,8 @@ def accepted(path: Path | None, overrides: dict[str, Any]) -> Settings:
     """The settings `run` starts with, by the one path `run` and `check-config` both take:
     every problem of the file, the files it names (keys, passwords, certificates, the web
     config) read now, and something to watch. ConfigError, WebConfigError or NothingToWatch."""
+    for line in misspelt_variables(os.environ):
+        print(f"warning: {line}", file=sys.stderr)
     settings = _settings(path, overrides)
     load_web_config(settings.web_config_file)
     if not settings.targets and not settings.file_sd and settings.prometheus is None:

@@ -5,6 +5,7 @@ reads none."""
 
 import ssl
 from collections.abc import Mapping
+from difflib import get_close_matches
 from os import environ
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,34 @@ def load_settings(
     if settings is None or problems:
         raise ConfigError(str(path or "settings"), problems)
     return settings
+
+
+# Variables of ours that are no setting: the config file's path (`run --config`'s default).
+_OWN_VARIABLES = frozenset({"SGLANG_TUNER_CONFIG_FILE"})
+
+
+def misspelt_variables(environ: Mapping[str, str]) -> list[str]:
+    """SGLANG_TUNER_* variables that name no setting but come close to one (`did you mean
+    ...?`): pydantic-settings ignores them, so a typo would silently change nothing. A variable
+    close to none is left alone (it may hold a key for `api_key_env`)."""
+    fields = [name.upper() for name in Settings.model_fields]
+    sections = [  # the settings with keys of their own
+        name.upper() for name, info in Settings.model_fields.items()
+        if "Settings" in repr(info.annotation)
+    ]  # fmt: skip
+    said = []
+    for variable in sorted(environ):
+        if not variable.startswith("SGLANG_TUNER_") or variable in _OWN_VARIABLES:
+            continue
+        key = variable.removeprefix("SGLANG_TUNER_").split("__", 1)[0]
+        if key in fields:
+            continue
+        nested = [f for f in sections if key.startswith(f"{f}_")]
+        if nested:  # PROMETHEUS_URL for PROMETHEUS__URL
+            meant = variable.replace(f"{nested[0]}_", f"{nested[0]}__", 1)
+        else:
+            close = get_close_matches(key, fields, n=1, cutoff=0.75)
+            meant = variable.replace(key, close[0], 1) if close else ""
+        if meant:
+            said.append(f"{variable} is no setting (ignored); did you mean {meant}?")
+    return said
