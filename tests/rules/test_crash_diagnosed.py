@@ -17,6 +17,56 @@ from sglang_tuner.sources.log.history import log_samples
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "logs"
 SETTINGS = log_settings(Namespace(interval=None, window=300.0))
+# Excerpts of real logs, kept here as quoted (the corpus beside them is reshuffled into a holdout).
+# RLinf/RLinf#92: an RTX 5090 paste whose newlines were lost (cut mid-word, as posted).
+RTX5090_PTXAS = [
+    '38) ^^^^^^^^^^^^ (SGLangWorker pid=38138) File "/opt/conda/lib/python3.11/site-p'
+    'ackages/sglang/srt/model_executor/model_runner.py", line 233, in **init** (SGLan'
+    "gWorker pid=38138) self.initialize(min_per_gpu_memory) (SGLangWorker pid=38138) "
+    'File "/opt/conda/lib/python3.11/site-packages/sglang/srt/model_executor/model_ru'
+    'nner.py", line 314, in initialize (SGLangWorker pid=38138) self.init_cuda_graphs'
+    '() (SGLangWorker pid=38138) File "/opt/conda/lib/python3.11/site-packages/sglang'
+    '/srt/model_executor/model_runner.py", line 1373, in init_cuda_graphs (SGLangWork'
+    "er pid=38138) self.cuda_graph_runner = CudaGraphRunner(self) (SGLangWorker pid=3"
+    '8138) ^^^^^^^^^^^^^^^^^^^^^ (SGLangWorker pid=38138) File "/opt/conda/lib/python'
+    '3.11/site-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 338, in'
+    " **init** (SGLangWorker pid=38138) raise Exception( (SGLangWorker pid=38138) Exc"
+    "eption: Capture cuda graph failed: Internal Triton PTX codegen error: (SGLangWor"
+    "ker pid=38138) ptxas fatal : Value 'sm_1",
+    "20' is not defined for option 'gpu-name' (SGLangWorker pid=38138) (SGLangWorker "
+    "pid=38138) Possible solutions: (SGLangWorker pid=38138) 1. set --mem-fraction-st"
+    "atic to a smaller value (e.g., 0.8 or 0.7) (SGLangWorker pid=38138) 2. set --cud"
+    "a-graph-max-bs to a smaller value (e.g., 16) (SGLangWorker pid=38138) 3. disable"
+    " t",
+]
+# LMCache/LMCache#869: a decode, then a ValueError no SGLang release prints.
+LMCACHE = [
+    "[2025-06-26 02:16:20 TP0] Decode batch. #running-req: 1, #token: 2102, token usa"
+    "ge: 0.51, cuda graph: True, gen throughput (token/s): 93.51, #queue-req: 0",
+    "[2025-06-26 02:16:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 262'
+    "0, in run_scheduler_process",
+    "    scheduler.event_loop_overlap()",
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/utils/_contextlib.py", lin'
+    "e 116, in decorate_context",
+    "    return func(*args, **kwargs)",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 745'
+    ", in event_loop_overlap",
+    "    batch = self.get_next_batch_to_run()",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 142'
+    "5, in get_next_batch_to_run",
+    "    new_batch = self.get_new_batch_prefill()",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 152'
+    "9, in get_new_batch_prefill",
+    "    req.init_next_round_input(",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/schedule_batch.py", lin'
+    "e 661, in init_next_round_input",
+    "    tree_cache.match_prefix_lmcache(",
+    '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/radix_cache.py", line '
+    "254, in match_prefix_lmcache",
+    '    raise ValueError("Failed to allocate token prealloc indices")',
+    "ValueError: Failed to allocate token prealloc indices",
+]
 
 
 def _next_change(lines: list[str], name: str = "gpu-a") -> Step:
@@ -38,7 +88,7 @@ def _log(path: str) -> list[str]:
 
 def test_a_toolchain_crash_is_named_not_a_tuning_problem_with_no_flag():
     # RTX 5090, a paste whose newlines were lost: the capture failed because ptxas has no sm_120
-    step = _next_change(_log("corpus/rtx5090-capture-failed-ptxas-sm120-newlines-lost.log"))
+    step = _next_change(RTX5090_PTXAS)
     assert step.rule == "crash_diagnosed" and step.severity is Severity.CRITICAL
     assert step.action.text.startswith("not a tuning problem, toolchain or architecture")
     assert "ptxas fatal" in step.action.text
@@ -53,7 +103,7 @@ def test_an_nccl_crash_is_named_not_a_tuning_problem_with_no_flag():
 
 
 def test_an_unknown_exception_is_an_unclassified_crash_with_its_phase_and_line():
-    step = _next_change(_log("corpus/lmcache-decode-then-prealloc-indices-valueerror.log"))
+    step = _next_change(LMCACHE)
     assert step.rule == "crash_diagnosed" and step.action.flag is None
     assert step.action.text.startswith(
         "unclassified crash during prefill: ValueError: Failed to allocate token prealloc indices"
