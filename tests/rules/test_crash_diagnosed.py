@@ -181,3 +181,9 @@ def test_a_crash_without_an_exception_line_says_where_its_traceback_ends():
         "unclassified crash during prefill: no exception line in the log; its traceback ends in "
         "common.py in f"
     )
+
+
+def test_a_refused_request_the_log_ends_in_is_said_as_a_hint():
+    outcome = _judge((_report("request"),))
+    assert isinstance(outcome, Finding) and outcome.severity is Severity.INFO
+    assert outcome.action.text.startswith("not a tuning problem, a request refused")

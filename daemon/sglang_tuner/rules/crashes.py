@@ -447,7 +447,10 @@ def _check_crash_diagnosed(inp: RuleInput) -> Outcome:
     evidence = f"the log ends a process in a crash{others}: {crash_named(latest)}"
     sure = latest.cls != UNCLASSIFIED
     confidence = Confidence.HIGH if sure else Confidence.MEDIUM
-    return Finding(evidence, _what_to_do(latest), confidence, 1.0, max(1, inp.view.count))
+    # a refused request the log ends in is said, but the server itself did not fail
+    refused = latest.cls == NOT_TUNING and latest.kind == "request"
+    return Finding(evidence, _what_to_do(latest), confidence, 1.0, max(1, inp.view.count),
+                   Severity.INFO if refused else None)  # fmt: skip
 
 
 CRASH_DIAGNOSED = Rule(
