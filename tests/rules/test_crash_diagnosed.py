@@ -187,3 +187,14 @@ def test_a_refused_request_the_log_ends_in_is_said_as_a_hint():
     outcome = _judge((_report("request"),))
     assert isinstance(outcome, Finding) and outcome.severity is Severity.INFO
     assert outcome.action.text.startswith("not a tuning problem, a request refused")
+
+
+def test_an_oom_of_an_unknown_phase_says_what_each_phase_would_ask_with_no_value():
+    line = "tvm.error.InternalError: CUDA out of memory"
+    oom = CrashReport(50.0, "crash", "oom", "unknown", line)
+    outcome = _judge((oom,))
+    assert isinstance(outcome, Finding) and outcome.action.flag is None
+    assert outcome.action.text.startswith(
+        "crash during an unknown phase, out of memory: tvm.error.InternalError: CUDA out of "
+        "memory. The log does not say which of SGLang's memory users ran out"
+    )

@@ -427,6 +427,14 @@ def _what_to_do(report: CrashReport) -> Action:
             f"{said}. Correct {where} in the launch command (SGLang's message says how)",
             expected="the server starts: it refused its flags before serving",
         )
+    if report.kind == "oom":
+        return Action(
+            f"{said}. The log does not say which of SGLang's memory users ran out, so no flag "
+            "value: a capture OOM asks for smaller CUDA graphs, a prefill OOM for a smaller "
+            "--chunked-prefill-size, a decode OOM for a smaller batch; while loading, the "
+            "weights do not fit (more GPUs or quantized weights)",
+            expected="no flag change until the phase is known",
+        )
     return Action(
         f"{said}. Read the traceback before this line: no tuning rule knows this crash, so no "
         "flag value is suggested",
