@@ -112,9 +112,11 @@ def _flag_to_field_literals(cwd: Path, mode: str, where: str) -> list[str]:
         rf"(^|[^A-Za-z0-9_])({'|'.join(constants)}){_COLON}{_WORD}",
     ]
     args = [arg for pattern in patterns for arg in ("-e", pattern)]
+    # Python modules only: the generated message catalogue (JSON) quotes SGLang's own names
     found = subprocess.run(
-        ["git", "grep", mode, "-nE", *args, "--", where], cwd=cwd, capture_output=True, text=True
-    )
+        ["git", "grep", mode, "-nE", *args, "--", f"{where}/*.py", f"{where}/**/*.py"],
+        cwd=cwd, capture_output=True, text=True,
+    )  # fmt: skip
     assert found.returncode in (0, 1), found.stderr  # 1: nothing found
     return [
         line
