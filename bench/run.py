@@ -9,6 +9,7 @@ BENCH = Path(__file__).resolve().parent
 RUNS = (
     ("closed loop: advice applied to simulated servers", ["closed_loop.py"]),
     ("parser vs prometheus_client", ["parse.py", "--repeat", "200"]),
+    ("redact on 1 MB of each hostile shape", ["redact.py", "--repeat", "9"]),
     ("log scanner: a busy log", ["logs.py", "--lines", "100000", "--repeat", "15"]),
     ("check --log on a 1 GB log, beside grep", ["log_replay.py", "--mb", "1024"]),
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
