@@ -1,7 +1,7 @@
 """The /advice text report: per target its next change and advice, then what has no data."""
 
 from sglang_tuner.api.advice_text import advice_text
-from sglang_tuner.api.schemas.advice import (
+from sglang_tuner.api.schemas.advice_response import (
     ActionOut,
     AdviceList,
     AdviceOut,

@@ -654,7 +654,7 @@ def test_the_default_advice_is_gzipped_when_published_not_when_asked(
 ) -> None:
     # gzipping the default answer for 10,000 targets takes tens of ms: a request that paid it
     # was the p99 of /advice (one per evaluation)
-    from sglang_tuner.api import advice as api_advice
+    from sglang_tuner.api import advice_routes as api_advice
 
     calls: list[int] = []
     compress = api_advice.gzip.compress
@@ -672,7 +672,7 @@ def test_the_default_advice_is_pre_rendered_only_while_somebody_reads_it(
     client: TestClient, state: TunerState, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # rendering an answer nobody asks for cost 7 % of the daemon's CPU at 1,000 targets
-    from sglang_tuner.api import advice as api_advice
+    from sglang_tuner.api import advice_routes as api_advice
 
     renders: list[int] = []
     select = api_advice.select_advice
@@ -711,8 +711,8 @@ def test_an_evaluation_no_longer_published_is_freed_with_its_answers(
 
 
 def test_advice_json_built_item_by_item_is_the_models_own_json(state: TunerState) -> None:
-    from sglang_tuner.api.advice import json_in_pieces
     from sglang_tuner.api.advice_report import AdviceFilter, select_advice
+    from sglang_tuner.api.advice_routes import json_in_pieces
 
     for f in (AdviceFilter(), AdviceFilter(full_no_data=True)):
         out = select_advice(state.latest(), f, None, 5.0)

@@ -2,7 +2,13 @@
 
 from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 from sglang_tuner.api.advice_text import advice_text
-from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, api_path, rfc3339
+from sglang_tuner.api.schemas.advice_response import (
+    AdviceList,
+    AdviceOut,
+    NoDataOut,
+    api_path,
+    rfc3339,
+)
 from sglang_tuner.api.schemas.inventory import RuleOut
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, RuleResult, TargetStatus

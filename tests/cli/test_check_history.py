@@ -2,7 +2,7 @@
 one is in tests/sources/prometheus/test_history_e2e.py)."""
 
 import pytest
-from sglang_tuner.api.schemas.advice import AdviceList
+from sglang_tuner.api.schemas.advice_response import AdviceList
 from sglang_tuner.cli.check import (
     advice_csv,
     advice_table,

@@ -1,6 +1,6 @@
 """A change's predicted effect (`Prediction`): its text, and how /advice shows it."""
 
-from sglang_tuner.api.schemas.advice import ActionOut
+from sglang_tuner.api.schemas.advice_response import ActionOut
 from sglang_tuner.model.advice import Action, Prediction
 
 

@@ -5,7 +5,7 @@ Shared by the API and the CLI (`check`, `demo`), so a terminal and `curl` show t
 
 from dataclasses import dataclass
 
-from sglang_tuner.api.schemas.advice import (
+from sglang_tuner.api.schemas.advice_response import (
     AdviceList,
     AdviceOut,
     NoDataOut,

@@ -4,7 +4,13 @@ judged listed, a clean one included."""
 
 from collections.abc import Collection, Iterable
 
-from sglang_tuner.api.schemas.advice import AdviceList, AdviceOut, NoDataOut, PlanOut, StepOut
+from sglang_tuner.api.schemas.advice_response import (
+    AdviceList,
+    AdviceOut,
+    NoDataOut,
+    PlanOut,
+    StepOut,
+)
 
 CLEAN = "no advice: every rule that could judge it passed"
 # A one-shot command has no target settings: what the daemon's setting does, said as the

@@ -15,7 +15,7 @@ from fastapi.responses import (
 )
 
 from sglang_tuner import __version__
-from sglang_tuner.api import advice as api_advice
+from sglang_tuner.api import advice_routes as api_advice
 from sglang_tuner.api import changes as api_changes
 from sglang_tuner.api import lifecycle as api_lifecycle
 from sglang_tuner.api.context import (
@@ -28,7 +28,7 @@ from sglang_tuner.api.context import (
 from sglang_tuner.api.docs import mount_docs
 from sglang_tuner.api.head import HeadAsGet
 from sglang_tuner.api.runbook import runbook_text
-from sglang_tuner.api.schemas.advice import StatusOut
+from sglang_tuner.api.schemas.advice_response import StatusOut
 from sglang_tuner.api.schemas.inventory import QueryOut, RuleList, RuleOut, TargetList, TargetOut
 from sglang_tuner.config.settings import Settings
 from sglang_tuner.evaluation import Evaluation, TargetStatus, TunerState

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from sglang_tuner.api.context import ContextDep
-from sglang_tuner.api.schemas.advice import StatusOut
+from sglang_tuner.api.schemas.advice_response import StatusOut
 
 RELOAD_BURST = 3
 RELOADS_PER_SECOND = 1.0

@@ -23,7 +23,7 @@ import yaml
 
 from sglang_tuner.api.advice_report import AdviceFilter, select_advice
 from sglang_tuner.api.advice_text import advice_text
-from sglang_tuner.api.schemas.advice import ActionOut, AdviceList
+from sglang_tuner.api.schemas.advice_response import ActionOut, AdviceList
 from sglang_tuner.cli.logsetup import configure_logging
 from sglang_tuner.config.duration import duration_text
 from sglang_tuner.config.loading import load_settings

@@ -4,7 +4,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, Field
 
-from sglang_tuner.api.schemas.advice import rfc3339
+from sglang_tuner.api.schemas.advice_response import rfc3339
 from sglang_tuner.changes.bootstrap import METHOD
 from sglang_tuner.changes.record import Change
 from sglang_tuner.changes.verdict import MetricVerdict

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from sglang_tuner.api.schemas.advice import FromAttributes, api_path, rfc3339
+from sglang_tuner.api.schemas.advice_response import FromAttributes, api_path, rfc3339
 from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.evaluation import RuleResult, TargetStatus
 from sglang_tuner.model.advice import Severity

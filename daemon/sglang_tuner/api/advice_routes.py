@@ -19,7 +19,7 @@ from sglang_tuner.api.context import (
     require_target,
     wants_text,
 )
-from sglang_tuner.api.schemas.advice import AdviceList, RuleResultOut
+from sglang_tuner.api.schemas.advice_response import AdviceList, RuleResultOut
 from sglang_tuner.evaluation import Evaluation
 from sglang_tuner.model.advice import Severity
 
