@@ -123,6 +123,7 @@ def test_is_due_after_the_interval_or_when_the_target_goes_up_or_down():
     assert is_due(target, judged, 60.0, 15.0)
     down = _target([1] * 10, up=False, error_reason="timeout", error="slow")
     assert is_due(down, judged, 50.0, 15.0)
+    assert is_due(target, judged, 40.0, 15.0)  # the wall clock stepped back: judged at once
 
 
 def _over_limit(inp):

@@ -96,8 +96,8 @@ def is_due(
     target: TargetState, previous: TargetJudgement | None, now: float, interval_seconds: float
 ) -> bool:
     """Judge again: never judged, the interval has passed, or the target went up or down."""
-    if previous is None or now - previous.ts >= interval_seconds:
-        return True
+    if previous is None or now - previous.ts >= interval_seconds or now < previous.ts:
+        return True  # (a wall clock stepped back: judged again at once, not an interval later)
     return target.last is not None and target.last.is_up != previous.up
 
 

@@ -33,6 +33,19 @@ class Reviewed(Protocol):
     def plan(self) -> Plan | None: ...
 
 
+class TaskHealth(Protocol):
+    """How a target's scrape task fares (the loop's supervisor counts it)."""
+
+    @property
+    def total(self) -> int: ...
+
+    @property
+    def in_a_row(self) -> int: ...
+
+    @property
+    def last_error(self) -> str: ...
+
+
 def active_advice(servers: Mapping[str, Reviewed], now: float) -> dict[Key, Advice]:
     """Advice for every (target, rule) whose finding holds in the target's latest judgement
     and is not held back by the target's plan."""
@@ -73,8 +86,11 @@ def _profile_of(configured: str | None, judgement: TargetJudgement | None) -> st
     return judgement.profile if judgement is not None else DEFAULT_PROFILE
 
 
-def target_status(target: TargetState, judgement: TargetJudgement | None) -> TargetStatus:
-    """What the outputs show about one target."""
+def target_status(
+    target: TargetState, judgement: TargetJudgement | None, task: TaskHealth | None = None
+) -> TargetStatus:
+    """What the outputs show about one target (`task`: how its scrape task fares, when it
+    ever failed)."""
     spec, last, config = target.spec, target.last, target.config
     signals = dict(target.latest_values) if last is not None and last.is_up else {}
     return TargetStatus(
@@ -98,6 +114,9 @@ def target_status(target: TargetState, judgement: TargetJudgement | None) -> Tar
         duplicate_samples_total=target.duplicate_samples_total,
         signals=signals,
         signal_sources=dict(target.signal_sources),
+        task_failures_total=0 if task is None else task.total,
+        task_failing=task is not None and task.in_a_row > 0,
+        task_error=(task.last_error or None) if task is not None and task.in_a_row else None,
     )
 
 
@@ -166,6 +185,7 @@ def build_evaluation(
     queries: tuple[QueryStatus, ...] = (),
     shard: tuple[int, int] = (0, 1),
     memo: ResultsMemo | None = None,
+    tasks: Mapping[str, TaskHealth] | None = None,
 ) -> Evaluation:
     """The immutable evaluation every output reads (`memo`: the rule results of the previous
     one, to reuse)."""
@@ -173,7 +193,10 @@ def build_evaluation(
     states = {n: s.state for n, s in servers.items()}
     return Evaluation(
         ts=now,
-        targets={n: target_status(s.state, s.judgement) for n, s in servers.items()},
+        targets={
+            n: target_status(s.state, s.judgement, (tasks or {}).get(n))
+            for n, s in servers.items()
+        },
         results=all_rule_results(servers, tracker, {} if memo is None else memo),
         advice=tuple(a for a in advice if a.target in servers),
         plans={n: s.plan for n, s in servers.items() if s.plan is not None},

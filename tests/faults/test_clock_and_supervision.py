@@ -105,5 +105,10 @@ def test_an_exception_in_one_targets_log_is_logged_with_its_name_and_scraping_go
     said = daemon.wait_for(lambda d: [line for line in d.logs().splitlines()
                                       if "target gpu-1: its scrape failed" in line])  # fmt: skip
     assert "(1 in a row, 1 in all)" in said[0]
+    # /targets says so beside the target, with the error, until a scrape of it works again
+    shown = daemon.wait_for(lambda d: [
+        t for t in d.get("/targets").json()["data"] if t["task_failures_total"] >= 1
+    ])  # fmt: skip
+    assert [t["name"] for t in shown] == ["gpu-1"] and "Error" in (shown[0]["task_error"] or "")
     after = scrapes()
     daemon.wait_for(lambda _d: all(scrapes()[n] >= after[n] + 3 for n in after))

@@ -21,7 +21,13 @@ from sglang_tuner.judge import hold_for, keep_firing_for
 from sglang_tuner.model.advice import AlertState
 from sglang_tuner.model.scrape import QueryStatus
 from sglang_tuner.model.secrets import redact_userinfo
-from sglang_tuner.publish import ResultsMemo, Reviewed, active_advice, build_evaluation
+from sglang_tuner.publish import (
+    ResultsMemo,
+    Reviewed,
+    TaskHealth,
+    active_advice,
+    build_evaluation,
+)
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState
 
@@ -80,9 +86,10 @@ class Outputs:
         rule_failures: Mapping[str, int],
         now: float,
         queries: Sequence[QueryStatus] = (),
+        tasks: Mapping[str, TaskHealth] | None = None,
     ) -> Evaluation:
         """Advance alert state, notify Alertmanager, and publish a new evaluation (`queries`:
-        the Prometheus source's, in that mode)."""
+        the Prometheus source's, in that mode; `tasks`: the scrape tasks that ever failed)."""
         changes = self.tracker.update(active_advice(servers, now), now)
         self._record(changes, now)
         self._notify(now)
@@ -93,7 +100,7 @@ class Outputs:
             servers, self.tracker,
             rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
             count=self.publications, now=now, queries=tuple(queries), shard=shard,
-            memo=self._results,
+            memo=self._results, tasks=tasks,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation

@@ -251,7 +251,8 @@ class Tuner:
             if refresh or server.judgement is None:
                 server.review(now)
         queries = self.fleet.queries if self.fleet is not None else ()
-        self.outputs.publish(servers, self.watch.rule_failures, now, queries)
+        tasks = self._scrapers.failures()
+        self.outputs.publish(servers, self.watch.rule_failures, now, queries, tasks)
 
     # -- persistence -----------------------------------------------------------------------
     async def persist_job(self) -> None:
