@@ -60,6 +60,9 @@ def fleet() -> Iterator[SimFleet]:
 def _advice(daemon: DaemonProcess) -> set[Advice]:
     """(target, rule, flag, current, suggested) of every pending or firing advice."""
     rows = daemon.get("/advice").json()["data"]
+    # a hint conditioned on a profile the traffic only suggests ("if this serves users
+    # online: ...") is no advice on how the server runs as it is: set aside
+    rows = [a for a in rows if not a["action"]["text"].startswith("if this ")]
     return {
         (
             a["target"],
@@ -139,13 +142,21 @@ def test_direct_scrapes_and_prometheus_give_the_same_advice_and_one_alert_each(
             process.stop()
     advised = _scenarios(advice, hosts)
     assert advised >= ADVISED
-    assert "healthy" not in advised, sorted(a for a in advice if _scenarios({a}, hosts) == {"healthy"})
+    healthy = sorted(a for a in advice if _scenarios({a}, hosts) >= {"healthy"})
+    assert "healthy" not in advised, healthy
     # both daemons posted every alert; Alertmanager holds one of each (the same labels)
     assert all(
         re.search(r"sglang_tuner_alertmanager_alerts_sent_total\{.*\} [1-9]", m) for m in sent
     )
-    keys = [(a["labels"]["alertname"], a["labels"]["target"]) for a in alerts]
-    assert len(keys) == len(set(keys))
+    # ...but for a severity graded on each daemon's own prediction: where the predicted gain
+    # sits at the warning line (5 %), one window reads a warning, the other a hint
+    seen: dict[tuple[str, str], set[str]] = {}
+    for a in alerts:
+        labels = a["labels"]
+        seen.setdefault((labels["alertname"], labels["target"]), set()).add(labels["severity"])
+    twice = {key: severities for key, severities in seen.items() if len(severities) > 1}
+    assert all(severities == {"info", "warning"} for severities in twice.values()), twice
+    assert len(alerts) == len(seen) + len(twice)
     assert {frozenset(a["labels"]) for a in alerts} == {
         frozenset({"alertname", "target", "rule", "severity"})
     }

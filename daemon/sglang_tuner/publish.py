@@ -194,8 +194,7 @@ def build_evaluation(
     return Evaluation(
         ts=now,
         targets={
-            n: target_status(s.state, s.judgement, (tasks or {}).get(n))
-            for n, s in servers.items()
+            n: target_status(s.state, s.judgement, (tasks or {}).get(n)) for n, s in servers.items()
         },
         results=all_rule_results(servers, tracker, {} if memo is None else memo),
         advice=tuple(a for a in advice if a.target in servers),
