@@ -5,7 +5,7 @@ from argparse import Namespace
 from sglang_tuner.cli.check import log_settings
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.log_samples import log_samples
 
 SETTINGS = log_settings(Namespace(interval=None, window=300.0))
 

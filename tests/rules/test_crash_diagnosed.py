@@ -13,7 +13,7 @@ from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.next_change import Step
 from sglang_tuner.rule import apply_rule
 from sglang_tuner.rules.crashes import CRASH_DIAGNOSED
-from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.log_samples import log_samples
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "logs"
 SETTINGS = log_settings(Namespace(interval=None, window=300.0))

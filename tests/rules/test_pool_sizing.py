@@ -10,7 +10,7 @@ from sglang_tuner.model.advice import Advice, Finding, NoData, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules.pool_sizing import KV_POOL_SIZING
-from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.log_samples import log_samples
 
 SETTINGS = log_settings(Namespace(interval=None, window=300.0))
 P = "[2025-06-01 10:00:{:02d} TP0] "

@@ -38,8 +38,8 @@ from sglang_tuner.model.scrape import NOT_SGLANG_REASONS, UNREACHABLE_REASONS
 from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules import ALL_RULES
-from sglang_tuner.sources.log.history import LogHistory, LogSample
-from sglang_tuner.sources.prometheus.history import History
+from sglang_tuner.sources.log.log_samples import LogHistory, LogSample
+from sglang_tuner.sources.prometheus.range_history import History
 
 # SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
 # of the server's base URL. Anything before them is the base (it may be a proxy's path prefix).

@@ -27,7 +27,7 @@ from sglang_tuner.loop.fleet import Fleet
 from sglang_tuner.model.advice import Advice
 from sglang_tuner.publish import active_advice
 from sglang_tuner.rule import Rule
-from sglang_tuner.sources.prometheus.history import History
+from sglang_tuner.sources.prometheus.range_history import History
 from sglang_tuner.sources.prometheus.source import FleetRound
 from sglang_tuner.watch import Watch
 

@@ -12,7 +12,7 @@ from sglang_tuner.evaluation import Evaluation
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.sources.log.history import LogSample
+from sglang_tuner.sources.log.log_samples import LogSample
 
 Progress = Callable[[int, float], None]  # lines read so far, log seconds covered
 

@@ -42,7 +42,7 @@ from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rule import Rule
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.sources.gateway import GatewaySource, GatewayWorkerSource
-from sglang_tuner.sources.prometheus.history import History
+from sglang_tuner.sources.prometheus.range_history import History
 from sglang_tuner.sources.target import TargetSource
 from sglang_tuner.store.database import Store
 from sglang_tuner.target_state import TargetState

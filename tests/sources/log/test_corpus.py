@@ -15,7 +15,7 @@ import yaml
 from sglang_tuner.cli.check import log_settings
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.log_samples import log_samples
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs" / "corpus"
 ENTRIES = yaml.safe_load((CORPUS / "index.yaml").read_text())

@@ -8,8 +8,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pytest
-from sglang_tuner.sources.log.history import log_samples
 from sglang_tuner.sources.log.lines import LogCounts, line_seconds, scan_lines
+from sglang_tuner.sources.log.log_samples import log_samples
 from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, unwrap
 
 LINE = (

@@ -20,7 +20,6 @@ from sglang_tuner.model.scrape import QueryStatus, ScrapeResult
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.prometheus.api import Answer, PrometheusClient
-from sglang_tuner.sources.prometheus.history import History, columns_of, history_steps
 from sglang_tuner.sources.prometheus.promql import (
     LATENCY_QUERIES,
     UP,
@@ -29,6 +28,7 @@ from sglang_tuner.sources.prometheus.promql import (
     build_queries,
     part_name,
 )
+from sglang_tuner.sources.prometheus.range_history import History, columns_of, history_steps
 from sglang_tuner.sources.prometheus.targets import FleetTargets, Parts
 
 logger = logging.getLogger(__name__)

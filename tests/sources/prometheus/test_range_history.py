@@ -6,8 +6,8 @@ from array import array
 
 from sglang_tuner.config.settings import PrometheusSettings, ShardSettings
 from sglang_tuner.model import signals as s
-from sglang_tuner.sources.prometheus.history import History, history_steps
 from sglang_tuner.sources.prometheus.promql import UP
+from sglang_tuner.sources.prometheus.range_history import History, history_steps
 from sglang_tuner.sources.prometheus.source import PrometheusSource
 
 from tests.prometheus_process import FakeQueryAPI, matrix, serve_api

@@ -1,7 +1,7 @@
 """A whole log read as history: samples at the log's own times, gaps skipped, untimed logs."""
 
 from sglang_tuner.model import signals as s
-from sglang_tuner.sources.log.history import log_samples
+from sglang_tuner.sources.log.log_samples import log_samples
 
 DECODE = (
     "{p}Decode batch, #running-req: {n}, #token: 9000, token usage: 0.40, cuda graph: True, "
@@ -81,7 +81,7 @@ def test_log_history_dates_time_only_stamps_from_the_logs_other_dates():
 
 
 def test_log_history_dates_time_only_stamps_from_the_end_it_is_given():
-    from sglang_tuner.sources.log.history import LogHistory
+    from sglang_tuner.sources.log.log_samples import LogHistory
 
     lines = [DECODE.format(p=f"[15:54:{t:02d} TP0] ", n=1, q=0) for t in range(0, 20)]
     end = DAY + 15 * 3600 + 55 * 60  # the file was last written at 15:55 that day
@@ -97,7 +97,7 @@ def test_log_history_dates_time_only_stamps_from_the_end_it_is_given():
 
 
 def test_log_history_without_time_ends_at_the_given_end_and_says_so_once():
-    from sglang_tuner.sources.log.history import LogHistory
+    from sglang_tuner.sources.log.log_samples import LogHistory
 
     lines = [DECODE.format(p="", n=i, q=2) for i in range(12)]
     history = LogHistory(lines, 5.0, DAY, None, "the time it was read")
@@ -109,7 +109,7 @@ def test_log_history_without_time_ends_at_the_given_end_and_says_so_once():
 
 
 def test_log_history_journal_short_stamps_take_the_ends_year():
-    from sglang_tuner.sources.log.history import LogHistory
+    from sglang_tuner.sources.log.log_samples import LogHistory
 
     lines = [
         f"Jan 01 00:00:{t:02d} gpu-1 python3[7]: " + DECODE.format(p="", n=1, q=0)
