@@ -16,7 +16,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 # Kubernetes bundle in dist/ names it.
 IMAGE ?= ghcr.io/sglang-tuner/sglang-tuner
 
-.PHONY: demo test bench lint generate system-deps container-deps container-test release release-k8s clean actionlint
+.PHONY: system-deps-install demo test bench lint generate system-deps container-deps container-test release release-k8s clean actionlint
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,8 @@ $(DEMO_STAMP): pyproject.toml setup.py $(shell find daemon -name '*.py' -not -pa
 	$(DEMO_VENV)/bin/pip install --quiet .
 	touch $(DEMO_STAMP)
 
-# Debian packages some targets use: installed only when you say so. `apt_ask` names them and
-# asks on a terminal (YES=1 answers yes); elsewhere, or not root, it prints the command to run
+# Debian packages some targets use. `apt_ask` names them and asks on a terminal (YES=1 answers
+# yes; `make test` says yes for its own two); elsewhere, or not root, it prints the command to run
 # and goes on without them (their tests skip, saying why).
 YES ?=
 define apt_ask
@@ -49,9 +49,13 @@ define apt_ask
 endef
 
 # Prometheus, promtool and Alertmanager come from Debian; the integration tests use them.
+# `make test` sets itself up: as root it installs these two (saying so), as the suite needs them.
 system-deps:
 	@if command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then :; \
-	else $(call apt_ask,prometheus prometheus-alertmanager,the Prometheus and Alertmanager tests); fi
+	else $(MAKE) --no-print-directory YES=1 system-deps-install; fi
+
+system-deps-install:
+	@$(call apt_ask,prometheus prometheus-alertmanager,the Prometheus and Alertmanager tests)
 
 # The container test builds the image from Debian's packages (no registry needed) and runs it.
 container-deps:

@@ -367,8 +367,9 @@ def test_grafana_datasource_has_a_fixed_name_and_no_uid_in_dashboards():
 
 
 def test_make_installs_no_system_package_without_being_told(tmp_path: Path):
-    """`make release` / `container-test` / `test` name the Debian packages they miss and the
-    command that installs them; nothing is apt-installed without a yes (root or not)."""
+    """Where apt-get cannot run, `make release` / `container-test` / `test` name the Debian
+    packages they miss and the command that installs them. (As root, `make test` installs its
+    two, saying so; `release` and `container-test` only with a yes.)"""
     make = shutil.which("make")
     if make is None:
         pytest.skip("make not installed")
