@@ -15,15 +15,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from sglang_tuner.model.crash_report import CrashReport
-from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.drain import Drain
-from sglang_tuner.sources.log.follow import (
-    crash_reports,
-    launch_config,
-    to_signals,
-)
-from sglang_tuner.sources.log.lines import LogScanner
+from sglang_tuner.sources.log.follow import ScannedLog
 
 logger = logging.getLogger(__name__)
 
@@ -32,27 +25,13 @@ BACKOFF_MAX_SECONDS = 60.0
 STEADY_SECONDS = 60.0  # a command that ran this long starts its next back-off from the start
 
 
-class PipeFollower:
+class PipeFollower(ScannedLog):
     """Follows an open pipe, drained by a thread; `poll` gives the signals of the lines since
     the previous poll ({} when nothing arrived)."""
 
     def __init__(self, fd: int | None = None, name: str = "standard input") -> None:
+        super().__init__()
         self._drain = None if fd is None else Drain(lambda: os.dup(fd), name)
-        self._scanner = LogScanner()
-        self._last_poll: float | None = None
-        self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
-        self.crashes: tuple[CrashReport, ...] = ()  # the crashes the latest poll read
-
-    def poll(self, now: float) -> dict[str, float]:
-        """Signals for the lines that arrived since the last poll."""
-        self._scanner.feed(self._read_lines())
-        self._scanner.crash.flush_stale()
-        counts = self._scanner.take()
-        self.launched = launch_config(counts) or self.launched
-        self.crashes = crash_reports(counts, now)
-        seconds = None if self._last_poll is None else now - self._last_poll
-        self._last_poll = now
-        return to_signals(counts, seconds)
 
     @property
     def eof(self) -> bool:

@@ -1,7 +1,8 @@
 """Follow an SGLang log file like `tail -F` and turn its lines into signals (reference §9).
 
 Parsing is pure and lives in `lines.py` (lines) and `crash.py` (crash kinds); this module only
-handles the file and maps counts to signals.
+handles the file and maps counts to signals. Its `ScannedLog` is the one poll (lines -> scanner
+-> signals) that a file and a pipe (`command.py`) share.
 """
 
 import os
@@ -20,6 +21,7 @@ from sglang_tuner.sources.server_info import parse_server_info
 __all__ = [
     "LogCounts",
     "LogFollower",
+    "ScannedLog",
     "crash_reports",
     "last_startup_lines",
     "load_signals",
@@ -140,27 +142,22 @@ def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]])
         found[mark] = (offset + start, data[start : end if end >= 0 else len(data)])
 
 
-class LogFollower:
-    """Follows one log file across rotation and truncation, like `tail -F`; a named pipe is
-    drained by a thread instead (opening one waits for its writer, and a pipe read once per
-    scrape holds its writer up). A line longer than MAX_LINE_BYTES is cut there and counted."""
+class ScannedLog:
+    """A log read a poll at a time, whichever way its lines arrive (a file here, a pipe in
+    `command.py`): each poll's lines go through one scanner and come out as signals. A subclass
+    says how to read the lines that arrived since the last poll (`_read_lines`)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._file: BinaryIO | None = None
-        self._inode: int | None = None
-        self._cutter = LineCutter()  # holds an incomplete last line
-        self._fifo: Drain | None = None  # the path is a named pipe
+    def __init__(self) -> None:
         self._scanner = LogScanner()  # startup facts and an unfinished crash persist across polls
         self._last_poll: float | None = None
         self.launched: ServerConfig | None = None  # the latest process's flags (launch line)
         self.crashes: tuple[CrashReport, ...] = ()  # the crashes the latest poll read
 
     def poll(self, now: float) -> dict[str, float]:
-        """Signals for the lines appended since the last poll; {} while the file does not exist
-        (the crashes they held, said in words: `crashes`)."""
+        """Signals for the lines that arrived since the last poll; {} while there is no log to
+        read (the crashes they held, said in words: `crashes`)."""
         self.crashes = ()
-        lines = self._read_new_lines()
+        lines = self._read_lines()
         if lines is None:
             return {}
         self._scanner.feed(lines)
@@ -172,6 +169,25 @@ class LogFollower:
         seconds = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
         return to_signals(counts, seconds)
+
+    def _read_lines(self) -> list[str] | None:
+        """The complete lines that arrived since the last poll; None while there is no log."""
+        raise NotImplementedError
+
+
+class LogFollower(ScannedLog):
+    """Follows one log file across rotation and truncation, like `tail -F`; a named pipe is
+    drained by a thread instead (opening one waits for its writer, and a pipe read once per
+    scrape holds its writer up). A line longer than MAX_LINE_BYTES is cut there and counted.
+    `poll` gives {} while the file does not exist."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self._file: BinaryIO | None = None
+        self._inode: int | None = None
+        self._cutter = LineCutter()  # holds an incomplete last line
+        self._fifo: Drain | None = None  # the path is a named pipe
 
     @property
     def lines_cut(self) -> int:
@@ -187,7 +203,7 @@ class LogFollower:
             self._file.close()
             self._file = None
 
-    def _read_new_lines(self) -> list[str] | None:
+    def _read_lines(self) -> list[str] | None:
         """New complete lines, handling first open, rotation and truncation."""
         if self._file is None and self._fifo is None and not self._open(initial=True):
             return None
