@@ -37,13 +37,13 @@ from sglang_tuner.rule import (
     with_note,
 )
 from sglang_tuner.rules.oom import default_chunked_prefill
+from sglang_tuner.rules.sglang.defaults import LARGEST_DEFAULT_CHUNK, SMALLEST_DEFAULT_CHUNK
 from sglang_tuner.rules.sglang.flags import has_flag
 
 SOURCE = "Troubleshooting / High Latency"
 ONLINE = ("online",)
 # The guide gives no latency numbers: the targets marked "ours" are our defaults, overridable
 # per rule (rules.<id>.thresholds).
-SMALLEST_DEFAULT_CHUNK = 2048  # SGLang's default --chunked-prefill-size on small GPUs
 # ITL p50 is read off SGLang's histogram, whose buckets are 5 ms wide around 30 ms (25, 30,
 # 35, 40): a batch sized at exactly the target reads back anywhere in the bucket above it, and
 # the rule fires again for a few milliseconds. The cap is sized 10 % under the target.
@@ -280,7 +280,7 @@ LONG_PROMPTS_DOMINATE_TTFT = Rule(
     thresholds={
         "ttft_p50_max_seconds": 1.0,
         "prefill_share_of_ttft": 0.5,
-        "chunked_prefill_max": 16384.0,
+        "chunked_prefill_max": float(LARGEST_DEFAULT_CHUNK),
     },
     profile_thresholds={"long_context": {"ttft_p50_max_seconds": 5.0}},
     provenance={

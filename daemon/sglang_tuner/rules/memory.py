@@ -39,11 +39,17 @@ from sglang_tuner.rule import (
 )
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
+from sglang_tuner.rules.sglang.mem_fraction import (
+    GIB,
+    MIN_ACTIVATION_TOKENS,
+    RESERVE_BASE_MIB,
+    RESERVE_MIB_PER_ACTIVATION_TOKEN,
+    RESERVE_MIB_PER_RANK,
+)
 
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
 OOM_SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 AVAILABLE_TARGET_GB = 6.5  # the middle of the guide's 5-8 GB "good" band
-SGLANG_MIN_ACTIVATION_TOKENS = 2048  # memory_hook.py: activation_tokens = max(chunk, 2048)
 _NO_STARTUP_MEM = (
     "startup available_gpu_mem is unknown: needs SGLang >= 0.5.11 metrics, "
     ">= 0.5.17 /server_info, the target's log_file, or its dcgm_url"
@@ -139,7 +145,7 @@ def _free_floor(inp: RuleInput) -> tuple[float, str]:
     chunk = config.chunked_prefill_size if config is not None else None
     if chunk and chunk > 0:
         own = th["sglang_reserve_base_gb"] + th["sglang_reserve_gb_per_chunk_token"] * max(
-            chunk, SGLANG_MIN_ACTIVATION_TOKENS
+            chunk, MIN_ACTIVATION_TOKENS
         )
         if own < guide:
             return own + extra, (
@@ -210,9 +216,9 @@ MEM_FRACTION_TOO_HIGH = Rule(
     signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, *GPU_OOM_SIGNALS),
     thresholds={
         "available_gpu_mem_too_low_gb": 5.0,
-        "reserve_gb_per_rank": 0.125,
-        "sglang_reserve_base_gb": 0.5,
-        "sglang_reserve_gb_per_chunk_token": 1.5 / 1024,
+        "reserve_gb_per_rank": RESERVE_MIB_PER_RANK / GIB,
+        "sglang_reserve_base_gb": RESERVE_BASE_MIB / GIB,
+        "sglang_reserve_gb_per_chunk_token": RESERVE_MIB_PER_ACTIVATION_TOKEN / GIB,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
         "oom_restarts": 1.0,
         "mem_fraction_step_1": 0.8,

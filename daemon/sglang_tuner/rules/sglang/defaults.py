@@ -49,6 +49,9 @@ _TIERS: tuple[tuple[str, tuple[Tier, ...]], ...] = (
 # 16384, not 8192 (`elif self.disaggregation_mode != "null"`); 0.4.8 dropped the branch.
 PD_CHUNK_SPAN = ("0.4.7", "0.4.8")
 PD_CHUNK = 16384
+# The smallest and the largest `--chunked-prefill-size` SGLang picks itself, over every release.
+SMALLEST_DEFAULT_CHUNK = min(t.chunked_prefill_size for _, tiers in _TIERS for t in tiers)
+LARGEST_DEFAULT_CHUNK = max(t.chunked_prefill_size for _, tiers in _TIERS for t in tiers)
 # Before 0.5.3 `cuda_graph_runner.get_batch_sizes_to_capture` built the list itself, up to 160
 # and longer on big GPUs: (above GB, sizes added). 0.4.6 adds them only with dp_size 1.
 RUNNER_BASE = (1, 2, 4, 8, *range(16, 161, 8))

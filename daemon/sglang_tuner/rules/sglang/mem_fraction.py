@@ -21,6 +21,12 @@ _TIER_RESERVE: tuple[tuple[float, float, float], ...] = (
 )  # fmt: skip
 # 0.4.6: fraction by tp size on GPUs up to 80 GB; (gpu - 13 GiB) / gpu above.
 _BY_TP_046: tuple[tuple[int, float], ...] = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+# 0.5.3+ reserve terms, MiB: constant metadata, activations per token of the larger of the
+# chunked prefill size and MIN_ACTIVATION_TOKENS, communication buffers per tp x pp rank.
+RESERVE_BASE_MIB = 512.0
+RESERVE_MIB_PER_ACTIVATION_TOKEN = 1.5
+MIN_ACTIVATION_TOKENS = 2048
+RESERVE_MIB_PER_RANK = 128.0
 PREFILL_GRAPH_RESERVE_SINCE = "0.5.8"  # piecewise graphs reserve len(tokens) x 8 MiB
 PREFILL_GRAPH_DEFAULT_ON = "0.5.10"  # on by default; MLA models reserve 1.5 GiB instead
 
@@ -67,7 +73,9 @@ def _reserved_mib(config: ServerConfig, gpu_memory_gb: float, mla: bool) -> floa
         return None
     chunked *= width  # reported after the DP-attention split; the formula ran before it
     tokens = chunked if chunked > 0 else (config.max_prefill_tokens or 16384)
-    reserved = 512 + max(tokens, 2048) * 1.5 + (config.tp_size or 1) * (config.pp_size or 1) * 128
+    activations = max(tokens, MIN_ACTIVATION_TOKENS) * RESERVE_MIB_PER_ACTIVATION_TOKEN
+    ranks = (config.tp_size or 1) * (config.pp_size or 1)
+    reserved = RESERVE_BASE_MIB + activations + ranks * RESERVE_MIB_PER_RANK
     if not (config.disable_cuda_graph and in_span(config.version, "0.5.15")):
         reserved += max_bs * 2
     if width > 1:
