@@ -79,3 +79,9 @@ def test_check_log_without_timestamps_judges_by_line_order_never_1970(tmp_path, 
     assert "evaluated 2025-08-11T17:21:40Z" in captured.out  # the file's modification time
     assert captured.err.count("no timestamps: judged by line order") == 1
     assert "retractions_frequent" in captured.out
+
+
+def test_check_log_takes_an_interval_below_the_scrape_timeout(tmp_path, capsys):
+    log = _log(tmp_path, [RETRACT.format(s=3, n=1), RETRACT.format(s=9, n=2)])
+    assert main(["check", "--log", log, "--interval", "1"]) == 0
+    assert "retractions_frequent" in capsys.readouterr().out

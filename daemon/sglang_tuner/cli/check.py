@@ -57,23 +57,35 @@ def server_url(text: str) -> tuple[str, str | None]:
     return base, (None if base == text.rstrip("/") else f"{text} -> watching the server {base}")
 
 
+def judged_at_once(step: float, overrides: Mapping[str, object]) -> Settings:
+    """A `check`'s settings: a sample every `step` (a scrape gets 80 % of it, 3 s at most),
+    judged every step, advice firing and clearing without a hold (the window's verdict);
+    `overrides` give the window and what else differs."""
+    return load_settings(
+        None,
+        {
+            "scrape_interval_seconds": step,
+            "scrape_timeout_seconds": min(3.0, step * 0.8),
+            "evaluation_interval_seconds": step,
+            "hold_for_seconds": 0.0,
+            "keep_firing_for_seconds": 0.0,
+            **overrides,
+        },
+    )
+
+
 def check_settings(args: argparse.Namespace) -> Settings:
     """Settings for a short watch: the whole watch is the window, advice fires without a hold."""
     interval = max(0.2, args.interval or 2.0)
     targets = [
         {"url": u, "profile": args.profile, "api_key_env": args.api_key_env} for u in args.urls
     ]
-    return load_settings(
-        None,
+    return judged_at_once(
+        interval,
         {
             "targets": targets,
-            "scrape_interval_seconds": interval,
-            "scrape_timeout_seconds": min(3.0, interval * 0.8),
-            "evaluation_interval_seconds": interval,
             "window_seconds": max(args.duration, interval * 3),
             "min_samples": max(3, min(12, int(args.duration / interval / 2))),
-            "hold_for_seconds": 0.0,
-            "keep_firing_for_seconds": 0.0,
             "server_info_interval_seconds": max(args.duration, 30.0),
         },
     )
@@ -219,17 +231,14 @@ def report_text(
 def log_settings(args: argparse.Namespace) -> Settings:
     """Settings for a replay: the window ends at the log's end, advice fires without a hold."""
     interval = max(0.5, args.interval or 5.0)
-    return load_settings(
-        None,
+    return judged_at_once(
+        interval,
         {
-            "scrape_interval_seconds": interval,
             # judged once a window of log time (and at the end): with no hold, only the
             # judgement at the log's end decides what fires; crashes and flags are kept anyway
             "evaluation_interval_seconds": max(interval, args.window),
             "window_seconds": max(args.window, interval * 3),
             "min_samples": 1,
-            "hold_for_seconds": 0.0,
-            "keep_firing_for_seconds": 0.0,
         },
     )
 
@@ -361,18 +370,7 @@ def history_settings(args: argparse.Namespace, since: float) -> Settings:
         "backfill": False, "forget_after_seconds": since + step,
         "server_url_template": args.server_url_template or None,
     } | _prometheus_access(args)  # fmt: skip
-    return load_settings(
-        None,
-        {
-            "prometheus": prometheus,
-            "scrape_interval_seconds": step,
-            "scrape_timeout_seconds": min(3.0, step * 0.8),
-            "evaluation_interval_seconds": step,
-            "window_seconds": since,
-            "hold_for_seconds": 0.0,
-            "keep_firing_for_seconds": 0.0,
-        },
-    )
+    return judged_at_once(step, {"prometheus": prometheus, "window_seconds": since})
 
 
 def _prometheus_access(args: argparse.Namespace) -> dict[str, object]:
