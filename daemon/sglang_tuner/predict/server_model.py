@@ -53,6 +53,7 @@ SPREAD, FLOOR = 0.3, 0.02
 _FIT_MIN_POINTS, _FIT_MIN_SPREAD = 4, 0.2  # batch range >= 20 % of its mean to fit a slope
 _CALIBRATION = (0.5, 3.0)  # the physics' decode step may be off by this much, no more
 _BINDING_USAGE = 0.7  # the pool binds admission from here (SGLang reserves room for outputs)
+PRICED_CHUNK = 4096  # prefill is priced per token at the physics' time for a chunk this long
 
 
 def objective(profile: str) -> str:
@@ -69,6 +70,11 @@ def severity_for(prediction: Prediction, unknown: Severity | None = None) -> Sev
 
 def no_prediction(profile: str, why: str) -> Prediction:
     return Prediction(objective(profile), None, basis=why)
+
+
+def _unchanged(inp: RuleInput, why: str) -> Prediction:
+    """The objective as today (within the floor): the change moves nothing the model sees."""
+    return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
 
 
 # -- the server's specs ----------------------------------------------------------------------
@@ -254,7 +260,7 @@ class ServerModel:
             return batch * (self.obs.step - self.obs.itl) / self.obs.batch
         if self.physics is None or self.obs.prefill_per_output <= 0:
             return 0.0
-        chunk = 4096
+        chunk = PRICED_CHUNK
         per_token = self.physics.prefill_seconds(chunk) / chunk
         return batch * self.obs.prefill_per_output * per_token
 
@@ -416,6 +422,13 @@ def admitted(obs: Observed, cap: int | None, wanted: float) -> float:
     return min(batch, cap) if cap else batch
 
 
+def _batch_at_usage(inp: RuleInput, obs: Observed, target_usage: float) -> float:
+    """The per-rank batch once admission fills the pool to `target_usage` (the KV per request
+    as observed), within the server's running cap."""
+    wanted = obs.batch * target_usage / obs.usage
+    return admitted(obs, max_running_per_rank(inp.config), wanted)
+
+
 def pool_binds(inp: RuleInput, obs: Observed) -> str:
     """Why the KV pool binds the batch ('' when it does not: then a larger pool sits empty)."""
     cap = max_running_per_rank(inp.config)
@@ -455,7 +468,7 @@ def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
     if not binds:
         why = f"the KV pool does not bind the batch (queue p50 {obs.queue:.0f} per rank, "
         why += f"token usage p50 {obs.usage:.2f}): a larger pool would sit empty"
-        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
+        return _unchanged(inp, why)
     wanted = obs.batch * usage_in(obs, new_pool) / obs.usage * new_pool / pool
     batch = admitted(obs, max_running_per_rank(config), wanted)
     why = f"{binds}; pool {pool:,.0f} -> {new_pool:,.0f} tokens, batch -> {batch:.0f}"
@@ -470,8 +483,8 @@ def predict_admission(inp: RuleInput, target_usage: float) -> Prediction:
     obs = model.obs
     if obs.queue <= 0 or obs.usage <= 0 or obs.usage >= target_usage:
         why = f"nothing to admit (queue p50 {obs.queue:.0f}, token usage p50 {obs.usage:.2f})"
-        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
-    batch = admitted(obs, max_running_per_rank(inp.config), obs.batch * target_usage / obs.usage)
+        return _unchanged(inp, why)
+    batch = _batch_at_usage(inp, obs, target_usage)
     why = (
         f"token usage p50 {obs.usage:.2f} -> {target_usage:g} with {obs.queue:.0f} waiting: "
         f"batch {obs.batch:.0f} -> {batch:.0f} per rank"
@@ -625,7 +638,7 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
     kv = b * obs.kv_per_request
     k = model.scale()
     decode = k * single.decode_seconds(b, kv, cuda_graph=model.uses_graph(b))
-    chunk = 4096
+    chunk = PRICED_CHUNK
     prefill = b * obs.prefill_per_output * single.prefill_seconds(chunk) / chunk
     if model.split_by_itl:  # the observed prefill share, scaled by the per-GPU compute
         tp_prefill = physics.prefill_seconds(chunk) / chunk
@@ -657,8 +670,8 @@ def predict_fewer_overcommits(inp: RuleInput, target_usage: float) -> Prediction
             f"token usage p50 {obs.usage:.2f} already at {target_usage:g}: the retractions "
             "cost their recomputation only, which a steadier admission does not give back"
         )
-        return Prediction(objective(inp.profile), 0.0, -FLOOR, FLOOR, why)
-    batch = admitted(obs, max_running_per_rank(inp.config), obs.batch * target_usage / obs.usage)
+        return _unchanged(inp, why)
+    batch = _batch_at_usage(inp, obs, target_usage)
     why = (
         f"retracting at token usage p50 {obs.usage:.2f}: a steadier admission keeps the pool "
         f"near {target_usage:g}, batch {obs.batch:.0f} -> {batch:.0f} per rank"
