@@ -181,3 +181,10 @@ def test_log_scanner_feed_takes_the_wrapping_off_first():
     scanner = LogScanner()
     scanner.feed(wrapped)
     assert scanner.take().retracted_reqs == 3
+
+
+def test_a_speculative_decode_line_without_graph_replay_is_no_batch_outside_the_graphs():
+    plain = "[2025-12-04 20:35:53 TP0] Decode batch. #running-req: 48, #token: 3894, token usage: 0.01, cuda graph: False, gen throughput (token/s): 5452.63, #queue-req: 0, "  # noqa: E501
+    speculative = plain.replace("cuda graph", "accept len: 1.00, accept rate: 0.11, cuda graph")
+    counts = scan_lines([plain, speculative])
+    assert (counts.decode_lines, counts.decode_without_graph) == (1, 1)  # only the plain one

@@ -218,3 +218,22 @@ def test_a_real_log_in_every_wrapping_reads_as_the_plain_log(name, wrapper):
     assert [u.text for u in map(unwrap, wrapped, [year] * len(wrapped))] == plain
     times = [x.ts for x in log_samples(wrapped, 5.0)]
     assert times == [x.ts for x in log_samples(plain, 5.0)]
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    [
+        "2025-12-04 20:35:53 INFO 151972 [scheduler_metrics_mixin.py:287] Decode batch. "
+        "#running-req: 48",
+        "2025-12-04 20:35:53,120 - sglang.srt.managers.scheduler - INFO - Decode batch. "
+        "#running-req: 48",
+        "2025-12-04 20:35:53.120 INFO:sglang.srt.managers.scheduler:Decode batch. #running-req: 48",
+    ],
+)
+def test_unwrap_reads_python_loggings_layouts_around_sglangs_message(wrapped):
+    text, ts, _stream = unwrap(wrapped)
+    assert text == "[2025-12-04 20:35:53] Decode batch. #running-req: 48"
+    assert (
+        ts is not None
+        and abs(ts - datetime(2025, 12, 4, 20, 35, 53, tzinfo=timezone.utc).timestamp()) < 1
+    )

@@ -87,7 +87,7 @@ class LogCounts:
     """What a batch of log lines said: events since the last take, and the startup facts."""
 
     retracted_reqs: int = 0
-    decode_lines: int = 0  # Decode batch lines that state the graph flag
+    decode_lines: int = 0  # Decode batch lines that state the graph flag (not speculative ones)
     decode_without_graph: int = 0
     max_total_num_tokens: int | None = None  # from the last startup summary seen
     available_gpu_mem_gb: float | None = None
@@ -219,9 +219,14 @@ class LogScanner:
         crash = self.crash  # an unprefixed crash line after serving has no known time
         crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.DECODE_OOM, None
         at = line.find(" graph: ")  # "cuda graph: True" (a regex costs twice as much here)
+        # A speculative decode line ("accept len: ...") may run without graph replay at any
+        # batch (the draft/verify path, an adaptive threshold): no graph size explains it, so
+        # it is not counted as a batch outside the graphs.
         if at >= 0 and line[line.rfind(" ", 0, at) + 1 : at] in _GRAPH_LABELS:
-            self._decode_lines += 1
-            self._without_graph += line.startswith("F", at + 8)
+            without = line.startswith("F", at + 8)
+            if not (without and "accept len" in line):
+                self._decode_lines += 1
+                self._without_graph += without
         rank = _dp_rank(line)
         self._latest[f"{stream}/{rank}" if stream else rank] = line
 

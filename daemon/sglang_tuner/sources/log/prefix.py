@@ -36,6 +36,14 @@ _EPOCH_DAY = date(1970, 1, 1).toordinal()
 _SHORT_UNIX = re.compile(r"(\d{9,11})(?:\.(\d{1,9}))? ")
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,127}) {0,64}\|(?: |$)")
 _OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
+# Python logging's usual layouts around SGLang's message (a wrapper's or a custom logging config:
+# `%(asctime)s %(levelname)s %(process)d [%(filename)s:%(lineno)d] %(message)s`, `asctime -
+# name - LEVEL - message`, `asctime LEVEL:name:message`): the time kept, SGLang's message after.
+_PYLOG = re.compile(
+    r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))? (?:- )?(?:[\w.]{1,128} - )?"
+    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?: -|:[\w.]{1,128}:)? ?"
+    r"(?:\d{1,10} )?(?:\[[^\]\s]{1,256}\] )?(?=[^\[\s])"
+)
 _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
 _BRACKET_LOST = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
@@ -127,6 +135,10 @@ def _stamped(line: str) -> Unwrapped | None:
         return Unwrapped(rest, ts, "")
     if _BRACKET_LOST.match(line):
         return Unwrapped("[" + line, None, "")
+    if match := _PYLOG.match(line):
+        day, clock, fraction = match.groups()
+        rest = line[match.end() :]
+        return Unwrapped(f"[{day} {clock}] {rest}", _utc(day, clock, fraction), "")
     if (match := _SHORT_UNIX.match(line)) and (journal := _JOURNAL.match(line, match.end())):
         seconds, fraction = match.groups()
         ts = int(seconds) + (float("0." + fraction) if fraction else 0.0)
