@@ -42,7 +42,7 @@ from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
 from sglang_tuner.rules.cuda_graph import graph_flag
-from sglang_tuner.rules.oom import ONE_CRASH, crashes_in_window, lower_max_running
+from sglang_tuner.rules.oom import ONE_CRASH, crash_check, lower_max_running
 from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
@@ -103,18 +103,19 @@ def _lower_graph_bs(inp: RuleInput) -> Action:
     return with_expected(action, expected)
 
 
-def _check_capture_oom(inp: RuleInput) -> Outcome:
-    """Any out-of-memory while capturing CUDA graphs at startup, in the window."""
-    crashes = crashes_in_window(inp, CUDA_GRAPH_CAPTURE_OOM_EVENTS, _NO_LOG)
-    if not isinstance(crashes, tuple):
-        return crashes
-    count, present = crashes
+def _capture_oom(inp: RuleInput, count: float) -> tuple[str, Action]:
+    """Out-of-memory errors while capturing CUDA graphs at startup: fewer graphs."""
     evidence = f"{count:.0f} out-of-memory error(s) while capturing CUDA graphs at startup"
     # Sure from the value it crashed with; SGLang's default for this GPU is an assumption.
     sure = _crashed_value(inp, "cuda_graph_max_bs") is not None
     basis = evidence if sure else f"{evidence}; the value it crashed with is assumed"
     action = crash_fix(inp, _lower_graph_bs(inp), CUDA_GRAPH_CAPTURE_OOM_EVENTS, basis, sure)
-    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+    return evidence, action
+
+
+def _check_capture_oom(inp: RuleInput) -> Outcome:
+    """Any out-of-memory while capturing CUDA graphs at startup, in the window."""
+    return crash_check(inp, CUDA_GRAPH_CAPTURE_OOM_EVENTS, _NO_LOG, _capture_oom)
 
 
 CUDA_GRAPH_CAPTURE_OOM = Rule(
@@ -139,19 +140,20 @@ CUDA_GRAPH_CAPTURE_OOM = Rule(
 
 
 # -- SGLang's own pool ran out ----------------------------------------------------------------
-def _check_kv_pool(inp: RuleInput) -> Outcome:
-    """Any 'Prefill/Decode out of memory. Try to lower your batch size' (or the request-slot
-    spellings) in the window: the scheduler's KV or request pool was exhausted."""
-    crashes = crashes_in_window(inp, KV_POOL_EXHAUSTED_EVENTS, _NO_LOG)
-    if not isinstance(crashes, tuple):
-        return crashes
-    count, present = crashes
+def _kv_pool(inp: RuleInput, count: float) -> tuple[str, Action]:
+    """SGLang's own pool ran out: a smaller batch, never a smaller pool."""
     evidence = f"{count:.0f} crash(es): SGLang's KV or request pool ran out"
     action = lower_max_running(inp)
     sure = reported(action)  # else it may already be that low
     basis = f"{evidence}; fewer requests hold fewer KV tokens"
     action = crash_fix(inp, action, KV_POOL_EXHAUSTED_EVENTS, basis, sure)
-    return Finding(evidence, with_note(action, SHRINKS_THE_POOL), Confidence.HIGH, 1.0, present)
+    return evidence, with_note(action, SHRINKS_THE_POOL)
+
+
+def _check_kv_pool(inp: RuleInput) -> Outcome:
+    """Any 'Prefill/Decode out of memory. Try to lower your batch size' (or the request-slot
+    spellings) in the window: the scheduler's KV or request pool was exhausted."""
+    return crash_check(inp, KV_POOL_EXHAUSTED_EVENTS, _NO_LOG, _kv_pool)
 
 
 KV_POOL_EXHAUSTED = Rule(
@@ -193,18 +195,19 @@ def _report_it(_inp: RuleInput) -> Action:
     )
 
 
-def _check_allocator_bug(inp: RuleInput) -> Outcome:
-    """A leak check failed, or a pool OOM's own numbers show free tokens covering the request:
-    in the public threads these were allocator bugs (sgl-project/sglang#4602, #6888, #13125)."""
-    crashes = crashes_in_window(inp, ALLOCATOR_BUG_EVENTS, _NO_LOG, "bug_events")
-    if not isinstance(crashes, tuple):
-        return crashes
-    count, present = crashes
+def _allocator_bug(inp: RuleInput, count: float) -> tuple[str, Action]:
+    """The allocator failed with room to spare: report it, change no flag."""
     evidence = (
         f"{count:.0f} crash(es) where SGLang's allocator failed with room to spare: a leak check "
         "fired, or the free tokens it printed covered the request"
     )
-    return Finding(evidence, _report_it(inp), Confidence.HIGH, 1.0, present)
+    return evidence, _report_it(inp)
+
+
+def _check_allocator_bug(inp: RuleInput) -> Outcome:
+    """A leak check failed, or a pool OOM's own numbers show free tokens covering the request:
+    in the public threads these were allocator bugs (sgl-project/sglang#4602, #6888, #13125)."""
+    return crash_check(inp, ALLOCATOR_BUG_EVENTS, _NO_LOG, _allocator_bug, "bug_events")
 
 
 ALLOCATOR_BUG = Rule(
@@ -297,12 +300,8 @@ def _raise_for_the_pool(inp: RuleInput) -> Action:
     return with_expected(action, f"the server starts: {room} for weights and the KV pool")
 
 
-def _check_startup_memory(inp: RuleInput) -> Outcome:
-    """'Not enough memory. Please try to increase --mem-fraction-static' in the window."""
-    crashes = crashes_in_window(inp, STARTUP_NOT_ENOUGH_MEMORY_EVENTS, _NO_LOG)
-    if not isinstance(crashes, tuple):
-        return crashes
-    count, present = crashes
+def _startup_memory(inp: RuleInput, count: float) -> tuple[str, Action]:
+    """Too little memory left for the KV pool at startup: a higher fraction."""
     evidence = f"{count:.0f} failed start(s): 'Not enough memory' for the KV cache pool"
     required = inp.view.max(MEM_FRACTION_REQUIRED)
     # Sure where SGLang said which fraction the pool needs; a fixed step may still fall short.
@@ -311,7 +310,12 @@ def _check_startup_memory(inp: RuleInput) -> Outcome:
     else:
         sure, basis = False, f"{evidence}; a fixed step: SGLang did not say how much it needs"
     action = crash_fix(inp, _raise_for_the_pool(inp), STARTUP_NOT_ENOUGH_MEMORY_EVENTS, basis, sure)
-    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+    return evidence, action
+
+
+def _check_startup_memory(inp: RuleInput) -> Outcome:
+    """'Not enough memory. Please try to increase --mem-fraction-static' in the window."""
+    return crash_check(inp, STARTUP_NOT_ENOUGH_MEMORY_EVENTS, _NO_LOG, _startup_memory)
 
 
 STARTUP_NOT_ENOUGH_MEMORY = Rule(

@@ -136,21 +136,37 @@ def crashes_in_window(
     return (count, present) if count >= inp.thresholds[threshold] else Pass(0.0, present)
 
 
+# What a crash rule says of the crashes in its window: (evidence, the fix) from their count.
+CrashJudge = Callable[[RuleInput, float], tuple[str, Action]]
+
+
+def crash_check(
+    inp: RuleInput, signal: str, no_log: str, judge: CrashJudge, threshold: str = "oom_events"
+) -> Outcome:
+    """A crash rule's check: NoData or a Pass as `crashes_in_window` says, else a finding at
+    high confidence with the evidence and fix `judge` gives for the crashes counted."""
+    crashes = crashes_in_window(inp, signal, no_log, threshold)
+    if not isinstance(crashes, tuple):
+        return crashes
+    count, present = crashes
+    evidence, action = judge(inp, count)
+    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+
+
 def _check_events(
     inp: RuleInput, signal: str, phase: str, suggest: Callable[[RuleInput], Action]
 ) -> Outcome:
     """Fires on any OOM line of the phase in the window; one crash is enough evidence."""
-    crashes = crashes_in_window(inp, signal, _NO_OOM_LINES)
-    if not isinstance(crashes, tuple):
-        return crashes
-    events, present = crashes
-    evidence = f"{events:.0f} CUDA out-of-memory crash(es) during {phase} in the window"
-    action = suggest(inp)
-    # Sure only from a reported value: an assumed or unknown one may already be the suggestion.
-    sure = reported(action)
-    basis = evidence if sure else f"{evidence}; today's value unknown, it may already be as low"
-    action = crash_fix(inp, action, signal, basis, sure)
-    return Finding(evidence, action, Confidence.HIGH, 1.0, present)
+
+    def judge(inp: RuleInput, events: float) -> tuple[str, Action]:
+        evidence = f"{events:.0f} CUDA out-of-memory crash(es) during {phase} in the window"
+        action = suggest(inp)
+        # Sure only from a reported value: an assumed or unknown one may already be the suggestion.
+        sure = reported(action)
+        basis = evidence if sure else f"{evidence}; today's value unknown, it may already be as low"
+        return evidence, crash_fix(inp, action, signal, basis, sure)
+
+    return crash_check(inp, signal, _NO_OOM_LINES, judge)
 
 
 def _check_prefill_oom(inp: RuleInput) -> Outcome:
