@@ -303,3 +303,31 @@ def test_a_cap_that_gains_more_than_it_costs_is_planned_and_says_its_trade():
     # what it said it trades is kept with what was asked: its verdict is `traded`, not `hurt`
     asked = asked_of(plan, judgement)
     assert asked.stated == {"batch_too_large_for_latency": ("tok/s", "TTFT p99")}
+
+
+def test_no_memory_cut_while_the_pool_binds_not_even_as_a_graph_raises_companion():
+    from sglang_tuner.model.advice import Severity
+    from sglang_tuner.rules import RULES_BY_ID
+
+    def judged(rule_id: str, action: Action) -> Judgement:
+        finding = Finding("evidence", action, Confidence.HIGH, 0.9, 60)
+        return Judgement(RULES_BY_ID[rule_id], Health.OK, Severity.WARNING, finding)
+
+    cut = Action("--mem-fraction-static 0.85 -> 0.83", "--mem-fraction-static", "0.85", "0.83")
+    graphs = Action(
+        "--cuda-graph-max-bs 256 -> 272", "--cuda-graph-max-bs", "256", "272", companions=(cut,)
+    )
+    retracting = Action(
+        "--schedule-conservativeness 1 -> 1.3", "--schedule-conservativeness", "1", "1.3"
+    )
+    judgement = TargetJudgement(0.0, True, 60, (
+        judged("cuda_graph_not_covering", graphs), judged("retractions_frequent", retracting),
+    ))  # fmt: skip
+    plan = plan_target("t", judgement, FlagHistory(), ORDER)
+    assert plan.next is not None and plan.next.rule == "retractions_frequent"
+    (held,) = plan.held
+    assert held.rule == "cuda_graph_not_covering"
+    assert held.reason == (
+        "it lowers --mem-fraction-static (0.85 -> 0.83) while the KV pool binds this server "
+        "(retractions_frequent): a smaller pool retracts more"
+    )

@@ -76,6 +76,7 @@ def plan_target(
     its config (a flag or value its SGLang version lacks, or already defaults to, waits)."""
     findings = [j for j in judgement.judgements if j.finding is not None]
     findings.sort(key=lambda j: precedence(j, order))
+    binding = _pool_binds(findings)
     kept: list[Step] = []
     held: list[Held] = []
     for j in findings:
@@ -83,6 +84,7 @@ def plan_target(
         action = j.finding.action
         reason = (
             _costs_more_than_it_gains(action)
+            or _shrinks_a_binding_pool(j, action, binding)
             or _not_in_version(action, config)
             or _crashed_before(action, history)
             or _did_not_stop(j, changes, config)
@@ -96,6 +98,30 @@ def plan_target(
         else:
             kept.append(Step(j.rule.id, j.severity, action, j.rule.summary))
     return Plan(target, kept[0] if kept else None, tuple(kept[1:]), tuple(held))
+
+
+# Rules whose finding says the KV pool binds the server: requests retracted from a full pool.
+POOL_BINDS = ("retractions_frequent", "kv_cache_pressure", "kv_pool_exhausted")
+
+
+def _pool_binds(findings: Sequence[Judgement]) -> str:
+    """The rule whose finding says the KV pool binds this server ('' when none does)."""
+    return next((j.rule.id for j in findings if j.rule.id in POOL_BINDS), "")
+
+
+def _shrinks_a_binding_pool(j: Judgement, action: Action, binding: str) -> str:
+    """Why a change that lowers --mem-fraction-static (itself, or a companion paying for
+    something else) waits while the pool binds the server ('' when it need not): a smaller pool
+    retracts more. A crash fix is never held for it: a server that does not start has no pool."""
+    if not binding or j.rule.stability or j.rule.id == binding:
+        return ""
+    for move in _moves(action):
+        if _field(move.flag) == "mem_fraction_static" and direction(move) < 0:
+            return (
+                f"it lowers {move.flag} ({move.current} -> {move.suggested}) while the KV pool "
+                f"binds this server ({binding}): a smaller pool retracts more"
+            )
+    return ""
 
 
 def direction(action: Action) -> int:
