@@ -26,7 +26,7 @@ from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body, map_body
 from sglang_tuner.sources.sglang import SignalMapper
-from sglang_tuner.sources.target import DEFAULT_LIMITS, TargetSource
+from sglang_tuner.sources.target import DEFAULT_LIMITS, TargetSource, own_limits
 from sglang_tuner.sources.timeout import timeout
 
 ENGINE_METRICS_PATH = "/engine_metrics"
@@ -156,8 +156,7 @@ class GatewaySource:
     async def _read(
         self, now: float, timeout_seconds: float, max_body_bytes: int, limits: ScrapeLimits
     ) -> dict[str, ScrapeResult]:
-        if self.spec.limits:
-            limits = dataclasses.replace(limits, **self.spec.limits)
+        limits = own_limits(self.spec, limits)
         url = self.spec.url + ENGINE_METRICS_PATH
         started = time.perf_counter()
         try:

@@ -33,6 +33,11 @@ def log_source(spec: TargetSpec) -> LogFollower | PipeFollower | None:
     return LogFollower(spec.log_file) if spec.log_file else None
 
 
+def own_limits(spec: TargetSpec, limits: ScrapeLimits) -> ScrapeLimits:
+    """A target's scrape limits: its own (`limits:` in its config) over `limits`, the global."""
+    return dataclasses.replace(limits, **spec.limits) if spec.limits else limits
+
+
 class TargetSource:
     """The I/O handles of one target; `aclose` releases them."""
 
@@ -52,8 +57,7 @@ class TargetSource:
         limits: ScrapeLimits = DEFAULT_LIMITS,
     ) -> ScrapeResult:
         """One `/metrics` scrape; the target's own limits win over `limits` (the global ones)."""
-        if self.spec.limits:
-            limits = dataclasses.replace(limits, **self.spec.limits)
+        limits = own_limits(self.spec, limits)
         result = await scrape_metrics(
             self.client, self.spec.name, self.spec.url, self.mapper, now,
             timeout_seconds=timeout_seconds, max_body_bytes=max_body_bytes, limits=limits,
