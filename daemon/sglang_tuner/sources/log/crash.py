@@ -22,10 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from sglang_tuner.model.strenum import StrEnum
-from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING
+from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING, Verdict
 from sglang_tuner.sources.log.messages.exceptions import (
     UNCLASSIFIED,
-    Said,
     diagnose,
     final_exception,
     is_exception_line,
@@ -313,7 +312,7 @@ class CrashTracker:
             return
         if self._burst is not None:  # the frames of a traceback that follows a crash line
             self._burst.phase = self._burst.phase or self._frames_phase(record)
-        said = diagnose(record.last) if record.last else Said(UNCLASSIFIED)
+        said = diagnose(record.last) if record.last else Verdict(UNCLASSIFIED)
         fatal = record.fatal or _is_crash(said)
         if not (fatal or record.specific):
             if not record.request:  # a crash if nothing runs after it (the log ends in it)
@@ -340,7 +339,7 @@ class CrashTracker:
 
     def _said_of(self, burst: _Burst) -> CrashDiagnosis:
         """A burst's diagnosis: the kind the hand-written readers counted wins."""
-        said = burst.said or self._diagnosis(Said(UNCLASSIFIED), "", None)
+        said = burst.said or self._diagnosis(Verdict(UNCLASSIFIED), "", None)
         if burst.phase and said.phase in _VAGUE_PHASES:
             said = replace(said, phase=burst.phase)
         known = sorted(kind.value for kind in burst.kinds)
@@ -351,7 +350,7 @@ class CrashTracker:
             cls, known[0], said.phase, said.message, source="log reader", frame=said.frame
         )
 
-    def _diagnosis(self, said: Said, message: str, record: _Record | None) -> CrashDiagnosis:
+    def _diagnosis(self, said: Verdict, message: str, record: _Record | None) -> CrashDiagnosis:
         """A diagnosis, its phase from the message's class, else from where the server was."""
         if not message and self._loose:  # the excerpt's only exception line
             message = self._loose
@@ -360,7 +359,7 @@ class CrashTracker:
         kind = said.kind or ("" if said.cls == CONFIG else UNCLASSIFIED)
         message = _bare(message)[:MESSAGE_CHARS]
         frame = record.frame if record is not None and not message else ""
-        return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.source, frame)
+        return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.rule, frame)
 
     def _say(self, burst: _Burst, said: CrashDiagnosis, strong: bool) -> None:
         """Keep `said` as the burst's diagnosis where it says more than what it has: an
@@ -499,7 +498,7 @@ class CrashTracker:
             return
         burst = self._burst_at(self.last_ts)
         burst.fatal = True
-        said = Said(UNCLASSIFIED) if _SIGQUIT.search(text) else diagnose(_bare(text))
+        said = Verdict(UNCLASSIFIED) if _SIGQUIT.search(text) else diagnose(_bare(text))
         self._say(burst, self._diagnosis(said, text.strip(), None), strong=False)
 
     def _burst_at(self, ts: float | None) -> _Burst:
@@ -542,7 +541,7 @@ def _bare(text: str) -> str:
     return _LINE_PREFIX.sub("", text.strip(), count=1).strip()
 
 
-def _is_crash(said: Said) -> bool:
+def _is_crash(said: Verdict) -> bool:
     """A class that ends the process (a refused request and an unknown exception do not)."""
     if said.cls == NOT_TUNING:
         return said.kind != "request"

@@ -44,12 +44,12 @@ def test_a_catalogued_message_says_its_source_and_versions() -> None:
     said = diagnose("RuntimeError: Not enough memory. Please try to increase " + FLAG)
     assert (said.cls, said.kind) == ("crash", "startup_not_enough_memory")
     assert said.phase == "pool_sizing"
-    assert said.source.startswith("catalogue: raise in srt/model_executor/")
+    assert said.rule.startswith("catalogue: raise in srt/model_executor/")
 
 
 def test_a_catalogued_crash_that_holds_an_oom_is_an_oom() -> None:
     said = diagnose("Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate")
-    assert said.kind == "oom" and said.source == "fallback: oom"
+    assert said.kind == "oom" and said.rule == "fallback: oom"
 
 
 def test_a_capture_failure_whose_cause_is_the_toolchain_is_not_a_tuning_problem() -> None:
@@ -58,7 +58,7 @@ def test_a_capture_failure_whose_cause_is_the_toolchain_is_not_a_tuning_problem(
         "Value 'sm_120' is not defined for option 'gpu-name'"
     )
     assert (said.cls, said.kind, said.phase) == ("not_tuning", "toolchain", "capture")
-    assert said.source.endswith("; cause: toolchain")
+    assert said.rule.endswith("; cause: toolchain")
 
 
 def test_the_final_exception_of_a_traceback_pasted_on_one_line() -> None:

@@ -28,7 +28,9 @@ FAILURES = frozenset({"raise", "assert", "error"})  # call kinds that report a f
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One message's class (see the module docstring) and the table row that gave it."""
+    """One message's class (see the module docstring) and what gave it (`rule`): the table row,
+    or for a crash's exception line (`exceptions.diagnose`) the catalogue entry or the fallback
+    family."""
 
     cls: str
     kind: str = ""

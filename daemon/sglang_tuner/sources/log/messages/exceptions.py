@@ -6,11 +6,17 @@ Also finds the final exception of a traceback whose newlines were lost in a past
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import lru_cache
 
 from sglang_tuner.sources.log.messages.catalogue import lookup
-from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, FAILURES, NOT_TUNING
+from sglang_tuner.sources.log.messages.classes import (
+    CONFIG,
+    CRASH,
+    FAILURES,
+    NOT_TUNING,
+    Verdict,
+)
 
 UNCLASSIFIED = "unclassified"
 # Crash kinds a message names itself; any other crash message that holds an OOM is an OOM.
@@ -18,17 +24,6 @@ _NAMED_CRASHES = frozenset(
     {"kv_pool_exhausted", "startup_not_enough_memory", "cuda_graph_capture_oom"}
     | {"prefill_oom", "decode_oom"}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Said:
-    """The class of one exception line (see `classes.py`), and what gave it."""
-
-    cls: str
-    kind: str = ""
-    phase: str = ""
-    flag: str = ""
-    source: str = ""  # "catalogue (versions)" or "fallback:<family>"
 
 
 # Generic families, first match wins (searched in the line as printed; linear alternations).
@@ -106,7 +101,7 @@ def is_exception_line(text: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def diagnose(text: str) -> Said:
+def diagnose(text: str) -> Verdict:
     """The class of a crash's last exception line (each TP rank prints the same one: cached)."""
     message = lookup(text)
     oom = _FAMILIES[0][4].search(text) is not None
@@ -115,20 +110,18 @@ def diagnose(text: str) -> Said:
         source = f"catalogue: {message.call} in {message.module} ({message.versions})"
         named = verdict.cls == CRASH and verdict.kind in _NAMED_CRASHES
         if verdict.cls in (CRASH, CONFIG, NOT_TUNING) and (named or not oom):
-            return _cause(
-                Said(verdict.cls, verdict.kind, verdict.phase, verdict.flag, source), text
-            )
+            return _cause(replace(verdict, rule=source), text)
     for family, cls, kind, phase, pattern in _FAMILIES:
         if pattern.search(text):
-            return _cause(Said(cls, kind, phase, source=f"fallback: {family}"), text)
-    return Said(UNCLASSIFIED)
+            return _cause(Verdict(cls, kind, phase, rule=f"fallback: {family}"), text)
+    return Verdict(UNCLASSIFIED)
 
 
-def _cause(said: Said, text: str) -> Said:
+def _cause(said: Verdict, text: str) -> Verdict:
     """A capture failure whose message names a toolchain cause (a kernel that does not compile
     for this GPU: `ptxas`, `sm_120`) is that cause, in the capture phase: no flag fixes it."""
     if said.kind == "capture_failure" and _TOOLCHAIN.search(text):
-        return Said(NOT_TUNING, "toolchain", said.phase, source=f"{said.source}; cause: toolchain")
+        return Verdict(NOT_TUNING, "toolchain", said.phase, rule=f"{said.rule}; cause: toolchain")
     return said
 
 
