@@ -22,8 +22,12 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.sglang.defaults import default_schedule_policy
+from sglang_tuner.rules.sglang.defaults import LPM_FALLBACK_QUEUE, default_schedule_policy
 
+LPM_FALLBACK_WHY = (
+    "SGLang's schedule_policy.py (_determine_active_policy): lpm turns into fcfs above "
+    f"{LPM_FALLBACK_QUEUE} waiting requests"
+)
 SOURCE = "Hyperparameter Tuning / Additional Optimizations / Use Longest Prefix Match Scheduling"
 SIGNALS = (PREFIX_CACHE_HIT_RATIO, NUM_QUEUE_REQS)
 
@@ -166,12 +170,11 @@ LPM_WITHOUT_PREFIX_REUSE = Rule(
     action="Switch to --schedule-policy fcfs (no shared prefixes to exploit).",
     source=SOURCE,
     signals=SIGNALS,
-    thresholds={"prefix_hit_ratio_low": 0.1, "lpm_fallback_queue": 128.0},
+    thresholds={"prefix_hit_ratio_low": 0.1, "lpm_fallback_queue": float(LPM_FALLBACK_QUEUE)},
     provenance={
         "prefix_hit_ratio_low": "ours: the guide says 'high prefix reuse' without a number; "
         "under a tenth of prompt tokens from the cache is none to speak of",
-        "lpm_fallback_queue": "SGLang's schedule_policy.py (_determine_active_policy): lpm "
-        "turns into fcfs above 128 waiting requests",
+        "lpm_fallback_queue": LPM_FALLBACK_WHY,
     },
     # Prefix reuse is the point of these workloads: only call it absent when it really is.
     profile_thresholds={
@@ -199,7 +202,7 @@ FCFS_WITH_PREFIX_REUSE = Rule(
         "prefix_hit_ratio_high": 0.5,
         "prefix_hit_ratio_thrash": 0.03,  # ours: above the noise of prompts sharing nothing
         "pinned_token_usage": 0.95,
-        "lpm_fallback_queue": 128.0,
+        "lpm_fallback_queue": float(LPM_FALLBACK_QUEUE),
     },
     profile_thresholds={
         "long_context": {"prefix_hit_ratio_high": 0.3},
@@ -210,8 +213,7 @@ FCFS_WITH_PREFIX_REUSE = Rule(
         "tokens from the cache (long_context, multi_turn: 0.3)",
         "prefix_hit_ratio_thrash": "ours: above the noise of prompts that share nothing",
         "pinned_token_usage": "ours: a pool this full leaves the radix cache no room",
-        "lpm_fallback_queue": "SGLang's schedule_policy.py (_determine_active_policy): lpm "
-        "turns into fcfs above 128 waiting requests",
+        "lpm_fallback_queue": LPM_FALLBACK_WHY,
     },
     check=_check_fcfs,
 )
