@@ -24,6 +24,7 @@ from sglang_tuner.cli.run import ApiThread, build
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.settings import Settings, listen_endpoints
 from sglang_tuner.evaluation import Evaluation
+from sglang_tuner.model.versions import NEWEST_KNOWN
 
 SCENARIOS = (
     "healthy",
@@ -32,7 +33,7 @@ SCENARIOS = (
     "scheduler_too_conservative",
     "retraction_storm",
 )
-VERSION = "0.5.23"
+VERSION = NEWEST_KNOWN  # the simulated servers run the newest release modelled
 
 
 # Ctrl-C and SIGTERM end the watch: the final advice is printed and the demo exits 0.
