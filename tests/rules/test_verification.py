@@ -350,3 +350,16 @@ def test_plan_does_not_send_the_policy_back_after_other_changes_came_between():
     # a left policy that was judged to hurt may be gone back to
     hurt = (_policy_change("hurt"), other)
     assert plan_target("t", _back_to_fcfs(), FlagHistory(), ORDER, hurt).next is not None
+
+
+def test_a_revert_to_a_flag_that_was_not_set_removes_it_with_no_machine_value():
+    unset = _cap_change(Verdict("hurt", "worse: gen_throughput", (WORSE,)))
+    unset = dataclasses.replace(unset, before={MAX_RUNNING: "unset"})
+    out = evaluate(TUNING_REGRESSION, window_from(), config=_dp_attention(928, 116),
+                   changes=(unset,))  # fmt: skip
+    assert isinstance(out, Finding)
+    assert out.action.suggested is None and out.action.flags() == {}
+    assert out.action.text == (
+        "revert: --max-running-requests 928 -> unset (remove --max-running-requests: SGLang's "
+        "own default)"
+    )

@@ -30,6 +30,7 @@ from sglang_tuner.model.window import Window
 FLAGS = "flags"  # the tuning flags changed: judged
 RESTART = "restart"  # same flags, new process: recorded only
 MAX_KEPT = 20  # changes kept per target
+UNSET = "unset"  # a flag the launch command does not set (SGLang's default applies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +147,11 @@ class ChangeLog:
         changed = sorted(k for k in keys if old_flags.get(k) != new_flags.get(k))
         before = summarize(window.view(restarted_at - 1e-6, self.window_seconds), self._names())
         warm = warm_seconds(before, self.warmup_seconds, self.window_seconds)
-        after = {k: new_flags.get(k, "unset") for k in changed}
+        after = {k: new_flags.get(k, UNSET) for k in changed}
         rule = attribute(after, asked or {}) if changed else None
         change = Change(
             target=self.target, at=restarted_at, kind=FLAGS if changed else RESTART,
-            before={k: old_flags.get(k, "unset") for k in changed}, after=after, rule=rule,
+            before={k: old_flags.get(k, UNSET) for k in changed}, after=after, rule=rule,
             profile=self.profile, before_window=before,
             due=restarted_at + warm + max(before.seconds, 0.0),
             asked_ratio=(asked_ratio or {}).get(rule) if rule else None, warm_seconds=warm,

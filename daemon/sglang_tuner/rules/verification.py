@@ -3,7 +3,7 @@
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from sglang_tuner.changes.record import FLAGS, Change, flag_values
+from sglang_tuner.changes.record import FLAGS, UNSET, Change, flag_values
 from sglang_tuner.changes.verdict import HURT, MetricVerdict, metrics_for, primary_for
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.advice import (
@@ -60,15 +60,20 @@ def _moved(change: Change) -> str:
 def revert_action(change: Change) -> Action:
     """Back to the values before the change (every flag it moved, in one restart; the record
     keeps them in the flags' own units), predicted to undo the regression it measured."""
-    moves = [
-        Action(f"{flag} {change.after[flag]} -> {value}", flag, change.after[flag], value)
-        for flag, value in change.revert.items()
-    ]
+    moves = [_back(flag, change.after[flag], value) for flag, value in change.revert.items()]
     head, rest = moves[0], tuple(moves[1:])
     text = "revert: " + ", ".join(m.text for m in moves)
     expected = "The metrics back where they were before the change."
     action = Action(text, head.flag, head.current, head.suggested, "", expected, rest)
     return predicted(action, predict_revert(change))
+
+
+def _back(flag: str, now: str, before: str) -> Action:
+    """One flag back to its value before the change; a flag that was not set then is removed
+    from the launch command (no machine value: "unset" is nothing SGLang's argparse takes)."""
+    if before == UNSET:
+        return Action(f"{flag} {now} -> unset (remove {flag}: SGLang's own default)", flag, now)
+    return Action(f"{flag} {now} -> {before}", flag, now, before)
 
 
 # A verdict's metric as a prediction's objective; token usage is left out (higher is better,
