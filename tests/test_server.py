@@ -2,59 +2,13 @@
 and plan kept, and what its advice asked kept for attributing the next restart."""
 
 from sglang_tuner.config.loading import load_settings
-from sglang_tuner.model.advice import Action, Confidence, Finding, Pass, Severity
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import RESTARTS
 from sglang_tuner.model.target_spec import TargetSpec
-from sglang_tuner.rule import Rule, RuleInput
 from sglang_tuner.server import WatchedServer
 from sglang_tuner.watch import Watch
-
-CONSERVATIVENESS = "--schedule-conservativeness"
-
-
-def _lower_conservativeness(inp: RuleInput) -> Finding | Pass:
-    """Suggests the latest `q` as the conservativeness, in 80 % of the samples."""
-    q = inp.view.last("q")
-    if not q:
-        return Pass()
-    action = Action(f"{CONSERVATIVENESS} 1 -> {q:g}", CONSERVATIVENESS, "1", f"{q:g}")
-    return Finding("q", action, Confidence.HIGH, 0.8, inp.view.count)
-
-
-def _smaller_chunks(inp: RuleInput) -> Finding | Pass:
-    if not inp.view.last("c"):
-        return Pass()
-    action = Action("--chunked-prefill-size 8192 -> 4096", "--chunked-prefill-size", "8192", "4096")
-    return Finding("c", action, Confidence.HIGH, 0.6, inp.view.count)
-
-
-def _broken(_inp: RuleInput) -> Pass:
-    raise ZeroDivisionError("division by zero")
-
-
-CONSERVATIVE = Rule(
-    id="too_conservative",
-    severity=Severity.WARNING,
-    summary="s",
-    action="a",
-    source="t",
-    check=_lower_conservativeness,
-    verifies=("token_usage",),
-)
-CHUNKS = Rule(
-    id="chunks_too_large",
-    severity=Severity.INFO,
-    summary="s",
-    action="a",
-    source="t",
-    check=_smaller_chunks,
-)
-BROKEN = Rule(
-    id="broken", severity=Severity.INFO, summary="s", action="a", source="t", check=_broken
-)
-RULES = (CONSERVATIVE, CHUNKS, BROKEN)
+from test_watch import CONSERVATIVENESS, RULES  # the watch's test rules
 
 
 def _server(**settings: object) -> WatchedServer:

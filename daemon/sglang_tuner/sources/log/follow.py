@@ -7,6 +7,7 @@ handles the file and maps counts to signals. Its `ScannedLog` is the one poll (l
 
 import os
 import stat
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import BinaryIO
 
@@ -142,7 +143,7 @@ def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]])
         found[mark] = (offset + start, data[start : end if end >= 0 else len(data)])
 
 
-class ScannedLog:
+class ScannedLog(ABC):
     """A log read a poll at a time, whichever way its lines arrive (a file here, a pipe in
     `command.py`): each poll's lines go through one scanner and come out as signals. A subclass
     says how to read the lines that arrived since the last poll (`_read_lines`)."""
@@ -170,9 +171,9 @@ class ScannedLog:
         self._last_poll = now
         return to_signals(counts, seconds)
 
+    @abstractmethod
     def _read_lines(self) -> list[str] | None:
         """The complete lines that arrived since the last poll; None while there is no log."""
-        raise NotImplementedError
 
 
 class LogFollower(ScannedLog):
