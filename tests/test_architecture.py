@@ -248,3 +248,12 @@ def test_the_checker_catches_each_planted_crossing_and_writes_nothing_into_the_t
     for (_wall, _rel, _line, what), crossing in zip(sorted(expected), sorted(new), strict=True):
         assert what in crossing.what, str(crossing)
     assert _listing(files) == before
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """The test folders are not packages: pytest imports each test module by its file name, so two
+    modules of one name stop collection from a clean clone (a warm cache can hide it)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((DAEMON.parent / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(DAEMON.parent)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
