@@ -18,7 +18,7 @@ from sglang_tuner.config.target_settings import TargetSettings
 from sglang_tuner.loop.tuner import Tuner
 from sglang_tuner.model.advice import NoData
 from sglang_tuner.model.signals import NUM_RUNNING_REQS
-from sglang_tuner.model.target_spec import TargetSpec
+from sglang_tuner.model.target_spec import TargetSpec, TargetTLS
 from sglang_tuner.sources.gateway import GatewaySource, split_by_worker, worker_name
 from sglang_tuner.sources.sglang import SignalMapper
 
@@ -208,3 +208,14 @@ def test_the_gateway_key_goes_to_workers_on_its_own_host_only():
     assert source.worker_spec("a", "http://10.0.0.1:30000").token == "k"
     assert source.worker_spec("b", "http://10.0.0.2:30000").token is None
     assert source.worker_spec("c", "http://10.0.0.1.evil.example:30000").token is None
+
+
+def test_the_gateway_client_certificate_goes_to_workers_on_its_own_host_only():
+    tls = TargetTLS(Path("/ca.crt"), Path("/c.crt"), Path("/c.key"), "gw.internal")
+    source = GatewaySource(TargetSpec("gw", "https://10.0.0.1:8080", gateway=True, tls=tls))
+    assert source.worker_spec("a", "https://10.0.0.1:30000").tls == tls
+    # another host is still checked against the gateway's CA, but sent no certificate
+    assert source.worker_spec("b", "https://10.0.0.2:30000").tls == TargetTLS(Path("/ca.crt"))
+    bare = TargetTLS(cert_file=Path("/c.crt"), key_file=Path("/c.key"))
+    other = GatewaySource(TargetSpec("gw", "https://10.0.0.1:8080", gateway=True, tls=bare))
+    assert other.worker_spec("b", "https://10.0.0.2:30000").tls is None  # the default checks

@@ -1,10 +1,11 @@
 """SGLang's Model Gateway as a source: one scrape of its `/engine_metrics` page, one target per
 worker it lists (named `<gateway name>/<worker host:port>`).
 
-The page is the gateway's, its worker list a peer's word: the gateway's API key goes only to a
-worker on the gateway's own host, a worker's `user:password@` never reaches a target name, and a
-page listing more than MAX_WORKERS workers, or a worker URL longer than MAX_WORKER_URL_CHARS,
-fails with `worker_limit_exceeded` before it costs more (20,000 workers once took 1.3 GB).
+The page is the gateway's, its worker list a peer's word: the gateway's API key and TLS client
+certificate go only to a worker on the gateway's own host, a worker's `user:password@` never
+reaches a target name, and a page listing more than MAX_WORKERS workers, or a worker URL longer
+than MAX_WORKER_URL_CHARS, fails with `worker_limit_exceeded` before it costs more (20,000
+workers once took 1.3 GB).
 
 The page's format is the gateway's own (sgl-project/sglang
 `sgl-model-gateway/src/core/metrics_aggregator.rs`, rendered by sinkingpoint/openmetrics-parser):
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 
 from sglang_tuner.model.scrape import ScrapeLimits, ScrapeResult, Snapshot
 from sglang_tuner.model.secrets import redact_url_secrets
-from sglang_tuner.model.target_spec import TargetSpec
+from sglang_tuner.model.target_spec import TargetSpec, TargetTLS
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.scrape import ScrapeError, fetch_body, map_body
 from sglang_tuner.sources.sglang import SignalMapper
@@ -101,6 +102,15 @@ def same_host(url: str, other: str) -> bool:
     return host is not None and host == other_host
 
 
+def trust_only(tls: TargetTLS | None) -> TargetTLS | None:
+    """What of a `tls_config` may go to another host: whom to trust (the CA, or no verification)
+    but no client certificate, and no `server_name` (the gateway host's name)."""
+    if tls is None:
+        return None
+    trust = dataclasses.replace(tls, cert_file=None, key_file=None, server_name=None)
+    return None if trust == TargetTLS() else trust
+
+
 class GatewayWorkerSource(TargetSource):
     """A worker behind a gateway: its `/server_info` (and log, DCGM) read as any target's; its
     metrics come from the gateway's page, never from a scrape of its own."""
@@ -132,11 +142,14 @@ class GatewaySource:
 
     def worker_spec(self, name: str, url: str) -> TargetSpec:
         """The gateway's settings (profile, labels, TLS, limits) for one of its workers; its API
-        key only for a worker on the gateway's own host (it was configured for that host)."""
-        token = self.spec.token if same_host(url, self.spec.url) else None
+        key and TLS client certificate only for a worker on the gateway's own host (they were
+        configured for that host)."""
+        near = same_host(url, self.spec.url)
         return dataclasses.replace(
             self.spec, name=name, url=url.rstrip("/"), gateway=False,
-            log_file=None, log_command=(), dcgm_url=None, token=token,
+            log_file=None, log_command=(), dcgm_url=None,
+            token=self.spec.token if near else None,
+            tls=self.spec.tls if near else trust_only(self.spec.tls),
         )  # fmt: skip
 
     async def scrape(
