@@ -13,6 +13,7 @@ from pathlib import Path
 from sglang_sim import SCENARIOS, ServerModel
 from sglang_sim.exposition import render_metrics
 from sglang_sim.logs import LogWriter
+from sglang_sim.model import ServerConfig as SimConfig
 from sglang_sim.server_info import server_info
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.settings import Settings
@@ -60,16 +61,18 @@ def run_scenario(
     seed: int = 1,
     gpu_model: str | None = None,
     metrics: bool = True,
+    config: SimConfig | None = None,
 ) -> ScenarioRun:
     """Scrape the scenario every interval for `seconds` of simulated time, then judge.
-    `metrics=False`: the server runs without --enable-metrics; its log is the only source."""
+    `metrics=False`: the server runs without --enable-metrics; its log is the only source.
+    `config`: a variant of the scenario's configuration to run instead (knobs or load changed)."""
     settings = settings or load_settings(None)
     step = settings.scrape_interval_seconds
     spec = TargetSpec("sim", "http://sim:30000", profile=profile, gpu_model=gpu_model)
     target = TargetState(spec, capacity_for(settings.window_seconds, step))
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "sglang.log"
-        config = SCENARIOS[scenario].for_version(version)
+        config = config or SCENARIOS[scenario].for_version(version)
         writer = LogWriter(str(log_path), version, EPOCH, dp=config.knobs.dp_size)
         model = ServerModel(config, seed=seed, log=writer)
         follower, mapper = LogFollower(log_path), SignalMapper()

@@ -2,16 +2,21 @@
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sglang_tuner.model.advice import Action, Finding, NoData, Outcome, Pass, Prediction, Severity
+from sglang_tuner.model.flags import MAX_RUNNING_REQUESTS as MAX_RUNNING
 from sglang_tuner.model.flags import SCHEDULE_CONSERVATIVENESS as FLAG
 from sglang_tuner.model.signals import (
+    EVICTED_TOKENS_RATE,
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
+    PREFIX_CACHE_HIT_RATIO,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
 )
 from sglang_tuner.model.window import frequently
+from sglang_tuner.predict.retraction import fitting_batch, predict_cap_down, predict_radix_off
 from sglang_tuner.predict.server_model import (
     predict_admission,
     predict_cap_raise,
@@ -41,6 +46,7 @@ from sglang_tuner.rule import (
 from sglang_tuner.rules.sglang.flags import conservativeness_scale
 
 SOURCE = "Hyperparameter Tuning / Achieve a high token usage"
+RADIX_OFF = "--disable-radix-cache"
 DEFAULT_CONSERVATIVENESS = 1.0  # SGLang's default (server_args.py)
 # SGLang's new-token ratio starts at min(0.7 x conservativeness, 1) and decays to 0.14 x that
 # (SGLANG_INIT_NEW_TOKEN_RATIO, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR; every version we support).
@@ -219,9 +225,12 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
 
 
 def _check_retractions(inp: RuleInput) -> Outcome:
-    """Fires when retractions average above ~1/min while token usage is very high, unless the
-    flag is at the guide's 1.3 already (then no value of it helps: SGLang's minimum new-token
-    ratio is 0.14 at most, so requests that run to max_new_tokens always over-commit)."""
+    """Fires when retractions average above ~1/min while token usage is very high. Weighs the
+    guide's --schedule-conservativeness 1.3 against --max-running-requests down to the batch
+    the pool holds to every request's end and the radix cache off (predict/retraction.py),
+    and advises the one predicted best here. At the guide's 1.3 already, no value of it helps
+    (SGLang's minimum new-token ratio is 0.14 at most, so requests that run to max_new_tokens
+    always over-commit): then only a cap or the cache predicted to gain, else nothing."""
     view, th = inp.view, inp.thresholds
     rates = view.values(RETRACTIONS_PER_MINUTE)
     if not rates:
@@ -236,49 +245,159 @@ def _check_retractions(inp: RuleInput) -> Outcome:
     high_usage = usage_p90 is None or usage_p90 >= th["high_token_usage"]
     if per_minute <= th["retractions_per_minute"] or not high_usage:
         return Pass(seen, len(rates))
-    current = _current(inp)
-    if current is not None and current >= th["conservativeness_ceiling"]:
-        return Pass(seen, len(rates), (
+    candidates, skipped = _remedies(inp)
+    chosen = _best(candidates)
+    if chosen is None:
+        current = _current(inp)
+        return Pass(seen, len(rates), "; ".join((
             f"{per_minute:.1f} retractions/min at --schedule-conservativeness {current:g}: no "
-            "value of it stops them (SGLang's minimum new-token ratio is at most 0.14); they cost "
-            "less throughput than a lower --max-running-requests would"
-        ))  # fmt: skip
+            "value of it stops them (SGLang's minimum new-token ratio is at most 0.14)",
+            *_alternatives(candidates, None, skipped),
+        )))  # fmt: skip
     evidence = (
         f"{per_minute:.1f} retractions/min over {format_duration(view.window_seconds)} "
         f"(the guide tolerates about {th['retractions_per_minute']:g}/min); retractions in "
         f"{seen:.0%} of {len(rates)} samples; token usage p90 {format_value(usage_p90)}"
     )
-    # Graded by the server model's prediction; without one, as measured on the 8B/H100: from
-    # 0.3 a warning, from SGLang's default 1.0 (+0.3 % offline, nothing online) a hint.
+    action = chosen.action
+    others = _alternatives(candidates, chosen, skipped)
+    if others:
+        action = with_note(action, "alternatives: " + "; ".join(others))
+    return Finding(
+        evidence, action, confidence_for(inp), seen, len(rates), _graded(inp, chosen)
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Remedy:
+    """One candidate change for a retraction storm, with the server model's prediction."""
+
+    action: Action
+    guide: bool  # the guide's own advice (--schedule-conservativeness up)
+
+    @property
+    def prediction(self) -> Prediction:
+        assert self.action.prediction is not None
+        return self.action.prediction
+
+
+def _remedies(inp: RuleInput) -> tuple[list[_Remedy], list[str]]:
+    """The candidates that apply here, the guide's first; and why the others were not weighed."""
+    candidates, skipped = [], []
+    current, ceiling = _current(inp), inp.thresholds["conservativeness_ceiling"]
+    if current is None or current < ceiling:
+        prediction = predict_fewer_overcommits(inp, inp.thresholds["steady_token_usage"])
+        candidates.append(_Remedy(predicted(_raise_conservativeness(inp), prediction), True))
+    for build in (_cap_down, _radix_off):
+        remedy = build(inp)
+        if isinstance(remedy, str):
+            skipped.append(remedy)
+        else:
+            candidates.append(remedy)
+    return candidates, skipped
+
+
+def _best(candidates: list[_Remedy]) -> _Remedy | None:
+    """The guide's change, unless another is predicted to gain more on the profile's objective
+    with no cost past a guard; another alone only where it is predicted to gain."""
+    guide = next((c for c in candidates if c.guide), None)
+    bar = max(0.0, guide.prediction.gain or 0.0) if guide else 0.0
+    better = [
+        c
+        for c in candidates
+        if not c.guide and (c.prediction.gain or 0.0) > bar and not c.prediction.costs()
+    ]
+    return max(better, key=lambda c: c.prediction.gain or 0.0) if better else guide
+
+
+def _alternatives(
+    candidates: list[_Remedy], chosen: _Remedy | None, skipped: list[str]
+) -> list[str]:
+    """Each candidate not chosen, with its prediction; each one not weighed, with why."""
+    weighed = [f"{c.action.text}: {c.prediction.text()}" for c in candidates if c is not chosen]
+    return [*weighed, *skipped]
+
+
+def _graded(inp: RuleInput, chosen: _Remedy) -> Severity | None:
+    """Graded by the server model's prediction; without one, the guide's change as measured
+    on the 8B/H100: from 0.3 a warning, from SGLang's default 1.0 (+0.3 % offline, nothing
+    online) a hint."""
+    if not chosen.guide:
+        return severity_for(chosen.prediction, Severity.INFO)
+    current = _current(inp)
     base = DEFAULT_CONSERVATIVENESS if current is None else current
     hint = inp.profile == "online" or base >= DEFAULT_CONSERVATIVENESS
-    prediction = predict_fewer_overcommits(inp, th["steady_token_usage"])
-    action = predicted(_raise_conservativeness(inp), prediction)
-    return Finding(
-        evidence, action, confidence_for(inp), seen, len(rates),
-        severity_for(prediction, Severity.INFO if hint else None),
-    )  # fmt: skip
+    return severity_for(chosen.prediction, Severity.INFO if hint else None)
+
+
+def _cap_down(inp: RuleInput) -> _Remedy | str:
+    """--max-running-requests down to the per-rank batch the pool holds to every request's
+    end: the requests admitted can all finish without a retraction."""
+    fit = fitting_batch(inp)
+    if isinstance(fit, str):
+        return f"--max-running-requests not weighed: {fit}"
+    cap, hold = fit
+    now, peak = max_running_per_rank(inp.config), per_rank_batch(inp.view, 1.0)
+    if (now is not None and cap >= now) or (peak is not None and cap >= peak):
+        return (
+            f"--max-running-requests not weighed: the pool holds {cap} requests per rank to "
+            f"their end ({hold.basis}), as many as run"
+        )
+    suggested = flag_from_per_rank(inp.config, cap)
+    action = flag_action(MAX_RUNNING, max_running_flag(inp.config), suggested, inp)
+    expected = (
+        f"{cap} requests per rank fit the pool to their end ({hold.basis}): retractions stop, "
+        "a smaller batch"
+    )
+    return _Remedy(predicted(with_expected(action, expected), predict_cap_down(inp, cap)), False)
+
+
+def _radix_off(inp: RuleInput) -> _Remedy | str:
+    """--disable-radix-cache, only while the cache is evicted from the full pool (it held the
+    pool's free part) and the prefix hit ratio is low: never with a high hit ratio."""
+    config, view = inp.config, inp.view
+    if config is not None and config.disable_radix_cache:
+        return "the radix cache is off already"
+    hit, limit = view.mean(PREFIX_CACHE_HIT_RATIO), inp.thresholds["radix_off_max_hit"]
+    if hit is None or hit > limit:
+        shown = "unknown" if hit is None else f"{hit:.2f}"
+        return f"radix cache off not weighed: prefix hit ratio {shown} (only below {limit:g})"
+    if not (view.mean(EVICTED_TOKENS_RATE) or 0.0) > 0:
+        return "radix cache off not weighed: no radix-cache eviction seen in the window"
+    current = None if config is None or config.disable_radix_cache is None else "false"
+    action = Action(f"{RADIX_OFF} {current or '?'} -> true", RADIX_OFF, current, "true")
+    expected = (
+        f"prefix hit ratio {hit:.2f}: little sharing lost; SGLang evicts the cache before it "
+        "retracts, so only requests sent with ignore_eos retract less (their whole "
+        "max_new_tokens is reserved once the cache is off)"
+    )
+    return _Remedy(predicted(with_expected(action, expected), predict_radix_off(inp)), False)
 
 
 RETRACTIONS_FREQUENT = Rule(
     id="retractions_frequent",
     roles=DECODING_ROLES,
     measured=(
-        "graded per server by the predicted gain of a fuller pool (predict/server_model.py): "
-        "0.3 -> 1.3 on long outputs measured +4 % tokens/s (8B/H100), +16 % (8B/L40S), +7 % "
-        "(1B/L4); retractions x2 (the ratio is re-estimated after each retraction whatever "
-        "the flag). Without a prediction: from the default 1.0 a hint."
+        "graded per server by the predicted gain of the change chosen (predict/server_model.py, "
+        "predict/retraction.py): 0.3 -> 1.3 on long outputs measured +4 % tokens/s (8B/H100), "
+        "+16 % (8B/L40S), +7 % (1B/L4); retractions x2 (the ratio is re-estimated after each "
+        "retraction whatever the flag). Without a prediction: from the default 1.0 a hint."
     ),
     severity=Severity.WARNING,
     summary="KV cache pool is full and requests are retracted more than about once a minute.",
-    action="Raise --schedule-conservativeness (the guide suggests about 1.3).",
+    action=(
+        "Raise --schedule-conservativeness (the guide suggests about 1.3), unless lowering "
+        "--max-running-requests to the batch the pool holds to the requests' ends, or (low "
+        "prefix hit ratio) --disable-radix-cache, is predicted to gain more here."
+    ),
     source=SOURCE,
-    signals=(RETRACTIONS_PER_MINUTE, TOKEN_USAGE),
+    signals=(RETRACTIONS_PER_MINUTE, TOKEN_USAGE, PREFIX_CACHE_HIT_RATIO, EVICTED_TOKENS_RATE),
     thresholds={
         "retractions_per_minute": 1.0,
         "high_token_usage": 0.85,
         "conservativeness_ceiling": 1.3,
         "steady_token_usage": 0.9,
+        "radix_off_max_hit": 0.1,
     },
     provenance={
         "retractions_per_minute": "guide (newest): 'occasional retractions (~1 per minute) are "
@@ -288,6 +407,8 @@ RETRACTIONS_FREQUENT = Rule(
         "steady_token_usage": "guide (all versions): 'token usage > 0.9 means good "
         "utilization'; where admission at 1.3 holds the pool (the simulator of SGLang's "
         "scheduler: 0.88-0.92 on three model x GPU pairs)",
+        "radix_off_max_hit": "ours: below a tenth of prompt tokens from the cache, turning it "
+        "off recomputes little; above it the cache saves more than it could free",
     },
     check=_check_retractions,
 )

@@ -1,0 +1,107 @@
+"""retractions_frequent weighs three remedies, each predicted: the guide's conservativeness
+1.3, --max-running-requests down to the batch the pool holds, and the radix cache off."""
+
+from dataclasses import replace
+
+from helpers import evaluate, window_from
+from scenario_harness import run_scenario
+from sglang_sim import SCENARIOS
+from sglang_sim.measure import measure
+from sglang_tuner.model.advice import Finding, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT
+
+SERVER = ServerConfig(
+    model_path="meta-llama/Llama-3.1-8B-Instruct", gpu_model="NVIDIA L40S",
+    max_total_num_tokens=100_000, schedule_conservativeness=1.0, max_running_requests=64,
+    disable_radix_cache=False,
+)  # fmt: skip
+# A full pool (0.97) whose batch swings 20-34 while 30 requests a minute are retracted.
+STORM = {
+    "num_running_reqs": " ".join(["20 34"] * 10), "num_queue_reqs": "40x20",
+    "token_usage": "0.97x20", "gen_throughput": " ".join(["700 1000"] * 10),
+    "retractions_per_minute": "30x20", "request_rate": "2x20",
+    "generation_tokens_rate": "850x20", "prompt_tokens_rate": "4000x20",
+    "prompt_tokens_mean": "2000x20", "evicted_tokens_rate": "500x20",
+}  # fmt: skip
+
+
+def _storm(hit: float, config: ServerConfig = SERVER, **changes: str):  # type: ignore[no-untyped-def]
+    series = {**STORM, "prefix_cache_hit_ratio": f"{hit}x20", **changes}
+    return evaluate(RETRACTIONS_FREQUENT, window_from(**series), config=config)
+
+
+def test_a_full_pool_retracting_gets_the_cap_it_holds_with_the_guides_change_as_alternative():
+    out = _storm(hit=0.02)
+    assert isinstance(out, Finding)
+    # the pool holds 26 requests to their end; the peaks of 34 are what it retracts
+    assert out.action.text == "--max-running-requests 64 -> 26"
+    assert out.action.prediction is not None and out.action.prediction.gain is not None
+    assert out.action.prediction.gain > 0.05 and out.severity is Severity.WARNING
+    assert "26 requests per rank fit the pool to their end" in out.action.expected
+    # the guide's change and the radix cache are stated with what each is predicted to do
+    assert "alternatives: --schedule-conservativeness 1 -> 1.3: +0 % tok/s" in out.action.note
+    assert "--disable-radix-cache false -> true: -1 % tok/s" in out.action.note
+
+
+def test_a_high_prefix_hit_ratio_never_turns_the_radix_cache_off():
+    out = _storm(hit=0.6)
+    assert isinstance(out, Finding) and out.action.flag != "--disable-radix-cache"
+    assert "radix cache off not weighed: prefix hit ratio 0.60 (only below 0.1)" in out.action.note
+
+
+def test_the_radix_cache_is_not_weighed_without_seeing_it_evicted():
+    out = _storm(hit=0.02, evicted_tokens_rate="0x20")
+    assert isinstance(out, Finding)
+    assert "no radix-cache eviction seen in the window" in out.action.note
+
+
+LONG_OUTPUTS = {
+    "num_running_reqs": "34x20", "gen_throughput": "1000x20", "generation_tokens_rate": "8000x20"
+}  # fmt: skip
+
+
+def test_the_guides_change_stays_when_a_cap_would_cost_the_batch():
+    # a steady batch of 34 whose requests end at 4,000 output tokens: the pool holds 20 of them
+    # to the end, and a batch of 20 loses more tokens/s than the retractions cost
+    out = _storm(hit=0.02, **LONG_OUTPUTS)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--schedule-conservativeness 1 -> 1.3"
+    assert "--max-running-requests 64 -> 20: -" in out.action.note
+
+
+def test_at_the_guides_value_only_a_cap_predicted_to_gain_is_advised():
+    at_ceiling = replace(SERVER, schedule_conservativeness=1.3)
+    out = _storm(hit=0.02, config=at_ceiling)
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 64 -> 26"
+    assert "--schedule-conservativeness" not in out.action.note  # it is there already
+    steady = _storm(hit=0.02, config=at_ceiling, **LONG_OUTPUTS)
+    assert isinstance(steady, Pass)
+    assert "no value of it stops them" in steady.detail
+    assert "--max-running-requests 64 -> 20: -" in steady.detail
+
+
+# The simulator's retraction storm at the guide's 1.3 with 3,000-token prompts and outputs run to
+# 1,024 tokens: the pool overflows at its peaks.
+STORM_AT_CEILING = SCENARIOS["retraction_storm"].for_version("0.5.23")
+STORM_AT_CEILING = replace(
+    STORM_AT_CEILING,
+    knobs=replace(STORM_AT_CEILING.knobs, schedule_conservativeness=1.3),
+    load=replace(STORM_AT_CEILING.load, prompt_mean=3000, max_new_tokens=1024),
+)
+
+
+def test_the_chosen_change_stops_most_retractions_on_the_simulator_at_little_throughput():
+    run = run_scenario(
+        "retraction_storm", config=STORM_AT_CEILING, gpu_model="NVIDIA H100 80GB HBM3"
+    )
+    finding = run.finding("retractions_frequent")
+    assert finding.action.flag == "--max-running-requests"
+    assert finding.action.suggested is not None
+    cap = int(finding.action.suggested)
+    before = measure(STORM_AT_CEILING, seconds=300.0)
+    after = measure(replace(STORM_AT_CEILING, knobs=replace(STORM_AT_CEILING.knobs,
+                                                            max_running_requests=cap)),
+                    seconds=300.0)  # fmt: skip
+    assert after.retractions_per_min < 0.5 * before.retractions_per_min
+    assert after.gen_throughput >= 0.9 * before.gen_throughput
