@@ -22,6 +22,7 @@ from sglang_tuner.model.flags import FlagHistory
 from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import Snapshot
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.service_levels import NO_LEVELS, AppliedLevels
 from sglang_tuner.model.window import Window, WindowView
 from sglang_tuner.rule import Rule, RuleInput, apply_rule
 from sglang_tuner.target_state import TargetState
@@ -85,6 +86,7 @@ def rule_input(
     error_reason: str | None = None,
     changes: tuple[Change, ...] = (),
     history: FlagHistory | None = None,
+    service_levels: AppliedLevels = NO_LEVELS,
 ) -> RuleInput:
     """A RuleInput with the rule's own thresholds for the profile unless given."""
     return RuleInput(
@@ -102,6 +104,7 @@ def rule_input(
         error_reason=error_reason,
         changes=changes,
         history=history or FlagHistory(),
+        service_levels=service_levels,
     )
 
 

@@ -3,12 +3,19 @@ the others; nothing here does I/O or reads the clock."""
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from sglang_tuner.config.settings import RuleSettings, Settings
 from sglang_tuner.model.advice import Finding, Health, NoData, Outcome, Severity
 from sglang_tuner.model.server_config import PROFILES
+from sglang_tuner.model.service_levels import (
+    NO_LEVELS,
+    AppliedLevels,
+    ServiceLevels,
+    applied_levels,
+    measure,
+)
 from sglang_tuner.model.window import WindowView
 from sglang_tuner.predict import MIN_GAIN
 from sglang_tuner.rule import Rule, RuleInput, apply_rule
@@ -68,6 +75,10 @@ class TargetJudgement:
     judgements: tuple[Judgement, ...]
     profile: str = DEFAULT_PROFILE  # the profile the rules were judged for
     profile_inferred: str | None = None  # why, when it was inferred from the traffic
+    service_levels: AppliedLevels = NO_LEVELS  # the levels of `profile`, each with its source
+    # each objective's value over the window (objective -> median), read when a rule found
+    # something: what the plan holds a change's predicted effects to
+    measured: Mapping[str, float] = field(default_factory=dict)
 
 
 def rule_settings(settings: Settings, rule_id: str) -> RuleSettings:
@@ -109,6 +120,7 @@ def judge_target(
     default_span = settings.window_seconds
     profile, why = _profile(target, target.window.view(now, default_span))
     legacy = target.spec.legacy_guide
+    levels = _Levels(target.spec.service_levels, settings.profile_levels, why is not None)
     out = []
     for rule, judged_as in _rules_for(rules, settings, profile, why is not None):
         overrides = rule_settings(settings, rule.id)
@@ -118,6 +130,7 @@ def judge_target(
             view = target.window.view(now, span)
             inp = inputs[span] = _rule_input(target, view, settings, now, profile)
         inp.profile = judged_as
+        inp.service_levels = levels.of(judged_as)
         inp.thresholds = _thresholds(rule, judged_as, overrides, legacy)
         inp.frequently_ratio = overrides.frequently_ratio or settings.frequently_ratio
         judgement = _judge(rule, target, inp, overrides)
@@ -125,10 +138,36 @@ def judge_target(
             _as_hint(judgement, why, judged_as, judged_as != profile)
         out.append(judgement)
     default = inputs.get(default_span)
-    samples = (default.view if default else target.window.view(now, default_span)).count
+    view = default.view if default else target.window.view(now, default_span)
     up = None if target.last is None else target.last.is_up
     inferred = None if why is None else f"{why}; {HOW_TO_SET}"
-    return TargetJudgement(now, up, samples, tuple(out), profile, inferred)
+    found = any(j.finding is not None for j in out)
+    measured = measure(view) if found else {}
+    return TargetJudgement(
+        now, up, view.count, tuple(out), profile, inferred, levels.of(profile), measured
+    )
+
+
+class _Levels:
+    """A target's service levels per profile judged (its own, and the other one's when its
+    profile was inferred), each resolved once per judgement."""
+
+    __slots__ = ("_own", "_by_profile", "_inferred", "_resolved")
+
+    def __init__(
+        self, own: ServiceLevels | None, by_profile: Mapping[str, ServiceLevels], inferred: bool
+    ) -> None:
+        self._own, self._by_profile, self._inferred = own, by_profile, inferred
+        self._resolved: dict[str, AppliedLevels] = {}
+
+    def of(self, profile: str) -> AppliedLevels:
+        """The levels a rule judged for `profile` reads."""
+        found = self._resolved.get(profile)
+        if found is None:
+            found = self._resolved[profile] = applied_levels(
+                profile, self._inferred, self._own, self._by_profile
+            )
+        return found
 
 
 def _rules_for(

@@ -23,12 +23,14 @@ from sglang_tuner.model.advice import (
 from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.flags import FlagHistory
 from sglang_tuner.model.server_config import DISAGGREGATION_MODES, PROFILES, ServerConfig
+from sglang_tuner.model.service_levels import NO_LEVELS, AppliedLevels
 from sglang_tuner.model.window import Frequency, WindowView
 
 
 @dataclass(slots=True)
 class RuleInput:
-    """Everything a rule may look at: the window, the server's flags, profile and thresholds.
+    """Everything a rule may look at: the window, the server's flags, profile, service levels
+    and thresholds.
 
     Read-only to rules, and not frozen: the judge builds one per target and window span and
     sets `thresholds` and `frequently_ratio` for each rule in turn (one per rule was 230,000
@@ -47,6 +49,7 @@ class RuleInput:
     history: FlagHistory = field(default_factory=FlagHistory)  # this server's flag outcomes
     changes: tuple[Change, ...] = ()  # this server's recorded restarts, newest last
     crashes: tuple[CrashReport, ...] = ()  # the log's latest crashes in words, newest last
+    service_levels: AppliedLevels = NO_LEVELS  # the levels for `profile` (set by the judge)
 
 
 Check = Callable[[RuleInput], Outcome]

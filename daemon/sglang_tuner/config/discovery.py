@@ -41,6 +41,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
             limits={k: v for k in LIMIT_FIELDS if (v := getattr(t, k)) is not None},
             tls=None if t.tls is None else TargetTLS(**t.tls.model_dump()),
             gateway=t.source == "gateway",
+            service_levels=None if t.service_levels is None else t.service_levels.levels(),
         )
         for t in settings.targets
     ]

@@ -8,6 +8,7 @@ settings are in `target_settings.py`, the services' in `services.py`.
 import json
 import re
 from contextvars import ContextVar
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,11 +32,13 @@ from sglang_tuner.config.target_settings import (
     SAMPLE_LIMIT_HELP,
     VALUE_LIMIT_HELP,
     FileSDSettings,
+    ProfileLevelSettings,
     ShardSettings,
     TargetSettings,
     checked_url,
 )
 from sglang_tuner.model.scrape import ScrapeLimits
+from sglang_tuner.model.service_levels import ServiceLevels
 
 # Re-exported: the services' settings (`config/services.py`), and ConfigError for `cli/run.py`.
 __all__ = ["BasicAuthSettings", "ConfigError", "PrometheusSettings", "ShardSettings", "TLSSettings"]
@@ -157,6 +160,11 @@ class Settings(BaseSettings, CrossChecked):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = "text"
     rules: dict[str, RuleSettings] = Field(default_factory=dict, description="Per-rule overrides")
+    service_levels: ProfileLevelSettings = Field(
+        default_factory=ProfileLevelSettings,
+        description="Each profile's service levels (offline, online, long_context, "
+        "multi_turn), over the built-in ones; a target's own service_levels win over them",
+    )
     alertmanager: AlertmanagerSettings = Field(default_factory=AlertmanagerSettings)
     prometheus: PrometheusSettings | None = Field(
         None, description="Read the fleet from a Prometheus-compatible API (beside targets)"
@@ -175,6 +183,11 @@ class Settings(BaseSettings, CrossChecked):
         """Flags (init kwargs) win over the environment, which wins over the YAML file."""
         del dotenv_settings, file_secret_settings
         return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    @cached_property
+    def profile_levels(self) -> dict[str, ServiceLevels]:
+        """`service_levels` as the model's values, per profile."""
+        return self.service_levels.by_profile()
 
     @property
     def scrape_limits(self) -> ScrapeLimits:

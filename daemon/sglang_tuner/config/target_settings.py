@@ -13,6 +13,7 @@ from sglang_tuner.config.duration import Duration
 from sglang_tuner.config.services import TLSSettings
 from sglang_tuner.model.secrets import redact_url_secrets, redact_userinfo
 from sglang_tuner.model.server_config import PROFILES, Profile
+from sglang_tuner.model.service_levels import ServiceLevels
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # Prometheus's scrape limits: global settings, and per target (None there: the global value).
@@ -61,6 +62,51 @@ class TargetTLSSettings(TLSSettings):
         return self
 
 
+class ServiceLevelSettings(_Strict):
+    """Service levels: what the server promises its users (unset: the profile's default)."""
+
+    ttft_p99_seconds: Duration | None = Field(
+        None, gt=0, description="Time to first token, p99, at most (e.g. 2s)"
+    )
+    itl_p50_seconds: Duration | None = Field(
+        None, gt=0, description="Inter-token latency, p50, at most (e.g. 30ms)"
+    )
+    itl_p99_seconds: Duration | None = Field(
+        None, gt=0, description="Inter-token latency, p99, at most (e.g. 200ms)"
+    )
+    min_tokens_per_s: float | None = Field(
+        None, ge=0, description="Generated tokens per second, at least (0: no floor)"
+    )
+
+    @model_validator(mode="after")
+    def p50_within_p99(self) -> "ServiceLevelSettings":
+        """ITL p50's level is at most ITL p99's: a median above the tail cannot be met."""
+        p50, p99 = self.itl_p50_seconds, self.itl_p99_seconds
+        if p50 is not None and p99 is not None and p50 > p99:
+            raise ValueError(
+                f"itl_p50_seconds ({p50 * 1000:g} ms) is above itl_p99_seconds "
+                f"({p99 * 1000:g} ms): a median cannot exceed the 99th percentile"
+            )
+        return self
+
+    def levels(self) -> ServiceLevels:
+        """The model's value of these settings."""
+        return ServiceLevels(**self.model_dump())
+
+
+class ProfileLevelSettings(_Strict):
+    """Each workload profile's service levels, over the built-in ones (docs/configuration.md)."""
+
+    offline: ServiceLevelSettings | None = None
+    online: ServiceLevelSettings | None = None
+    long_context: ServiceLevelSettings | None = None
+    multi_turn: ServiceLevelSettings | None = None
+
+    def by_profile(self) -> dict[str, ServiceLevels]:
+        """The model's values, per profile given."""
+        return {p: s.levels() for p in PROFILES if (s := getattr(self, p)) is not None}
+
+
 class TargetSettings(_Strict):
     """One SGLang server to watch."""
 
@@ -70,6 +116,11 @@ class TargetSettings(_Strict):
         None,
         description=f"Workload profile: {', '.join(PROFILES)}; unset: inferred from the traffic "
         "(a standing queue: offline; requests served as they arrive: online)",
+    )
+    service_levels: ServiceLevelSettings | None = Field(
+        None,
+        description="This server's service levels (ttft_p99_seconds, itl_p50_seconds, "
+        "itl_p99_seconds, min_tokens_per_s); each one unset: its profile's",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels for alerts")
     api_key_file: Path | None = Field(None, description="File holding the server's --api-key")

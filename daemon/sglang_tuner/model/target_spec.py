@@ -1,8 +1,10 @@
-"""One SGLang server to watch, as every step knows it: its name, URL, profile, labels, its own
-scrape limits and TLS, resolved from the config or a file_sd file."""
+"""One SGLang server to watch, as every step knows it: its name, URL, profile, service levels,
+labels, its own scrape limits and TLS, resolved from the config or a file_sd file."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sglang_tuner.model.service_levels import ServiceLevels
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +35,4 @@ class TargetSpec:
     limits: dict[str, int] = field(default_factory=dict)  # own `ScrapeLimits` over the global
     tls: TargetTLS | None = None  # None: the default verification of https URLs
     gateway: bool = False  # the URL is an SGLang Model Gateway: one target per worker
+    service_levels: ServiceLevels | None = None  # its own; each one unset: the profile's
