@@ -17,9 +17,10 @@ from sglang_sim.model import ServerConfig as SimConfig
 from sglang_sim.server_info import server_info
 from sglang_tuner.config.loading import load_settings
 from sglang_tuner.config.settings import Settings
-from sglang_tuner.judge import Judgement, judge_target
+from sglang_tuner.judge import Judgement, TargetJudgement, judge_target
 from sglang_tuner.model.advice import Finding
 from sglang_tuner.model.scrape import ScrapeResult, Snapshot
+from sglang_tuner.model.service_levels import ServiceLevels
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.model.window import capacity_for
 from sglang_tuner.rules import ALL_RULES
@@ -38,6 +39,7 @@ class ScenarioRun:
     scenario: str
     version: str
     evaluations: list[Judgement]
+    judgement: TargetJudgement | None = None  # the whole judgement: levels, measurements
 
     @property
     def fired(self) -> list[str]:
@@ -62,13 +64,18 @@ def run_scenario(
     gpu_model: str | None = None,
     metrics: bool = True,
     config: SimConfig | None = None,
+    service_levels: ServiceLevels | None = None,
 ) -> ScenarioRun:
     """Scrape the scenario every interval for `seconds` of simulated time, then judge.
     `metrics=False`: the server runs without --enable-metrics; its log is the only source.
-    `config`: a variant of the scenario's configuration to run instead (knobs or load changed)."""
+    `config`: a variant of the scenario's configuration to run instead (knobs or load changed).
+    `service_levels`: the target's own, as its settings give them."""
     settings = settings or load_settings(None)
     step = settings.scrape_interval_seconds
-    spec = TargetSpec("sim", "http://sim:30000", profile=profile, gpu_model=gpu_model)
+    spec = TargetSpec(
+        "sim", "http://sim:30000", profile=profile, gpu_model=gpu_model,
+        service_levels=service_levels,
+    )  # fmt: skip
     target = TargetState(spec, capacity_for(settings.window_seconds, step))
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "sglang.log"
@@ -86,7 +93,7 @@ def run_scenario(
         writer.file.close()
         follower.close()
     judgement = judge_target(target, ALL_RULES, settings, t)
-    return ScenarioRun(scenario, version, list(judgement.judgements))
+    return ScenarioRun(scenario, version, list(judgement.judgements), judgement)
 
 
 def _scrape(model: ServerModel, mapper: SignalMapper, t: float, metrics: bool) -> ScrapeResult:

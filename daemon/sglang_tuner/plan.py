@@ -7,17 +7,32 @@ The first is the next change. A finding that would move a flag the other way of 
 one, change a flag a higher-ranked one already changes, set a value this server crashed with, or
 repeat a crash fix already in place while its crash goes on, is held back with the reason; the
 others follow the next change, in order.
+
+Every change is held to the target's service levels: one predicted to break a level that holds
+today (the value now times one plus its predicted effect), to take a broken one further past
+than its cost guard, or to cost more tokens/s than it gains, waits with that trade stated. A
+change meant to meet a broken level the operator set may trade tokens/s down to its floor.
 """
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from sglang_tuner.changes.record import FLAGS, Change
 from sglang_tuner.changes.verdict import HURT
 from sglang_tuner.judge import Judgement, TargetJudgement
-from sglang_tuner.model.advice import TOKENS, Action, Finding, Prediction, Severity, worse_by
+from sglang_tuner.model.advice import (
+    COST_GUARDS,
+    TOKENS,
+    Action,
+    Finding,
+    Prediction,
+    Severity,
+    worse_by,
+)
 from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory
 from sglang_tuner.model.next_change import Asked, Held, Plan, Step
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.service_levels import SET, AppliedLevels, Level
 from sglang_tuner.rules.sglang.defaults import is_default
 from sglang_tuner.rules.sglang.flags import accepts_flag, accepts_value, flag_replacement, has_flag
 
@@ -77,13 +92,15 @@ def plan_target(
     findings = [j for j in judgement.judgements if j.finding is not None]
     findings.sort(key=lambda j: precedence(j, order))
     binding = _pool_binds(findings)
+    levels = _Objectives(judgement.service_levels, judgement.measured)
     kept: list[Step] = []
     held: list[Held] = []
     for j in findings:
         assert j.finding is not None
         action = j.finding.action
         reason = (
-            _costs_more_than_it_gains(action)
+            _breaks_a_level(j, levels)
+            or _costs_more_than_it_gains(action, levels)
             or _shrinks_a_binding_pool(j, action, binding)
             or _not_in_version(action, config)
             or _crashed_before(action, history)
@@ -96,8 +113,113 @@ def plan_target(
         if reason:
             held.append(Held(j.rule.id, j.severity, action, reason))
         else:
-            kept.append(Step(j.rule.id, j.severity, action, j.rule.summary))
-    return Plan(target, kept[0] if kept else None, tuple(kept[1:]), tuple(held))
+            kept.append(Step(j.rule.id, j.severity, levels.stated(action), j.rule.summary))
+    first, after = (kept[0] if kept else None), tuple(kept[1:])
+    return Plan(target, first, after, tuple(held), levels.levels, levels.measured)
+
+
+class _Objectives:
+    """A target's service levels and each objective's value now: what a change's predicted
+    effects are held to."""
+
+    def __init__(self, levels: AppliedLevels, measured: Mapping[str, float]) -> None:
+        self.levels, self.measured = levels, measured
+
+    def level(self, objective: str) -> tuple[Level, float] | None:
+        """The objective's level and its value now (None without either)."""
+        level, now = self.levels.of(objective), self.measured.get(objective)
+        return None if level is None or now is None else (level, now)
+
+    def broken_goal(self, prediction: Prediction) -> tuple[Level, float] | None:
+        """The broken level a change is meant to meet (None when its objective's level holds,
+        or is unknown, or the change gains nothing on it)."""
+        found = self.level(prediction.objective)
+        if found is None or found[0].met_by(found[1]) or (prediction.gain or 0.0) <= 0:
+            return None
+        return found
+
+    def stated(self, action: Action) -> Action:
+        """The action, saying in advance which broken level it is for and what it trades."""
+        prediction = action.prediction
+        goal = None if prediction is None else self.broken_goal(prediction)
+        if prediction is None or goal is None:
+            return action
+        level, now = goal
+        then = now * (1 + predicted_changes(prediction)[prediction.objective][0])
+        said = (
+            f"for {level.text()} ({level.source}; {level.value_text(now)} now, predicted "
+            f"{level.value_text(then)})"
+        )
+        costs = prediction.costs()
+        if costs:
+            said += "; trades " + ", ".join(self._trade(o, c) for o, c in costs.items())
+        note = f"{action.note}; {said}" if action.note else said
+        return replace(action, note=note)
+
+    def _trade(self, objective: str, change: float) -> str:
+        found = self.level(objective)
+        if found is None:
+            return f"{objective} {change:+.0%}"
+        level, now = found
+        moved = f"{objective} {level.value_text(now)} -> {level.value_text(now * (1 + change))}"
+        return moved if level.bound <= 0 else f"{moved} (its level {level.text()})"
+
+
+def predicted_changes(prediction: Prediction) -> dict[str, tuple[float, float, float]]:
+    """Every objective the change moves, as the metric's relative change (change, low, high):
+    its effects, and its own objective from its gain where the effects leave it out."""
+    changes = dict(prediction.effects)
+    gain = prediction.gain
+    if gain is not None and prediction.objective not in changes:
+        sign = 1.0 if prediction.objective == TOKENS else -1.0  # a latency's gain is a fall
+        low, high = prediction.low, prediction.high
+        bounds = sorted(sign * (gain if b is None else b) for b in (low, high))
+        changes[prediction.objective] = (sign * gain, bounds[0], bounds[1])
+    return changes
+
+
+def _breaks_a_level(j: Judgement, objectives: _Objectives) -> str:
+    """Why a change waits that is predicted to break a service level holding today, or to take
+    one broken already further past than its cost guard allows ('' when it is not): shown with
+    the trade, never the next change. Within its guard, a broken level does not hold a change
+    (two broken levels would hold each other's fix). A crash fix is never held for a level: a
+    server that does not stay up meets none."""
+    finding = j.finding
+    prediction = None if finding is None else finding.action.prediction
+    if j.rule.stability or prediction is None or prediction.gain is None:
+        return ""
+    for objective, (change, low, high) in predicted_changes(prediction).items():
+        found = objectives.level(objective)
+        if found is None or objective == prediction.objective:
+            continue
+        level, now = found
+        way = _way_past(level, now, change)
+        if not way:
+            continue
+        then = now * (1 + change)
+        lo, hi = sorted((now * (1 + low), now * (1 + high)))
+        return (
+            f"would {way}: {level.value_text(now)} now, "
+            f"predicted {level.value_text(then)} ({level.value_text(lo)} to "
+            f"{level.value_text(hi)}), for {prediction.objective} {_gain_text(prediction)}; "
+            "apply it only where that trade is wanted"
+        )
+    return ""
+
+
+def _way_past(level: Level, now: float, change: float) -> str:
+    """How a relative `change` of the objective's metric from `now` goes past `level` ('' when
+    it does not): it breaks a level that holds, or takes a broken one further past than the
+    objective's cost guard."""
+    if level.met_by(now):
+        return "" if level.met_by(now * (1 + change)) else f"break {level.text()} ({level.source})"
+    guard = COST_GUARDS.get(level.objective, 1.0)
+    if worse_by(level.objective, change) <= guard:
+        return ""
+    return (
+        f"take {level.objective} further past its level ({level.bound_text()}, {level.source}) "
+        f"by more than its {guard:.0%} guard"
+    )
 
 
 # Rules whose finding says the KV pool binds the server: requests retracted from a full pool.
@@ -192,13 +314,18 @@ def _same_value(a: str, b: str) -> bool:
     return a == b if x is None or y is None else x == y
 
 
-def _costs_more_than_it_gains(action: Action) -> str:
+def _costs_more_than_it_gains(action: Action, objectives: _Objectives) -> str:
     """Why a change predicted to cost more tokens/s than it gains on its own objective waits
     ('' when it does not): shown with its trade, never the next change. Its other costs (a
     latency traded for another, or for tokens/s) are stated in its `expected` and judged as a
-    trade; tokens/s lost past the guard for less gained is the harm that stops it."""
+    trade; tokens/s lost past the guard for less gained is the harm that stops it. A change
+    meeting a broken level the operator set may trade tokens/s down to the floor
+    (`min_tokens_per_s`, held by `_breaks_a_level`): the level says latency is worth it."""
     prediction = action.prediction
     if prediction is None or prediction.gain is None or prediction.objective == TOKENS:
+        return ""
+    goal = objectives.broken_goal(prediction)
+    if goal is not None and goal[0].source == SET:
         return ""
     costs = prediction.costs()
     lost = worse_by(TOKENS, costs.get(TOKENS, 0.0))

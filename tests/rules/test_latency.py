@@ -237,3 +237,79 @@ def test_long_prompts_under_attention_dp_double_the_flag_not_the_reported_quotie
     )
     assert isinstance(out, Finding)
     assert out.action.text == "--chunked-prefill-size 8192 -> 16384"
+
+
+def _itl_level(seconds: float, configured: bool = True):
+    from sglang_tuner.model.service_levels import ServiceLevels, applied_levels
+
+    own = ServiceLevels(itl_p50_seconds=seconds) if configured else None
+    return applied_levels("online", False, own)
+
+
+def test_batch_too_large_for_latency_sizes_the_cap_for_the_targets_itl_level():
+    config = ServerConfig(max_running_requests=256)
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, config=config, profile="online",
+        service_levels=_itl_level(0.05),
+    )  # fmt: skip
+    assert isinstance(out, Finding)
+    # no fit: ITL taken as proportional, 200 x 50 ms / 80 ms = 125 (the threshold gave 75)
+    assert out.action.text == "--max-running-requests 256 -> 125"
+    assert out.action.note == "sized for the ITL p50 ≤ 50 ms service level (set)"
+
+
+def test_batch_too_large_for_latency_fires_and_stays_silent_by_the_level_not_the_threshold():
+    view = window_from(itl_p50_seconds="0.025x20", num_running_reqs_max_rank="200x20")
+    tight = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, service_levels=_itl_level(0.02))
+    assert isinstance(tight, Finding)  # 25 ms: under the 30 ms threshold, over a 20 ms level
+    loose = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, SLOW_BIG, service_levels=_itl_level(0.1))
+    assert isinstance(loose, Pass)  # 80 ms: over the threshold, under a 100 ms level
+
+
+def test_batch_too_large_for_latency_default_level_leaves_the_threshold_override():
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY,
+        window_from(itl_p50_seconds="0.03x20", num_running_reqs_max_rank="200x20"),
+        thresholds={"itl_p50_max_seconds": 0.02, "large_batch_min": 64},
+        service_levels=_itl_level(0.03, configured=False),
+    )
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests ? -> 133"
+
+
+def test_on_the_simulator_a_tight_itl_level_sizes_the_cap_to_it():
+    from sglang_tuner.model.flags import FlagHistory
+    from sglang_tuner.model.service_levels import ServiceLevels
+    from sglang_tuner.plan import plan_target
+    from sglang_tuner.rules import ALL_RULES
+
+    from tests.scenario_harness import run_scenario
+
+    h100, scenario, rule = (
+        "NVIDIA H100 80GB HBM3",
+        "online_batch_too_large",
+        BATCH_TOO_LARGE_FOR_LATENCY.id,
+    )
+    default = run_scenario(scenario, profile="online", gpu_model=h100)
+    levels = ServiceLevels(itl_p50_seconds=0.02)
+    tight = run_scenario(scenario, profile="online", gpu_model=h100, service_levels=levels)
+    cap, tighter = (run.finding(rule).action for run in (default, tight))
+    assert int(tighter.suggested or 0) < int(cap.suggested or 0)
+    assert tighter.note == "sized for the ITL p50 ≤ 20 ms service level (set)"
+    # the server model predicts ITL p50 under the level at that cap
+    assert tight.judgement is not None and tighter.prediction is not None
+    itl_now = tight.judgement.measured["ITL p50"]
+    assert itl_now * (1 - (tighter.prediction.gain or 0.0)) <= 0.02
+    # this simulated server is overloaded (TTFT p99 ten times its 2 s level): a cap that tight
+    # makes requests wait for a slot longer still, past TTFT p99's guard, and waits with that
+    order = {r.id: i for i, r in enumerate(ALL_RULES)}
+    plan = plan_target("sim", tight.judgement, FlagHistory(), order)
+    held = {h.rule: h.reason for h in plan.held}
+    assert held[rule].startswith(
+        "would take TTFT p99 further past its level (≤ 2.0 s, default) by more than its 50% "
+        "guard: 19.8 s now, predicted"
+    )
+    # the default level's cap keeps TTFT p99 within its guard: the next change, for the level
+    assert default.judgement is not None
+    plan = plan_target("sim", default.judgement, FlagHistory(), order)
+    assert plan.next is not None and plan.next.rule == rule
+    assert plan.next.action.note.startswith("for ITL p50 ≤ 30 ms (default; 51 ms now, predicted")

@@ -9,6 +9,7 @@ from sglang_tuner.api.schemas.advice_response import (
     AdviceOut,
     NoDataOut,
     PlanOut,
+    ServiceLevelOut,
     StepOut,
 )
 
@@ -91,14 +92,34 @@ def _plan_lines(plan: PlanOut | None, shown: Collection[str] = ()) -> list[str]:
     """`next change: ...`, then what follows it and what is held back; an advice whose block
     follows is named by its rule (its action and expectation are said there, once)."""
     if plan is None or plan.next is None:
-        return ["next change: none"]
+        return ["next change: none", *_held_lines(plan)]
     step = plan.next
     lines = [f"next change: {_step(step, shown)}"]
     if step.rule not in shown and step.action.expected:
         lines.append(f"  expected: {step.action.expected}")
     lines += [f"  then:     {_step(s, shown)}" for s in plan.after]
-    lines += [f"  held:     {h.rule}: {h.reason}" for h in plan.held]
-    return lines
+    return lines + _held_lines(plan)
+
+
+def _held_lines(plan: PlanOut | None) -> list[str]:
+    """What the plan holds back, and the service levels it held its changes to."""
+    if plan is None:
+        return []
+    lines = [f"  held:     {h.rule}: {h.reason}" for h in plan.held]
+    levels = [_level(s) for s in plan.service_levels]
+    return lines + ([f"  levels:   {', '.join(levels)}"] if levels else [])
+
+
+def _level(s: ServiceLevelOut) -> str:
+    """'ITL p50 ≤ 30 ms (default; 42 ms now, not met)'."""
+    if s.now is None:
+        return f"{s.level} ({s.source})"
+    now = f"{s.now:.0f} tok/s" if s.objective == "tok/s" else _seconds(s.now)
+    return f"{s.level} ({s.source}; {now} now{'' if s.met else ', not met'})"
+
+
+def _seconds(value: float) -> str:
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
 
 def _step(step: StepOut, shown: Collection[str]) -> str:

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sglang_tuner.model.advice import Action, Severity
+from sglang_tuner.model.service_levels import NO_LEVELS, AppliedLevels
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +50,15 @@ class Asked:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The next change for one target, what to look at after it, and what is held back."""
+    """The next change for one target, what to look at after it, and what is held back; the
+    service levels its changes were held to, and each objective's value then."""
 
     target: str
     next: Step | None = None
     after: tuple[Step, ...] = ()
     held: tuple[Held, ...] = ()
+    service_levels: AppliedLevels = NO_LEVELS
+    measured: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def advised(self) -> frozenset[str]:

@@ -4,7 +4,7 @@ import math
 from dataclasses import replace
 
 from sglang_tuner.changes.record import Change
-from sglang_tuner.model.advice import Action, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import ITL_P50, Action, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import (
     E2E_P50_SECONDS,
     ITL_P50_SECONDS,
@@ -48,22 +48,44 @@ ONLINE = ("online",)
 # 35, 40): a batch sized at exactly the target reads back anywhere in the bucket above it, and
 # the rule fires again for a few milliseconds. The cap is sized 10 % under the target.
 SIZING_MARGIN = 0.9
+ITL_TARGET = "itl_p50_max_seconds"
+
+
+def itl_target(inp: RuleInput) -> tuple[float, str]:
+    """(seconds, the note saying so) of the ITL p50 the cap aims at: the target's ITL p50
+    service level where the settings give one, else the rule's threshold (30 ms, the online
+    profiles' default level too, or the user's override of it; no note)."""
+    level = inp.service_levels.of(ITL_P50)
+    if level is not None and level.configured:
+        return level.bound, f"sized for the {level.text()} service level ({level.source})"
+    return inp.thresholds[ITL_TARGET], ""
 
 
 def _lower_max_running(inp: RuleInput) -> Action:
-    """The per-rank batch at which ITL p50 meets the profile's target, from the window."""
+    """The per-rank batch at which ITL p50 meets the target's level, from the window."""
     batch = per_rank_batch(inp.view, 0.5) or 0.0
     itl = inp.view.quantile(ITL_P50_SECONDS, 0.5) or 0.0
     current = max_running_flag(inp.config)
     if batch <= 0 or itl <= 0:
         return flag_action("--max-running-requests", current, current or 1, inp)
-    sized = latency_cap(inp, inp.thresholds["itl_p50_max_seconds"] * SIZING_MARGIN)
+    target, whose = itl_target(inp)
+    sized = latency_cap(inp, target * SIZING_MARGIN)
     if not isinstance(sized, str):  # the server model: physics calibrated on this ITL
         per_rank, prediction = sized
         action = flag_action(
             "--max-running-requests", current, flag_from_per_rank(inp.config, per_rank), inp
         )
+        action = with_note(action, whose) if whose else action
         return replace(with_expected(action, prediction.basis), prediction=prediction)
+    action = _fitted_cap(inp, batch, itl, target)
+    return with_note(action, whose) if whose else action
+
+
+def _fitted_cap(inp: RuleInput, batch: float, itl: float, target: float) -> Action:
+    """The cap from a fit of ITL on the batch over the window (no server model)."""
+    if target != inp.thresholds[ITL_TARGET]:  # the fit reads its target from the thresholds
+        inp = replace(inp, thresholds={**inp.thresholds, ITL_TARGET: target})
+    current = max_running_flag(inp.config)
     per_rank, predicted, basis = batch_for_itl_target(inp, batch, itl)
     per_rank = min(per_rank, max(1, math.floor(batch) - 1))  # always below today's batch
     action = flag_action(
@@ -97,12 +119,11 @@ def _check_batch(inp: RuleInput) -> Outcome:
     if inp.view.present(ITL_P50_SECONDS) == 0:
         return NoData("no inter-token latency: no tokens were streamed", inp.view.window_seconds)
     th, batch = inp.thresholds, batch_signal(inp)
+    target = itl_target(inp)[0]
     signals = (ITL_P50_SECONDS, batch)
     freq = frequently(
         inp.view,
-        lambda r: (
-            r[ITL_P50_SECONDS] > th["itl_p50_max_seconds"] and r[batch] >= th["large_batch_min"]
-        ),
+        lambda r: r[ITL_P50_SECONDS] > target and r[batch] >= th["large_batch_min"],
         signals,
         inp.frequently_ratio,
         lambda r: r[batch] > 0,
@@ -124,7 +145,7 @@ def _settled_after_own_cap(inp: RuleInput) -> str:
     if latest is None or latest.rule != BATCH_TOO_LARGE_FOR_LATENCY.id:
         return ""
     itl = inp.view.quantile(ITL_P50_SECONDS, 0.5)
-    target = inp.thresholds["itl_p50_max_seconds"]
+    target = itl_target(inp)[0]
     if itl is None or itl > target * (1 + inp.thresholds["repeat_tolerance"]):
         return ""
     return (
@@ -152,12 +173,12 @@ BATCH_TOO_LARGE_FOR_LATENCY = Rule(
     action="Lower --max-running-requests: trade throughput for lower latency.",
     source=SOURCE + " / Check Batch Size",
     signals=(ITL_P50_SECONDS, NUM_RUNNING_REQS_MAX_RANK),
-    thresholds={"itl_p50_max_seconds": 0.03, "large_batch_min": 64.0, "repeat_tolerance": 0.1},
+    thresholds={ITL_TARGET: 0.03, "large_batch_min": 64.0, "repeat_tolerance": 0.1},
     provenance={
         "repeat_tolerance": "ours: after its own cap, an ITL p50 read up to 10 % over the target "
         "is inside SGLang's 5 ms histogram buckets at 30 ms (17 %) and the sizing's error",
-        "itl_p50_max_seconds": "ours: the guide gives no latency number; 30 ms is ~33 tokens/s "
-        "per stream, faster than people read",
+        ITL_TARGET: "ours: the guide gives no latency number; 30 ms is ~33 tokens/s per "
+        "stream, faster than people read; a target's ITL p50 service level, where set, wins",
         "large_batch_min": "ours: 'if batch size is too large' has no number; below 64 a "
         "smaller batch saves little per step",
     },

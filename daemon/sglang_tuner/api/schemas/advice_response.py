@@ -16,6 +16,7 @@ from pydantic import (
 from sglang_tuner.evaluation import RuleResult
 from sglang_tuner.model.advice import Advice, Confidence, Health, NoData, Prediction, Severity
 from sglang_tuner.model.next_change import Plan, Step
+from sglang_tuner.model.service_levels import Level
 from sglang_tuner.rule import Rule
 
 
@@ -191,6 +192,29 @@ class HeldOut(BaseModel):
     reason: str
 
 
+class ServiceLevelOut(BaseModel):
+    """One service level a plan held its changes to, and the window's value of it."""
+
+    objective: str = Field(description="TTFT p99, ITL p50, ITL p99, or tok/s")
+    level: str = Field(description="The level in words, e.g. 'ITL p50 ≤ 30 ms'")
+    bound: float = Field(description="Seconds at most (a latency), or tokens/s at least")
+    source: str = Field(
+        description="set (in the settings), default (the profile's built-in level), or "
+        "inferred (the profile's level, the profile inferred from the traffic)"
+    )
+    now: float | None = Field(None, description="The window's median (None: not measured)")
+    met: bool | None = Field(None, description="Does the value now meet it (None: unknown)")
+
+    @classmethod
+    def from_level(cls, level: Level, now: float | None) -> "ServiceLevelOut":
+        """The API view of one level, with its value now."""
+        met = None if now is None else level.met_by(now)
+        return cls(
+            objective=level.objective, level=level.text(), bound=level.bound,
+            source=level.source, now=now, met=met,
+        )  # fmt: skip
+
+
 class PlanOut(BaseModel):
     """One target's plan: change one thing at a time, the most urgent first."""
 
@@ -198,6 +222,11 @@ class PlanOut(BaseModel):
     next: StepOut | None = Field(description="The change to make now (None: nothing to change)")
     after: list[StepOut] = Field(description="Then look at these, in order")
     held: list[HeldOut] = Field(description="Not offered, each with the reason")
+    service_levels: list[ServiceLevelOut] = Field(
+        default_factory=list,
+        description="The service levels its changes were held to (a zero floor, no floor, "
+        "left out)",
+    )
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "PlanOut":
@@ -206,6 +235,11 @@ class PlanOut(BaseModel):
             target=plan.target,
             next=_step(plan.next) if plan.next else None,
             after=[_step(s) for s in plan.after],
+            service_levels=[
+                ServiceLevelOut.from_level(level, plan.measured.get(level.objective))
+                for level in plan.service_levels.levels
+                if level.bound > 0
+            ],
             held=[
                 HeldOut(
                     rule=h.rule,
