@@ -248,10 +248,10 @@ def _check_retractions(inp: RuleInput) -> Outcome:
     candidates, skipped = _remedies(inp)
     chosen = _best(candidates)
     if chosen is None:
-        current = _current(inp)
         return Pass(seen, len(rates), "; ".join((
-            f"{per_minute:.1f} retractions/min at --schedule-conservativeness {current:g}: no "
-            "value of it stops them (SGLang's minimum new-token ratio is at most 0.14)",
+            f"{per_minute:.1f} retractions/min at --schedule-conservativeness "
+            f"{_current(inp):g}: no value of it stops them (SGLang's minimum new-token ratio "
+            "is at most 0.14)",
             *_alternatives(candidates, None, skipped),
         )))  # fmt: skip
     evidence = (
@@ -259,13 +259,12 @@ def _check_retractions(inp: RuleInput) -> Outcome:
         f"(the guide tolerates about {th['retractions_per_minute']:g}/min); retractions in "
         f"{seen:.0%} of {len(rates)} samples; token usage p90 {format_value(usage_p90)}"
     )
-    action = chosen.action
-    others = _alternatives(candidates, chosen, skipped)
-    if others:
-        action = with_note(action, "alternatives: " + "; ".join(others))
-    return Finding(
-        evidence, action, confidence_for(inp), seen, len(rates), _graded(inp, chosen)
-    )  # fmt: skip
+    action = _with_alternatives(chosen.action, _alternatives(candidates, chosen, skipped))
+    return Finding(evidence, action, confidence_for(inp), seen, len(rates), _graded(inp, chosen))
+
+
+def _with_alternatives(action: Action, others: list[str]) -> Action:
+    return with_note(action, "alternatives: " + "; ".join(others)) if others else action
 
 
 @dataclass(frozen=True, slots=True)
