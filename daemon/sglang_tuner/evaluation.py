@@ -44,6 +44,10 @@ class TargetStatus:
     task_failures_total: int = 0
     task_failing: bool = False
     task_error: str | None = None
+    # its log's lines dropped unread (a pipe's buffer full) and cut at the length limit;
+    # None without a log
+    log_lines_dropped_total: int | None = None
+    log_lines_cut_total: int | None = None
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
@@ -73,10 +77,11 @@ class DatabaseStatus:
     """The state database: whether one is used, why it cannot be written, failed saves."""
 
     configured: bool = False
-    error: str | None = None  # set while saves fail: state lives in memory only
+    error: str | None = None  # set while saves fail or one runs too long: state in memory only
     save_failures_total: int = 0
     recreated_total: int = 0  # found deleted or replaced while running, and rebuilt
     recreated: str | None = None  # why, the last time
+    saves_skipped_total: int = 0  # due while the last save still ran (a slow disk, a lock)
 
 
 class _WeakReferenceable:

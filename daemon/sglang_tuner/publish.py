@@ -46,6 +46,16 @@ class TaskHealth(Protocol):
     def last_error(self) -> str: ...
 
 
+class LogHealth(Protocol):
+    """How a target's log source fares: lines lost or cut on the way in."""
+
+    @property
+    def dropped_lines(self) -> int: ...
+
+    @property
+    def lines_cut(self) -> int: ...
+
+
 def active_advice(servers: Mapping[str, Reviewed], now: float) -> dict[Key, Advice]:
     """Advice for every (target, rule) whose finding holds in the target's latest judgement
     and is not held back by the target's plan."""
@@ -87,10 +97,13 @@ def _profile_of(configured: str | None, judgement: TargetJudgement | None) -> st
 
 
 def target_status(
-    target: TargetState, judgement: TargetJudgement | None, task: TaskHealth | None = None
+    target: TargetState,
+    judgement: TargetJudgement | None,
+    task: TaskHealth | None = None,
+    log: LogHealth | None = None,
 ) -> TargetStatus:
     """What the outputs show about one target (`task`: how its scrape task fares, when it
-    ever failed)."""
+    ever failed; `log`: its log source, when it has one)."""
     spec, last, config = target.spec, target.last, target.config
     signals = dict(target.latest_values) if last is not None and last.is_up else {}
     return TargetStatus(
@@ -117,6 +130,8 @@ def target_status(
         task_failures_total=0 if task is None else task.total,
         task_failing=task is not None and task.in_a_row > 0,
         task_error=(task.last_error or None) if task is not None and task.in_a_row else None,
+        log_lines_dropped_total=None if log is None else log.dropped_lines,
+        log_lines_cut_total=None if log is None else log.lines_cut,
     )
 
 
@@ -186,15 +201,18 @@ def build_evaluation(
     shard: tuple[int, int] = (0, 1),
     memo: ResultsMemo | None = None,
     tasks: Mapping[str, TaskHealth] | None = None,
+    logs: Mapping[str, LogHealth] | None = None,
 ) -> Evaluation:
     """The immutable evaluation every output reads (`memo`: the rule results of the previous
-    one, to reuse)."""
+    one, to reuse; `logs`: the log source of each target that has one)."""
     advice = sorted(tracker.advice(), key=lambda a: (a.target, a.rule))
     states = {n: s.state for n, s in servers.items()}
+    tasks, logs = tasks or {}, logs or {}
     return Evaluation(
         ts=now,
         targets={
-            n: target_status(s.state, s.judgement, (tasks or {}).get(n)) for n, s in servers.items()
+            n: target_status(s.state, s.judgement, tasks.get(n), logs.get(n))
+            for n, s in servers.items()
         },
         results=all_rule_results(servers, tracker, {} if memo is None else memo),
         advice=tuple(a for a in advice if a.target in servers),

@@ -90,6 +90,8 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             },
             labels={"cluster": "eu-1"},
             config=ServerConfig(model_path="meta-llama/Llama-3.1-8B-Instruct"),
+            log_lines_dropped_total=12,
+            log_lines_cut_total=3,
         ),
         "gpu-c": TargetStatus(
             "gpu-c",
@@ -131,7 +133,9 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
         alertmanager=AlertmanagerStatus(
             sends_total={AM: 5}, send_failures_total={AM: 1}, alerts_sent_total={AM: 4}
         ),
-        database=DatabaseStatus(configured=True, error=None, save_failures_total=2),
+        database=DatabaseStatus(
+            configured=True, error=None, save_failures_total=2, saves_skipped_total=4
+        ),
         evaluations_total=42,
         changes={"gpu-a": (CHANGE,)},
         advice=(ADVICE,),
@@ -461,3 +465,10 @@ def test_every_canonical_signal_is_exported_in_one_unit():
 def test_database_metrics_say_whether_state_is_being_saved(registry: Page) -> None:
     assert _value(registry, "sglang_tuner_database_writable") == 1.0
     assert _value(registry, "sglang_tuner_database_save_failures_total") == 2.0
+    assert _value(registry, "sglang_tuner_database_saves_skipped_total") == 4.0
+
+
+def test_log_line_counts_only_for_a_target_with_a_log(registry: Page) -> None:
+    assert _value(registry, "sglang_tuner_log_lines_dropped_total", target="gpu-a") == 12.0
+    assert _value(registry, "sglang_tuner_log_lines_cut_total", target="gpu-a") == 3.0
+    assert _value(registry, "sglang_tuner_log_lines_cut_total", target="gpu-c") is None

@@ -1,6 +1,7 @@
 """Outputs: alert state, publication, Alertmanager and SQLite after judging."""
 
 import logging
+import sqlite3
 import time
 
 from sglang_tuner.config.loading import load_settings
@@ -139,3 +140,30 @@ async def test_outputs_forget_resolves_a_removed_targets_alerts_in_alertmanager(
         assert [a.target for a in outputs.tracker.advice()] == ["gpu-b"]
     finally:
         await outputs.stop()
+
+
+def test_a_save_stuck_on_a_locked_file_never_holds_the_caller_and_keeps_the_history(tmp_path):
+    settings = load_settings(
+        None,
+        {"hold_for_seconds": 0, "scrape_interval_seconds": 0.05, "scrape_timeout_seconds": 0.04},
+    )
+    store = Store(tmp_path / "tuner.db")
+    outputs = Outputs(settings, TunerState(), store)
+    targets = _targets("gpu-a")
+    outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.0)
+    lock = sqlite3.connect(tmp_path / "tuner.db", isolation_level=None, check_same_thread=False)
+    lock.execute("BEGIN EXCLUSIVE")  # another process holding the file
+    outputs.persist(reviewed(targets), 100.0, wait=False)  # returns at once
+    time.sleep(0.3)  # past two scrape intervals
+    outputs.persist(reviewed(targets), 100.05, wait=False)  # due while it runs: skipped
+    database = outputs.publish(reviewed(targets, _judged("gpu-a")), {}, 100.1).database
+    assert database.saves_skipped_total == 1 and database.save_failures_total == 0
+    assert database.error is not None and "a save of the state database has run" in database.error
+    assert len(outputs.history) == 1  # kept until its save ends
+    lock.execute("ROLLBACK")
+    outputs.persist(reviewed(targets), 100.2)  # waits for the stuck one, then saves
+    assert (
+        outputs.history == []
+        and outputs.publish(reviewed(targets), {}, 100.3).database.error is None
+    )
+    assert len(Store(tmp_path / "tuner.db").history("gpu-a")) == 1

@@ -56,7 +56,7 @@ async def _read_all(spec: TargetSpec) -> TargetState:
             state.apply_dcgm(await source.dcgm(timeout_seconds=2.0))
         state.apply_server_info(*await source.server_info(timeout_seconds=2.0))
         result = await source.scrape(100.0, timeout_seconds=2.0, max_body_bytes=1 << 20)
-        state.ingest(result, source.poll_log(100.0))
+        state.ingest(result, await source.poll_log(100.0))
     finally:
         await source.aclose()
     return state

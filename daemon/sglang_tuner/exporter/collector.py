@@ -118,6 +118,7 @@ def _add_daemon(
         add(families, "sglang_tuner_database_writable", [], 0.0 if db.error else 1.0)
         add(families, "sglang_tuner_database_save_failures", [], db.save_failures_total)
         add(families, "sglang_tuner_database_recreated", [], db.recreated_total)
+        add(families, "sglang_tuner_database_saves_skipped", [], db.saves_skipped_total)
 
 
 def _add_query(families: Mapping[str, Family], q: QueryStatus) -> None:
@@ -148,6 +149,9 @@ def _add_target(families: Mapping[str, Family], t: TargetStatus) -> None:
         failures.sample(f'{tl},reason="{escape_label_value(reason)}"', count)
     families["sglang_tuner_scrape_duplicate_samples"].sample(tl, t.duplicate_samples_total)
     families["sglang_tuner_target_task_failures"].sample(tl, t.task_failures_total)
+    if t.log_lines_dropped_total is not None:  # a target with a log
+        families["sglang_tuner_log_lines_dropped"].sample(tl, t.log_lines_dropped_total)
+        families["sglang_tuner_log_lines_cut"].sample(tl, t.log_lines_cut_total or 0)
     last_success = families["sglang_tuner_last_success_timestamp_seconds"]
     last_success.sample(tl, t.last_success_ts or 0.0)
     for signal, value in sorted(t.signals.items()):

@@ -54,6 +54,14 @@ SPECS: Mapping[str, Spec] = {
         "Samples a server's pages repeated; the first of each series is read, as Prometheus does.",
         *_T,
     ),
+    "sglang_tuner_log_lines_dropped": _counter(
+        "Log lines dropped unread from a piped log (its buffer was full: the scrapes fell "
+        "behind the writer); its signals missed them.",
+        *_T,
+    ),
+    "sglang_tuner_log_lines_cut": _counter(
+        "Log lines longer than 32 KiB, cut there while read (the rest skipped).", *_T
+    ),
     "sglang_tuner_target_task_failures": _counter(
         "Exceptions in a target's own poll, log or config work (logged with its name); the "
         "task goes on with back-off.",
@@ -96,6 +104,10 @@ SPECS: Mapping[str, Spec] = {
     ),
     "sglang_tuner_database_save_failures": _counter(
         "Saves of state to the database that failed (read-only path, full disk)."
+    ),
+    "sglang_tuner_database_saves_skipped": _counter(
+        "Saves of state not started because the last one still ran (a slow or frozen disk, "
+        "the file locked): the next save writes what they would have."
     ),
     "sglang_tuner_advice_active": _gauge(
         "1 while the tuning rule's advice is firing for the target: a flag to change.",

@@ -2,7 +2,8 @@
 
 The loop calls `publish` once per round, `persist` every scrape interval, `restore` at start,
 `take_over` with the alert state rebuilt from Prometheus's history, and `forget` when a target
-leaves. The servers are read here, never written.
+leaves. The servers are read here, never written. Saves run in the store's own thread
+(`store/writer.py`), never on the event loop: what they write is copied here first.
 """
 
 import asyncio
@@ -10,7 +11,8 @@ import contextlib
 import logging
 import math
 import sqlite3
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
+from concurrent.futures import Future
 
 from sglang_tuner.alerting.alertmanager import AlertmanagerClient, to_alertmanager_json
 from sglang_tuner.alerting.alertmanager_status import AlertmanagerStatus
@@ -22,6 +24,7 @@ from sglang_tuner.model.advice import AlertState
 from sglang_tuner.model.scrape import QueryStatus
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.publish import (
+    LogHealth,
     ResultsMemo,
     Reviewed,
     TaskHealth,
@@ -29,11 +32,17 @@ from sglang_tuner.publish import (
     build_evaluation,
 )
 from sglang_tuner.store.database import Store
+from sglang_tuner.store.writer import SaveResult, SaveThread
 from sglang_tuner.target_state import TargetState
 
 logger = logging.getLogger(__name__)
 # Advice transitions kept in memory while the database cannot be written; the oldest go first.
 MAX_UNSAVED_HISTORY = 10_000
+# A save running longer than this many scrape intervals makes /readyz say `degraded`: a kill
+# would then lose more state than the one interval a save every interval promises.
+SLOW_SAVE_INTERVALS = 2.0
+# At stop (and where a caller waits for its save), how long to wait for one to end.
+SAVE_WAIT_SECONDS = 5.0
 
 
 class Outputs:
@@ -52,6 +61,8 @@ class Outputs:
         self.alertmanager = AlertmanagerClient(am) if am.urls else None
         self.history: list[HistoryRow] = []  # advice transitions not yet stored
         self.save_failures = 0
+        self.saver = SaveThread() if store is not None else None
+        self._save: tuple[Future[SaveResult], int] | None = None  # running: its history rows
         self.publications = 0
         self._results: ResultsMemo = {}  # rule results by target, reused while unchanged
         self._sender: asyncio.Task[None] | None = None
@@ -62,8 +73,10 @@ class Outputs:
             self._sender = asyncio.create_task(self.alertmanager.run())
 
     async def stop(self) -> None:
-        """Give queued alerts a moment to leave, then stop the sender."""
+        """Give queued alerts a moment to leave, then stop the sender (and the save thread)."""
         await _close(self.alertmanager, self._sender)
+        if self.saver is not None:
+            self.saver.close()
 
     async def reconfigure(self, settings: Settings) -> None:
         """New settings (SIGHUP); other Alertmanagers get a new sender and every alert anew."""
@@ -87,9 +100,11 @@ class Outputs:
         now: float,
         queries: Sequence[QueryStatus] = (),
         tasks: Mapping[str, TaskHealth] | None = None,
+        logs: Mapping[str, LogHealth] | None = None,
     ) -> Evaluation:
         """Advance alert state, notify Alertmanager, and publish a new evaluation (`queries`:
-        the Prometheus source's, in that mode; `tasks`: the scrape tasks that ever failed)."""
+        the Prometheus source's, in that mode; `tasks`: the scrape tasks that ever failed;
+        `logs`: the targets' log sources)."""
         changes = self.tracker.update(active_advice(servers, now), now)
         self._record(changes, now)
         self._notify(now)
@@ -100,7 +115,7 @@ class Outputs:
             servers, self.tracker,
             rule_failures=rule_failures, alertmanager=am, database=self._database_status(),
             count=self.publications, now=now, queries=tuple(queries), shard=shard,
-            memo=self._results, tasks=tasks,
+            memo=self._results, tasks=tasks, logs=logs,
         )  # fmt: skip
         self.state.publish(evaluation)
         return evaluation
@@ -150,44 +165,88 @@ class Outputs:
             self.alertmanager.submit(to_alertmanager_json(resolves), now)
 
     def _database_status(self) -> DatabaseStatus:
-        if self.store is None:
+        if self.store is None or self.saver is None:
             return DatabaseStatus()
-        store = self.store
+        store, saver = self.store, self.saver
+        slow = saver.slow(SLOW_SAVE_INTERVALS * self.settings.scrape_interval_seconds)
         return DatabaseStatus(
-            True, store.error, self.save_failures, store.recreated_total, store.recreated
-        )
+            True, store.error or slow, self.save_failures, store.recreated_total, store.recreated,
+            saves_skipped_total=saver.skipped_total,
+        )  # fmt: skip
 
     def persist(
-        self, servers: Mapping[str, Reviewed], now: float, skip_windows: Container[str] = ()
+        self,
+        servers: Mapping[str, Reviewed],
+        now: float,
+        skip_windows: Container[str] = (),
+        wait: bool = True,
     ) -> None:
         """Write new samples (but those of `skip_windows`, refilled otherwise at start), alert
-        state and new advice transitions to SQLite; on failure keep them in memory (bounded) for
-        the next try."""
-        if self.store is None:
+        state and new advice transitions to SQLite, in the store's thread; on failure keep them
+        in memory (bounded) for the next try. `wait=False` (the periodic job) returns at once,
+        and a save still running makes this one skipped and counted; else wait for the save
+        (at most SAVE_WAIT_SECONDS, as at stop)."""
+        saver = self.saver
+        if self.store is None or saver is None:
             return
-        store = self.store
-        store.check_file()  # deleted or replaced underneath us: rebuilt, whole windows below
-        # Only the samples not stored yet, but the whole windows when old ones are to go.
+        if wait and not saver.wait(SAVE_WAIT_SECONDS):
+            logger.error("state database: a save has run for %.0f s; state not saved now",
+                         saver.running_seconds())  # fmt: skip
+            return
+        self._collect()
+        if saver.busy:
+            saver.skip()
+            return
+        job = self._save_job(self.store, servers, now, skip_windows)
+        self._save = saver.submit(job), len(self.history)
+        if wait and saver.wait(SAVE_WAIT_SECONDS):
+            self._collect()
+
+    def _save_job(
+        self, store: Store, servers: Mapping[str, Reviewed], now: float, skip: Container[str]
+    ) -> Callable[[], SaveResult]:
+        """A save to run in the store's thread, of copies made now (the loop goes on changing
+        the originals): the samples not stored yet, the whole windows when old ones are to go."""
         whole = store.prune_due(now)
         targets = {n: s.state for n, s in servers.items()}
         windows = {
             n: t.window.view(now, math.inf if whole else now - store.saved_until(n))
             for n, t in targets.items()
-            if n not in skip_windows
+            if n not in skip
         }
         flags = {n: t.history for n, t in targets.items()}
-        changes = {n: t.changes.changes for n, t in targets.items()}
-        if store.save(windows, self.tracker.alerts(), self.history, now, flags, changes):
-            self.history.clear()
+        changes = {n: tuple(t.changes.changes) for n, t in targets.items()}
+        alerts, history = list(self.tracker.alerts()), list(self.history)
+
+        def save() -> SaveResult:
+            if store.check_file():  # deleted or replaced: rebuilt; the next save writes all
+                return None
+            return store.save(windows, alerts, history, now, flags, changes)
+
+        return save
+
+    def _collect(self) -> None:
+        """A save that ended: the advice transitions it stored leave memory; a failure is
+        counted, and what waits for the next try is bounded."""
+        if self._save is None or not self._save[0].done():
             return
-        self.save_failures += 1
-        del self.history[:-MAX_UNSAVED_HISTORY]
+        (future, rows), self._save = self._save, None
+        saved = future.result()  # a bug in the save raises here, in the persist job
+        if saved:
+            del self.history[:rows]
+        elif saved is False:
+            self.save_failures += 1
+            del self.history[:-MAX_UNSAVED_HISTORY]
 
     def restore(self, targets: Mapping[str, TargetState], now: float, windows: bool = True) -> None:
         """Refill windows (unless they are filled otherwise); take back flag histories, changes
         and alert state if the daemon was not down too long. A file that fails while being read
         is moved aside and the daemon starts fresh."""
         if self.store is None:
+            return
+        if self.saver is not None and self.saver.busy:  # its connection is the save's now
+            logger.info("state database busy saving: %d new target(s) start without their "
+                        "saved state", len(targets))  # fmt: skip
             return
         try:
             self._restore(self.store, targets, now, windows)

@@ -181,17 +181,19 @@ class Tuner:
             result = await source.scrape(
                 self.clock(), s.scrape_timeout_seconds, s.max_body_bytes, s.scrape_limits
             )
+            log_values = await source.poll_log(result.ts, s.scrape_timeout_seconds)
         except asyncio.CancelledError:
             return  # shutting down: a scrape cut short is not an error worth a traceback
-        self._ingest(name, source, result)
+        self._ingest(name, source, result, log_values)
 
-    def _ingest(self, name: str, source: TargetSource, result: ScrapeResult) -> None:
+    def _ingest(
+        self, name: str, source: TargetSource, result: ScrapeResult, log_values: dict[str, float]
+    ) -> None:
         """A scrape's result (and the log since) to its server; reviewed when due."""
         server = self.watch.servers.get(name)
         if server is None:
             return  # removed (a reload, its gateway's page) while it was being scraped
         self.transitions.record(server.state, result, result.ts)
-        log_values = source.poll_log(result.ts)
         server.state.note_crashes(source.log_crashes())  # the crashes in words, beside them
         server.observe(result, log_values, self.clock())
 
@@ -214,8 +216,8 @@ class Tuner:
                 self.watch.add(server)
                 self.sources[name] = GatewayWorkerSource(spec, self._ssl)
             source = self.sources[name]
-            if isinstance(source, TargetSource):
-                self._ingest(name, source, result)
+            if isinstance(source, TargetSource):  # a worker: no log of its own
+                self._ingest(name, source, result, {})
 
     async def judge_history(self, end: float, span_seconds: float, latency_every: int) -> History:
         """`check --prometheus`: the fleet's history up to `end` ingested, every target reviewed
@@ -252,18 +254,22 @@ class Tuner:
                 server.review(now)
         queries = self.fleet.queries if self.fleet is not None else ()
         tasks = self._scrapers.failures()
-        self.outputs.publish(servers, self.watch.rule_failures, now, queries, tasks)
+        logs = {n: s.log for n, s in self.sources.items()
+                if isinstance(s, TargetSource) and s.log is not None}  # fmt: skip
+        self.outputs.publish(servers, self.watch.rule_failures, now, queries, tasks, logs)
 
     # -- persistence -----------------------------------------------------------------------
     async def persist_job(self) -> None:
-        """`persist` in the event loop (SQLite connections belong to the thread that made them)."""
-        self.persist()
+        """`persist` without waiting: the save runs in the store's thread, and one still
+        running when the next is due makes that one skipped (a frozen disk stops no scrape)."""
+        self.persist(wait=False)
 
-    def persist(self) -> None:
-        """Write windows, alert state and new advice transitions to SQLite."""
+    def persist(self, wait: bool = True) -> None:
+        """Write windows, alert state and new advice transitions to SQLite (`wait`: for the
+        save to end, as at stop)."""
         fleet = self.fleet
         refilled = fleet.names if fleet is not None and not fleet.stores_windows else ()
-        self.outputs.persist(self.watch.servers, self.clock(), refilled)
+        self.outputs.persist(self.watch.servers, self.clock(), refilled, wait)
 
     def _states(self) -> dict[str, TargetState]:
         return {name: server.state for name, server in self.watch.servers.items()}

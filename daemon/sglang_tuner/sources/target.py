@@ -17,6 +17,7 @@ from sglang_tuner.sources.dcgm import fetch_dcgm
 from sglang_tuner.sources.http import HttpClient
 from sglang_tuner.sources.log.command import LogCommand, PipeFollower, stdin_follower
 from sglang_tuner.sources.log.follow import LogFollower
+from sglang_tuner.sources.log.poll_thread import PollThread
 from sglang_tuner.sources.scrape import scrape_metrics
 from sglang_tuner.sources.server_info import fetch_server_info
 from sglang_tuner.sources.sglang import SignalMapper
@@ -44,7 +45,8 @@ class TargetSource:
     def __init__(self, spec: TargetSpec, ssl_context: ssl.SSLContext | None = None) -> None:
         self.spec = spec
         self.mapper = SignalMapper()  # counter state for rates: one per target
-        self.log = log_source(spec)
+        found = log_source(spec)
+        self.log = None if found is None else PollThread(found, spec.name)  # off the loop
         # a few kept-alive connections, closed with it; the target's own TLS when it has one
         self.client = HttpClient(ssl_context, tls=spec.tls)
         self.server_info_ts = 0.0  # when /server_info was last asked for
@@ -67,9 +69,10 @@ class TargetSource:
             return result
         return dataclasses.replace(result, error=redact_url_secrets(result.error))
 
-    def poll_log(self, now: float) -> dict[str, float]:
-        """What the log said since the previous poll ({} without a log file)."""
-        return self.log.poll(now) if self.log is not None else {}
+    async def poll_log(self, now: float, wait_seconds: float = 3.0) -> dict[str, float]:
+        """What the log said since the previous poll ({} without a log file), read in the log's
+        own thread: {} too while that takes longer than `wait_seconds` (a frozen disk)."""
+        return await self.log.poll(now, wait_seconds) if self.log is not None else {}
 
     async def server_info(self, timeout_seconds: float) -> tuple[ServerConfig | None, str | None]:
         """`/server_info` (or `/get_server_info`): (config, None) or (None, error)."""

@@ -24,8 +24,9 @@ CREATE TABLE IF NOT EXISTS advice_history (
 
 def open_checked(path: Path) -> sqlite3.Connection:
     """Connect in WAL mode (synchronous=NORMAL: a commit survives a kill of the process) and
-    check the file is a sound database; raises sqlite3.DatabaseError when it is not."""
-    db = sqlite3.connect(path)
+    check the file is a sound database; raises sqlite3.DatabaseError when it is not. The
+    connection may be used from any thread, one at a time (saves run in a thread of their own)."""
+    db = sqlite3.connect(path, check_same_thread=False)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")

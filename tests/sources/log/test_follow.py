@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from sglang_tuner.model import signals as s
+from sglang_tuner.sources.log.drain import MAX_LINE_BYTES
 from sglang_tuner.sources.log.follow import (
     LogCounts,
     LogFollower,
@@ -378,6 +379,34 @@ def test_last_startup_lines_are_the_latest_launch_and_summary_in_file_order(tmp_
             "x max_total_num_tokens=1000, available_gpu_mem=3.0 GB",
             "server_args=ServerArgs(chunked_prefill_size=4096)",
         ], chunk
+
+
+def test_last_startup_lines_holds_no_line_past_the_limit(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    long_launch = b"server_args=ServerArgs(chunked_prefill_size=2048, " + b"x" * 100_000 + b")\n"
+    log.write_bytes(
+        b"x max_total_num_tokens=1000, available_gpu_mem=3.0 GB\n"
+        + long_launch
+        + b"y" * 300_000  # an unfinished line of 300 KB
+    )
+    for chunk in (7, 4096, 1 << 20):
+        with log.open("rb") as handle:
+            lines = last_startup_lines(handle, chunk_bytes=chunk)
+        assert lines[0] == "x max_total_num_tokens=1000, available_gpu_mem=3.0 GB", chunk
+        assert lines[1].startswith("server_args=ServerArgs(chunked_prefill_size=2048, x"), chunk
+        assert max(len(line) for line in lines) <= MAX_LINE_BYTES, chunk
+
+
+def test_log_follower_cuts_a_long_line_of_a_file_as_it_reads_and_reads_on(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text("")
+    follower = LogFollower(log)
+    follower.poll(0.0)
+    with log.open("r+b") as handle:  # 20 MB of NUL bytes (a hole), then a retraction line
+        handle.seek(20 * 1024 * 1024)
+        handle.write(b"\n" + RETRACT.format(n=3).encode())
+    assert follower.poll(60.0)[s.RETRACTIONS_PER_MINUTE] == 3.0  # past it in one poll
+    assert (follower.lines_cut, follower.dropped_lines) == (1, 0)
 
 
 def test_to_signals_gives_the_startup_memory_lines_as_signals() -> None:

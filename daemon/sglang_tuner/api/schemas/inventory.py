@@ -70,6 +70,14 @@ class TargetOut(BaseModel):
         "hostile input, not a failed scrape); each is logged with the target's name",
     )
     task_error: str | None = Field(None, description="The last one, while it goes on failing")
+    log_lines_dropped_total: int | None = Field(
+        None,
+        description="Lines of its log dropped unread: a piped log's 16 MiB buffer was full (the "
+        "scrapes fell behind the writer); null without a log",
+    )
+    log_lines_cut_total: int | None = Field(
+        None, description="Lines of its log longer than 32 KiB, cut there; null without a log"
+    )
     links: dict[str, str]
 
     @classmethod
@@ -103,6 +111,8 @@ class TargetOut(BaseModel):
             signal_sources=dict(t.signal_sources),
             task_failures_total=t.task_failures_total,
             task_error=t.task_error if t.task_failing else None,
+            log_lines_dropped_total=t.log_lines_dropped_total,
+            log_lines_cut_total=t.log_lines_cut_total,
             links={"advice": api_path("advice", t.name), "self": api_path("targets", t.name)},
         )
 

@@ -15,7 +15,7 @@ from sglang_tuner.model import signals as s
 from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.crash import CrashKind
-from sglang_tuner.sources.log.drain import Drain, LineCutter, decode_lines
+from sglang_tuner.sources.log.drain import MAX_LINE_BYTES, Drain, LineCutter, decode_lines
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 from sglang_tuner.sources.server_info import parse_server_info
 
@@ -33,7 +33,13 @@ __all__ = [
 _STARTUP_MARK = b"max_total_num_tokens="
 _LAUNCH_MARK = b"server_args=ServerArgs("
 _MARKS = (_LAUNCH_MARK, _STARTUP_MARK)
-MAX_READ_BYTES = 8 * 1024 * 1024  # per poll; the rest is read at the next poll
+MAX_READ_BYTES = 8 * 1024 * 1024  # of lines per poll; the rest is read at the next poll
+# Read per poll at most, the skipped rest of lines too long included: a 200 MB line is passed
+# over in one poll, never held (a line is cut at MAX_LINE_BYTES as it is read).
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+# A file is read this much at a time (a pipe gives what arrived): 15x faster through a long
+# line than 64 KiB reads, and still a bounded piece.
+CHUNK_BYTES = 1024 * 1024
 CRASH_SIGNALS: dict[CrashKind, str] = {
     CrashKind.CUDA_GRAPH_CAPTURE_OOM: s.CUDA_GRAPH_CAPTURE_OOM_EVENTS,
     CrashKind.PREFILL_OOM: s.PREFILL_OOM_EVENTS,
@@ -116,31 +122,43 @@ def launch_config(counts: LogCounts) -> ServerConfig | None:
     return None if counts.server_args is None else parse_server_info(counts.server_args)
 
 
-def last_startup_lines(handle: BinaryIO, chunk_bytes: int = MAX_READ_BYTES) -> list[str]:
+def last_startup_lines(handle: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> list[str]:
     """The last launch line (`server_args=ServerArgs(...)`) and the last startup summary line
-    (`max_total_num_tokens=…`) from here to the end of `handle`, in file order."""
+    (`max_total_num_tokens=…`) from here to the end of `handle`, in file order, each cut at
+    MAX_LINE_BYTES: read a chunk at a time, no line is held longer than that."""
     found: dict[bytes, tuple[int, bytes]] = {}
-    carry, offset = b"", 0  # offset: where `carry` starts in the file
+    carry, offset, skipping = b"", 0, False  # offset: where `carry` starts in the file
     while chunk := handle.read(chunk_bytes):
+        if skipping:  # the rest of a line too long, up to its newline
+            end = chunk.find(b"\n")
+            if end < 0:
+                offset += len(chunk)
+                continue
+            offset, chunk, skipping = offset + end + 1, chunk[end + 1 :], False
         data = carry + chunk
         cut = data.rfind(b"\n")
         if cut >= 0:
             _note_marks(data[:cut], offset, found)
             offset, data = offset + cut + 1, data[cut + 1 :]
+        if len(data) > MAX_LINE_BYTES:  # an unfinished line too long: its head, the rest skipped
+            _note_marks(data[:MAX_LINE_BYTES], offset, found)
+            offset, data, skipping = offset + len(data), b"", True
         carry = data
     _note_marks(carry, offset, found)
     return [line.decode("utf-8", errors="replace") for _, line in sorted(found.values())]
 
 
 def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]]) -> None:
-    """Record the last line of `data` holding each mark, with its offset in the file."""
+    """Record the last line of `data` holding each mark (cut at MAX_LINE_BYTES), with its
+    offset in the file."""
     for mark in _MARKS:
         at = data.rfind(mark)
         if at < 0:
             continue
         start = data.rfind(b"\n", 0, at) + 1
         end = data.find(b"\n", at)
-        found[mark] = (offset + start, data[start : end if end >= 0 else len(data)])
+        end = min(end if end >= 0 else len(data), start + MAX_LINE_BYTES)
+        found[mark] = (offset + start, data[start:end])
 
 
 class ScannedLog(ABC):
@@ -175,6 +193,20 @@ class ScannedLog(ABC):
     def _read_lines(self) -> list[str] | None:
         """The complete lines that arrived since the last poll; None while there is no log."""
 
+    @property
+    def dropped_lines(self) -> int:
+        """Lines dropped unread (a pipe's buffer was full: the scrapes fell behind its writer)."""
+        return 0
+
+    @property
+    def lines_cut(self) -> int:
+        """Lines cut at MAX_LINE_BYTES (the rest of each skipped)."""
+        return 0
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop reading."""
+
 
 class LogFollower(ScannedLog):
     """Follows one log file across rotation and truncation, like `tail -F`; a named pipe is
@@ -194,6 +226,11 @@ class LogFollower(ScannedLog):
     def lines_cut(self) -> int:
         """Lines cut at the length limit so far."""
         return self._cutter.lines_cut + (self._fifo.lines_cut if self._fifo else 0)
+
+    @property
+    def dropped_lines(self) -> int:
+        """Lines a named pipe dropped unread (its buffer was full); a file drops none."""
+        return self._fifo.dropped_lines if self._fifo else 0
 
     def close(self) -> None:
         """Close the file (stop draining the named pipe)."""
@@ -215,13 +252,13 @@ class LogFollower(ScannedLog):
         if state == "truncated":
             self._file.seek(0)
             self._cutter.reset()
-        lines = self._split(self._file.read(MAX_READ_BYTES))
+        lines = self._read_new(self._file)
         if state == "rotated":  # the old file is finished: follow the new one from its start
             self.close()
             self._cutter.reset()
             if self._open(initial=False):
                 assert self._file is not None
-                lines += self._split(self._file.read(MAX_READ_BYTES))
+                lines += self._read_new(self._file)
         return lines
 
     def _open(self, *, initial: bool) -> bool:
@@ -250,7 +287,18 @@ class LogFollower(ScannedLog):
             return "rotated"
         return "truncated" if stat.st_size < handle.tell() else "same"
 
-    def _split(self, data: bytes) -> list[str]:
-        """Complete lines of pending + data (each cut at MAX_LINE_BYTES); keeps the trailing
-        partial line for later."""
-        return decode_lines(self._cutter.feed(data))
+    def _read_new(self, handle: BinaryIO) -> list[str]:
+        """New complete lines, read a chunk at a time, each cut at MAX_LINE_BYTES as it is read
+        (the rest skipped, never held); at most MAX_READ_BYTES of lines and MAX_SCAN_BYTES read
+        per poll, the rest at the next. A partial last line waits for its end."""
+        lines: list[bytes] = []
+        kept = scanned = 0
+        while kept < MAX_READ_BYTES and scanned < MAX_SCAN_BYTES:
+            chunk = handle.read(CHUNK_BYTES)
+            if not chunk:
+                break
+            scanned += len(chunk)
+            new = self._cutter.feed(chunk)
+            kept += sum(map(len, new))
+            lines += new
+        return decode_lines(lines)
