@@ -81,6 +81,19 @@ def test_at_the_guides_value_only_a_cap_predicted_to_gain_is_advised():
     assert "--max-running-requests 64 -> 20: -" in steady.detail
 
 
+def test_under_attention_dp_the_cap_is_written_in_the_flags_units():
+    # two attention-DP ranks share --max-running-requests 128 (64 each): the pool holds 26
+    # per rank to their end, so the flag becomes 52
+    dp = replace(SERVER, version="0.5.9", tp_size=2, dp_size=2, enable_dp_attention=True,
+                 max_running_requests=128)  # fmt: skip
+    out = _storm(hit=0.02, config=dp, num_dp_ranks="2x20",
+                 num_running_reqs=" ".join(["40 68"] * 10),
+                 gen_throughput=" ".join(["1400 2000"] * 10), retractions_per_minute="60x20",
+                 request_rate="4x20", generation_tokens_rate="1700x20")  # fmt: skip
+    assert isinstance(out, Finding) and out.action.text == "--max-running-requests 128 -> 52"
+    assert "26 requests per rank fit the pool to their end" in out.action.expected
+
+
 # The simulator's retraction storm at the guide's 1.3 with 3,000-token prompts and outputs run to
 # 1,024 tokens: the pool overflows at its peaks.
 STORM_AT_CEILING = SCENARIOS["retraction_storm"].for_version("0.5.23")

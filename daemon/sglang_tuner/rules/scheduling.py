@@ -224,6 +224,22 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
 )
 
 
+# What a retraction storm is in SGLang's code (0.5.4 wheel; the same in 0.4.10 and 0.5.23):
+# - `Scheduler.update_running_batch`: when `ScheduleBatch.check_decode_mem` finds no room for
+#   the next step, `retract_decode` frees the requests with the fewest output tokens (ties: the
+#   longest prompt) until it fits (0.4.x: until the kept have room for 20 steps each); they
+#   re-queue with their output kept and prefill prompt and output again.
+#   The new-token ratio becomes (decoded + 20 x kept) / (sum(max_new_tokens) + 1) of the kept
+#   batch, whatever --schedule-conservativeness says; without a retraction it decays by
+#   (init - min) / 600 a step to min = 0.14 x init, init = min(0.7 x conservativeness, 1).
+# - `PrefillAdder` admits while free + evictable tokens cover the new request's prompt and
+#   min(max_new_tokens, 4096) plus each running request's remaining min(max_new - output,
+#   4096) x the ratio: requests that run to max_new_tokens over-commit at any ratio below 1.
+# - the radix cache never holds what a retraction needs: token usage counts none of its
+#   evictable tokens (`_get_token_info`: used = pool - free - evictable) and `check_decode_mem`
+#   evicts them before it decides. --disable-radix-cache changes admission only for requests
+#   sent with ignore_eos (`add_one_req_ignore_eos` reserves their whole max_new_tokens once
+#   `tree_cache.disable`); otherwise it only loses the prefix sharing (predict/retraction.py).
 def _check_retractions(inp: RuleInput) -> Outcome:
     """Fires when retractions average above ~1/min while token usage is very high. Weighs the
     guide's --schedule-conservativeness 1.3 against --max-running-requests down to the batch
