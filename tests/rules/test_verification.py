@@ -288,6 +288,22 @@ def test_revert_predicts_the_lost_throughput_back_with_the_verdicts_interval():
     )
 
 
+def test_reverting_a_memory_raise_states_the_itl_it_gives_back():
+    # the raise bought TTFT p99 with a larger batch: ITL p50 40 -> 80 ms, p99 0.3 -> 1.2 s
+    slower = MetricVerdict("ttft_p99_seconds", "improved", 0.5, None, None, 10.0, 5.0)
+    p50 = MetricVerdict("itl_p50_seconds", "hurt", 2.0, 1.9, 2.1, 0.04, 0.08)
+    p99 = MetricVerdict("itl_p99_seconds", "hurt", 4.0, 3.5, 4.5, 0.3, 1.2)
+    prediction = predict_revert(_hurt("online", slower, p50, p99))
+    assert prediction.effects["ITL p50"] == (
+        pytest.approx(-0.5), pytest.approx(1 / 2.1 - 1), pytest.approx(1 / 1.9 - 1)
+    )
+    assert prediction.effects["ITL p99"][0] == pytest.approx(-0.75)
+    # and the TTFT p99 it costs: back from 5 s to 10 s
+    assert prediction.effects["TTFT p99"][0] == pytest.approx(1.0)
+    assert prediction.text().startswith("-75 % ITL p99 (-78 to -71 %), trades TTFT p99 +100 %")
+    assert "back with it: TTFT p99 5.00 -> 10.00 s, ITL p50 80 -> 40 ms" in prediction.basis
+
+
 def test_revert_predicts_a_latency_fall_with_a_30_percent_range_without_an_interval():
     slower = MetricVerdict("ttft_p99_seconds", "hurt", None, None, None, 1.0, 1.5)
     prediction = predict_revert(_hurt("online", slower, judged_on=("ttft_p99_seconds",)))

@@ -3,7 +3,8 @@ range and the basis of the claim. The rules ask it; it never decides what to adv
 
 `server_model` models one server (its decode step from the physics or the window, its pool, its
 admission) and answers one question per kind of change; `itl_model` fits inter-token latency to
-the batch; `crash_fix` predicts that a crash fix stops its crashes; `units` converts
+the batch and moves ITL p99 with it; `queueing` predicts TTFT p99 from the arrival rate and the
+new capacity; `crash_fix` predicts that a crash fix stops its crashes; `units` converts
 `--max-running-requests` and the running batch between per-rank and flag units.
 
 May import: `model`, `changes`, `rule`, and the physics package `sglang_physics`. Pure: no I/O,

@@ -1,5 +1,6 @@
 """Inter-token latency against the per-rank batch: a linear fit over the window, and the batch
-at which ITL p50 meets a target (the batch-size advice of "Troubleshooting / High Latency")."""
+at which ITL p50 meets a target (the batch-size advice of "Troubleshooting / High Latency"), and
+ITL p99 (a decode step and the prefill it waited for) at another batch."""
 
 import math
 
@@ -39,3 +40,14 @@ def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int,
         return max(1, per_rank), fit[0] + fit[1] * max(1, per_rank), basis
     per_rank = math.floor(batch * target / itl)  # ITL taken as proportional to the batch
     return max(1, per_rank), target, PROPORTIONAL
+
+
+def itl_p99_change(itl_p50: float, itl_p99: float, p50_change: float, batch_ratio: float) -> float:
+    """ITL p99's relative change when ITL p50 moves by `p50_change` and the per-rank batch by
+    `batch_ratio` (new over now). The tail is a decode step plus the prefill it waited for:
+    p99 = p50 + a stall, and the prefill a decode step carries goes with the batch (each running
+    request brings its prompt once per output length), so the stall scales with it while the
+    step moves as ITL p50 does."""
+    stall = max(0.0, itl_p99 - itl_p50)
+    then = itl_p50 * (1 + p50_change) + stall * batch_ratio
+    return then / itl_p99 - 1

@@ -17,30 +17,29 @@ answer is "no prediction" and why. Predictions are relative: gain on tokens/s of
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sglang_physics import GPUS, MODELS, Deployment, Gpu, ModelSpec, StepModel, gpu_named
 from sglang_physics import kv_pool_tokens as physics_pool_tokens
 
-from sglang_tuner.model.advice import Prediction, Severity
+from sglang_tuner.model.advice import ITL_P99, Prediction, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import (
     GEN_THROUGHPUT,
     GENERATION_TOKENS_RATE,
     ITL_P50_SECONDS,
+    ITL_P99_SECONDS,
     MAX_TOTAL_NUM_TOKENS,
     NUM_DP_RANKS,
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
     PREFIX_CACHE_HIT_RATIO,
     PROMPT_TOKENS_RATE,
-    QUEUE_TIME_P50_SECONDS,
-    REQUEST_RATE,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
-    TTFT_P50_SECONDS,
-    TTFT_P99_SECONDS,
 )
+from sglang_tuner.predict.itl_model import itl_p99_change
+from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue
 from sglang_tuner.predict.units import max_running_per_rank
 from sglang_tuner.rule import RuleInput
 
@@ -334,7 +333,24 @@ def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Predi
         alt = objective_gain(inp, model.obs, batch, other)
         low, high = min(low, alt), max(high, alt)
     effects = batch_effects(inp, model, batch, ratio)
-    return Prediction(objective(inp.profile), gain, low, high, f"{why}; {model.basis}", effects)
+    prediction = Prediction(
+        objective(inp.profile), gain, low, high, f"{why}; {model.basis}", effects
+    )
+    return queue_bound(prediction, inp, model.obs, batch, ratio)
+
+
+def queue_bound(
+    prediction: Prediction, inp: RuleInput, obs: Observed, batch: float, ratio: float
+) -> Prediction:
+    """The prediction, saying so where open arrivals would outrun the new capacity: TTFT p99
+    then grows for as long as the load lasts, and no figure is given for it."""
+    if ttft_change(inp, obs, batch, ratio) != UNBOUNDED:
+        return prediction
+    why = (
+        f"{prediction.basis}; TTFT p99 unbounded: today's arrivals need more than {batch:.0f} "
+        "running per rank, the queue grows over the window"
+    )
+    return replace(prediction, basis=why, unbounded=(*prediction.unbounded, TTFT))
 
 
 def _spread(change: float) -> tuple[float, float, float]:
@@ -347,62 +363,70 @@ def batch_effects(
 ) -> dict[str, tuple[float, float, float]]:
     """What moving the running batch to `batch` does to every objective, as the metric's own
     relative change: tokens/s by the step model; ITL p50 by the decode step (calibrated on the
-    observed ITL where the physics has the model, else the whole step); TTFT p99 by the queue
-    wait (`ttft_change`), where requests wait."""
+    observed ITL where the physics has the model, else the whole step); ITL p99 by its stall
+    (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`), unless unbounded."""
     obs = model.obs
     if model.physics is not None and model.itl_scale() is not None:
         itl = model.itl(batch) / model.itl(obs.batch) - 1
     else:
         itl = model.step(batch) / model.step(obs.batch) - 1
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
+    tail = itl_tail(inp, obs, batch, itl)
+    if tail is not None:
+        effects[ITL_P99] = _spread(tail)
     ttft = ttft_change(inp, obs, batch, ratio)
-    if ttft is not None:
+    if ttft is not None and ttft != UNBOUNDED:
         effects[TTFT] = _spread(ttft)
     return effects
 
 
+def itl_tail(inp: RuleInput, obs: Observed, batch: float, itl_change: float) -> float | None:
+    """ITL p99's relative change at `batch` (ITL p50 moving by `itl_change`); None without
+    both quantiles."""
+    p50, p99 = obs.itl, inp.view.quantile(ITL_P99_SECONDS, 0.5)
+    if not p50 or not p99 or p99 < p50 or obs.batch <= 0:
+        return None
+    return itl_p99_change(p50, p99, itl_change, batch / obs.batch)
+
+
 def ttft_change(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float | None:
-    """TTFT p99's relative change when the batch moves to `batch` and tokens/s by `ratio`.
-    Where requests wait: the queue left (those the new batch does not take in) drained at the
-    new rate. Where none wait and the batch shrinks (a cap): the requests beyond it now wait
-    for a slot, (old batch - new) / completions per second at the new rate (Little's law; the
-    clients keep their concurrency). None where neither can be read."""
-    if obs.queue <= 0:
-        return wait_for_a_slot(inp, obs.ranks, obs.batch, batch, ratio)
-    left = max(0.0, obs.batch + obs.queue - batch)
-    wait_ratio = (left / ratio) / obs.queue if ratio > 0 else math.inf
-    view = inp.view
-    p99 = view.quantile(TTFT_P99_SECONDS, 0.5)
-    wait = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5) or view.quantile(TTFT_P50_SECONDS, 0.5)
-    if p99 and wait and 0 < wait <= p99:
-        return max(-1.0, (wait_ratio - 1) * wait / p99)
-    return max(-1.0, wait_ratio - 1)
+    """TTFT p99's relative change when the batch moves to `batch` and tokens/s by `ratio`, from
+    the queue fitted on the window (`queueing.fit_queue`): the same arrivals, served at the new
+    capacity; UNBOUNDED where open arrivals outrun it. Without TTFT p99 or a rate, where
+    requests wait: the change of the wait itself (a closed loop's population over the new
+    rate). None where neither can be read."""
+    queue = fit_queue(inp.view, obs.ranks, obs.batch, obs.queue)
+    if queue is not None:
+        return max(-1.0, queue.ttft_change(batch, ratio))
+    if obs.queue <= 0 or ratio <= 0:
+        return None
+    return max(-1.0, max(0.0, obs.batch + obs.queue - batch) / ratio / obs.queue - 1)
 
 
 def objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
-    """Throughput gain offline; online, the fall of TTFT p99: the queue wait scales as the
-    waiting requests left (closed loop: those the new batch does not take in) drained at the
-    new rate, and the rest of TTFT p99 (its spread over the median wait: prefill, stalls)
-    stays. Without TTFT quantiles, the fall of the wait itself."""
+    """Throughput gain offline; online, the fall of TTFT p99 (`ttft_change`), a growth without
+    bound counted as doubling."""
     if objective(inp.profile) == THROUGHPUT:
         return ratio - 1
     change = ttft_change(inp, obs, batch, ratio)
-    return 0.0 if change is None else max(-1.0, -change)  # at worst counted as doubling
+    return 0.0 if change is None else max(-1.0, -change)
 
 
 def wait_for_a_slot(
     inp: RuleInput, ranks: int, batch: float, capped: float, ratio: float
 ) -> float | None:
-    """TTFT p99's relative change when a rank's batch is capped from `batch` to `capped` with
-    nothing waiting: the requests beyond the cap wait for a slot, `batch - capped` over the
-    completions per second at the new rate (`ratio` of today's). None without the request
-    rate or TTFT p99, or when the batch does not shrink."""
-    view = inp.view
-    rate, p99 = view.quantile(REQUEST_RATE, 0.5), view.quantile(TTFT_P99_SECONDS, 0.5)
-    if capped >= batch or not rate or not p99 or ratio <= 0:
+    """TTFT p99's relative change when a rank's batch is capped from `batch` to `capped` and
+    tokens/s moves by `ratio`, from the queue fitted on the window. None without the request
+    rate or TTFT p99, when the batch does not shrink, or when the queue would grow without
+    bound (no figure to give)."""
+    if capped >= batch or ratio <= 0:
         return None
-    completions = rate / max(1, ranks) * ratio  # per rank, at the new rate
-    return (batch - capped) / completions / p99
+    waiting = (inp.view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0) / max(1, ranks)
+    queue = fit_queue(inp.view, max(1, ranks), batch, waiting)
+    if queue is None:
+        return None
+    change = queue.ttft_change(capped, ratio)
+    return None if change == UNBOUNDED else change
 
 
 def usage_in(obs: Observed, new_pool: float) -> float:
@@ -591,12 +615,23 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     ratio = model.throughput_ratio(batch)
     effects = batch_effects(inp, model, batch, ratio)
     effects[ITL] = _spread(then / now - 1)
+    tail = itl_tail(inp, obs, batch, then / now - 1)
+    if tail is not None:
+        effects[ITL_P99] = _spread(tail)
     why = (
         f"ITL p50 {now * 1e3:.0f} -> {then * 1e3:.0f} ms at {batch} per rank (batch p50 "
-        f"{obs.batch:.0f}); decode tokens/s {ratio - 1:+.0%} while the load stays, queue wait "
-        f"longer; {model.basis}"
+        f"{obs.batch:.0f}){_tail_text(inp, tail)}; decode tokens/s {ratio - 1:+.0%} while the "
+        f"load stays, queue wait longer; {model.basis}"
     )
-    return batch, Prediction(ITL, gain, gain - spread, gain + spread, why, effects)
+    prediction = Prediction(ITL, gain, gain - spread, gain + spread, why, effects)
+    return batch, queue_bound(prediction, inp, obs, batch, ratio)
+
+
+def _tail_text(inp: RuleInput, tail: float | None) -> str:
+    p99 = inp.view.quantile(ITL_P99_SECONDS, 0.5)
+    if tail is None or not p99:
+        return ""
+    return f", ITL p99 {p99 * 1e3:.0f} -> {p99 * (1 + tail) * 1e3:.0f} ms"
 
 
 def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:

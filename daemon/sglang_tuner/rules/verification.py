@@ -7,6 +7,7 @@ from sglang_tuner.changes.record import FLAGS, UNSET, Change, flag_values
 from sglang_tuner.changes.verdict import HURT, MetricVerdict, metrics_for, primary_for
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.advice import (
+    ITL_P99,
     Action,
     Confidence,
     Finding,
@@ -88,7 +89,9 @@ OBJECTIVES = {
 def predict_revert(change: Change) -> Prediction:
     """The regression the verdict measured, undone: on the worst of the metrics that decided
     it (the profile's objective first), the gain back from after to before, its range from the
-    verdict's interval (else +-30 %, at least 2 points)."""
+    verdict's interval (else +-30 %, at least 2 points). Its effects: every objective the
+    verdict measured, back from after to before (tokens/s, TTFT p99, ITL p50 and p99), the
+    others than its own said in the basis in their units."""
     verdict = change.verdict
     if verdict is None:
         return no_prediction(change.profile, "the change has no verdict")
@@ -101,7 +104,46 @@ def predict_revert(change: Change) -> Prediction:
     first = objective(change.profile)
     _, best = min(decided, key=lambda mp: (mp[1].objective != first, -(mp[1].gain or 0.0)))
     basis = f"{best.basis} of {_moved(change)} (verdict {verdict.reason})"
-    return replace(best, basis=basis)
+    back = [m for m in verdict.metrics if m.metric in GIVEN_BACK and _measured(m)]
+    others = [_back_text(m) for m in back if GIVEN_BACK[m.metric] != best.objective]
+    if others:
+        basis += "; back with it: " + ", ".join(others)
+    effects = {GIVEN_BACK[m.metric]: _given_back(m) for m in back}
+    return replace(best, basis=basis, effects=effects)
+
+
+# The objectives a revert states it gives back, from every metric its verdict measured.
+GIVEN_BACK = {
+    s.GEN_THROUGHPUT: THROUGHPUT, s.TTFT_P99_SECONDS: TTFT, s.ITL_P50_SECONDS: ITL,
+    s.ITL_P99_SECONDS: ITL_P99,
+}  # fmt: skip
+
+
+def _measured(m: MetricVerdict) -> bool:
+    return m.before is not None and m.after is not None and min(m.before, m.after) > 0
+
+
+def _given_back(m: MetricVerdict) -> tuple[float, float, float]:
+    """The metric's own change going back from after to before (ITL p50 60 -> 40 ms is -33 %),
+    its range from the verdict's interval of after / before, else +-30 % (at least 2 points)."""
+    assert m.before is not None and m.after is not None
+    change = m.before / m.after - 1
+    if m.low is not None and m.high is not None and min(m.low, m.high) > 0:
+        low, high = sorted((1 / m.high - 1, 1 / m.low - 1))
+        return change, min(low, change), max(high, change)
+    spread = max(FLOOR, SPREAD * abs(change))
+    return change, change - spread, change + spread
+
+
+def _back_text(m: MetricVerdict) -> str:
+    """'ITL p99 120 -> 80 ms': the metric from after back to before, in its unit."""
+    assert m.before is not None and m.after is not None
+    name = GIVEN_BACK[m.metric]
+    if m.metric == s.GEN_THROUGHPUT:
+        return f"{name} {m.after:,.0f} -> {m.before:,.0f}"
+    if m.metric == s.TTFT_P99_SECONDS:
+        return f"{name} {m.after:.2f} -> {m.before:.2f} s"
+    return f"{name} {m.after * 1e3:.0f} -> {m.before * 1e3:.0f} ms"
 
 
 def _undone(m: MetricVerdict, profile: str) -> Prediction | None:

@@ -1,0 +1,151 @@
+"""The queue in front of one rank's running batch: time to first token from arrival and service
+rates, fitted per server on its window.
+
+Requests arrive at `arrivals` per second per rank (finished requests per second over the window:
+in a steady state as many arrive as finish). The running batch is the servers; a change moves
+it to `batch` slots and its tokens per second by `ratio`, so the rank then completes at most
+`capacity = arrivals x ratio` requests per second (the same tokens per request). Two kinds of
+client, told apart by what the window shows:
+
+* a closed loop (`closed`): the requests in the server (running + waiting) held steady over
+  the window, as when each client sends its next request once the last is answered (a fixed
+  concurrency). The population stays; once the batch takes fewer than it, the rest wait their
+  turn: wait = (population - batch) / capacity (Little's law), a conveyor with little spread.
+* open arrivals: the requests in the server moved as independent arrivals do. At the same
+  arrival rate a capacity at or below it grows the queue without bound over the window
+  (`UNBOUNDED`); below it the wait is Erlang C's for `batch` servers (M/M/c), its tail
+  P(wait > t) = C x exp(-(c mu - lambda) t).
+
+TTFT p99 = the wait's p99 + a residual that the wait does not explain (prefill, the spread of
+the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch. Pure: no
+I/O, no clock.
+"""
+
+import math
+from dataclasses import dataclass
+
+from sglang_tuner.model.signals import (
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    QUEUE_TIME_P50_SECONDS,
+    REQUEST_RATE,
+    TTFT_P99_SECONDS,
+)
+from sglang_tuner.model.window import WindowView
+
+UNBOUNDED = math.inf  # the queue grows for as long as the load lasts
+TAIL = 0.01  # p99: the wait exceeded by 1 % of requests
+# A population of L requests arriving independently moves by about sqrt(L) (Poisson: a
+# coefficient of variation 1/sqrt(L)); one held to half of that, or to 2 %, is a closed loop.
+_HELD = 0.5
+_HELD_FLOOR = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """One rank's arrivals, batch and queue over the window, and today's TTFT p99."""
+
+    arrivals: float  # requests per second per rank
+    batch: float  # running requests per rank
+    waiting: float  # waiting requests per rank
+    ttft_p99: float  # seconds
+    closed: bool  # the requests in the server held steady: a fixed client concurrency
+
+    @property
+    def population(self) -> float:
+        """Requests in the server per rank (running + waiting)."""
+        return self.batch + self.waiting
+
+    def wait(self, batch: float, ratio: float) -> float:
+        """The p99 wait for a slot at `batch` slots and tokens/s x `ratio` (UNBOUNDED where
+        open arrivals outrun the capacity)."""
+        capacity = self.arrivals * ratio
+        if capacity <= 0:
+            return UNBOUNDED
+        if self.closed:
+            return max(0.0, self.population - batch) / capacity
+        if capacity > self.arrivals:
+            return erlang_c_wait(self.arrivals, capacity / max(1.0, batch), max(1, round(batch)))
+        if batch < self.batch:
+            return UNBOUNDED  # fewer slots than today's arrivals keep busy (Little's law)
+        return self.waiting / self.arrivals  # the batch and its rate as today: today's wait
+
+    def residual(self) -> float:
+        """TTFT p99 less the model's wait today (at today's batch and rate): what the wait
+        does not explain (prefill, the wait's spread), so that today's p99 is reproduced."""
+        return max(0.0, self.ttft_p99 - self._today())
+
+    def _today(self) -> float:
+        today = self.wait(self.batch, 1.0)
+        return today if math.isfinite(today) else 0.0
+
+    def ttft_p99_at(self, batch: float, ratio: float) -> float:
+        """TTFT p99 at `batch` slots and tokens/s x `ratio`: the wait plus today's residual (a
+        wait today longer than TTFT p99 itself, the rate read low: scaled instead)."""
+        wait, today = self.wait(batch, ratio), self._today()
+        if today > self.ttft_p99:
+            return self.ttft_p99 * wait / today
+        return wait + self.residual()
+
+    def ttft_change(self, batch: float, ratio: float) -> float:
+        """TTFT p99's relative change (UNBOUNDED: it grows over the window)."""
+        then = self.ttft_p99_at(batch, ratio)
+        return then / self.ttft_p99 - 1 if math.isfinite(then) else UNBOUNDED
+
+
+def erlang_c(arrivals: float, per_server: float, servers: int) -> float:
+    """The probability that an arrival waits in an M/M/c queue (Erlang C); 1 when saturated.
+    From Erlang B's recursion, B(k) = a B(k-1) / (k + a B(k-1)): no factorial of a batch of
+    thousands to overflow."""
+    load = arrivals / per_server
+    rho = load / servers
+    if rho >= 1:
+        return 1.0
+    blocked = 1.0
+    for k in range(1, servers + 1):
+        blocked = load * blocked / (k + load * blocked)
+    return blocked / (1 - rho * (1 - blocked))
+
+
+def erlang_c_wait(arrivals: float, per_server: float, servers: int, tail: float = TAIL) -> float:
+    """The wait exceeded by `tail` of arrivals in an M/M/c queue: P(W > t) = C e^-(c mu - l)t."""
+    waits = erlang_c(arrivals, per_server, servers)
+    if waits <= tail:
+        return 0.0
+    return math.log(waits / tail) / (servers * per_server - arrivals)
+
+
+def held_steady(view: WindowView) -> bool | None:
+    """Whether the requests in the server (running + waiting) held steady over the window: a
+    closed loop of clients. None when the window does not show both gauges."""
+    rows = view.rows((NUM_RUNNING_REQS, NUM_QUEUE_REQS))
+    totals = [r[NUM_RUNNING_REQS] + r[NUM_QUEUE_REQS] for r in rows]
+    if len(totals) < 3:
+        return None
+    mean = sum(totals) / len(totals)
+    if mean <= 0:
+        return None
+    spread = math.sqrt(sum((t - mean) ** 2 for t in totals) / (len(totals) - 1)) / mean
+    return spread <= max(_HELD_FLOOR, _HELD / math.sqrt(mean))
+
+
+def fit_queue(view: WindowView, ranks: int, batch: float, waiting: float) -> Queue | None:
+    """The queue of one rank fitted on the window (`batch` and `waiting` per rank, as the
+    server model reads them): arrivals from the finished requests' rate (a mean: the rate of
+    the window), else from the waiting requests over their median queue time (Little's law).
+    None without either, or without TTFT p99. Clients whose population the window cannot
+    read are taken as a closed loop (their concurrency kept)."""
+    p99, rate = view.quantile(TTFT_P99_SECONDS, 0.5), view.mean(REQUEST_RATE)
+    queued = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5)
+    if not rate and queued and waiting > 0:
+        rate = waiting * ranks / queued
+    if not rate or not p99 or rate <= 0 or p99 <= 0:
+        return None
+    closed = held_steady(view)
+    return Queue(
+        arrivals=rate / ranks,
+        batch=batch,
+        waiting=waiting,
+        ttft_p99=p99,
+        closed=True if closed is None else closed,
+    )

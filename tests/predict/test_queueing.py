@@ -1,0 +1,81 @@
+"""The queue in front of the batch (predict/queueing.py): TTFT p99 from arrival and service
+rates, fitted on today's window."""
+
+import math
+
+from helpers import window_from
+from sglang_tuner.predict.queueing import (
+    UNBOUNDED,
+    Queue,
+    erlang_c,
+    erlang_c_wait,
+    fit_queue,
+    held_steady,
+)
+
+# 20 requests/s on a rank running 100 with 50 waiting, TTFT p99 6 s
+CLOSED = Queue(arrivals=20.0, batch=100.0, waiting=50.0, ttft_p99=6.0, closed=True)
+OPEN = Queue(arrivals=20.0, batch=100.0, waiting=0.0, ttft_p99=1.5, closed=False)
+
+
+def test_todays_ttft_p99_is_reproduced_at_todays_batch_and_rate():
+    for queue in (CLOSED, OPEN):
+        assert queue.ttft_p99_at(queue.batch, 1.0) == queue.ttft_p99
+        assert queue.ttft_change(queue.batch, 1.0) == 0.0
+
+
+def test_a_closed_loop_waits_its_population_over_the_new_capacity():
+    # 150 in the server; capped at 30 slots completing at half today's rate: 120 wait their
+    # turn at 10 requests/s, 12 s; today's 2.5 s wait (50 at 20/s) leaves 3.5 s of residual
+    assert CLOSED.wait(30.0, 0.5) == 12.0
+    assert CLOSED.ttft_p99_at(30.0, 0.5) == 12.0 + 3.5
+    # room for all 150: nobody waits, the residual is left
+    assert CLOSED.ttft_p99_at(150.0, 1.2) == 3.5
+
+
+def test_open_arrivals_wait_longer_as_they_near_the_capacity():
+    # 50 slots completing 100 requests/s between them: the p99 wait grows toward saturation
+    waits = [erlang_c_wait(rate, 2.0, 50) for rate in (60.0, 90.0, 97.0, 99.5)]
+    assert waits == sorted(waits) and waits[0] < 0.01 < waits[-1]
+    assert erlang_c(99.5, 2.0, 50) > erlang_c(60.0, 2.0, 50)
+
+
+def test_open_arrivals_past_the_new_capacity_grow_without_bound():
+    # fewer slots than today's arrivals keep busy, at a lower rate: the queue grows
+    assert OPEN.wait(40.0, 0.7) == UNBOUNDED
+    assert OPEN.ttft_change(40.0, 0.7) == UNBOUNDED
+    # more capacity than arrivals: a figure, near today's
+    assert math.isfinite(OPEN.ttft_change(150.0, 1.3))
+    assert abs(OPEN.ttft_change(150.0, 1.3)) < 0.05
+
+
+def test_erlang_c_holds_for_a_batch_of_thousands():
+    assert 0 <= erlang_c(3900.0, 1.0, 4000) <= 1  # no factorial overflow
+
+
+def test_a_steady_population_is_a_closed_loop_and_a_moving_one_is_not():
+    steady = window_from(num_running_reqs="200x20", num_queue_reqs="312x20")
+    moving = window_from(
+        num_running_reqs="180 220 150 260 200 120 240 190 210 170",
+        num_queue_reqs="0x10",
+    )  # fmt: skip
+    assert held_steady(steady) is True
+    assert held_steady(moving) is False
+    assert held_steady(window_from(request_rate="3x20")) is None
+
+
+def test_the_queue_is_fitted_on_the_mean_request_rate_per_rank():
+    view = window_from(
+        request_rate="2 6 4 4", ttft_p99_seconds="8x4", num_running_reqs="400x4",
+        num_queue_reqs="100x4",
+    )  # fmt: skip
+    queue = fit_queue(view, 2, 200.0, 50.0)
+    assert queue is not None and queue.arrivals == 2.0 and queue.closed
+    assert queue.ttft_p99 == 8.0
+
+
+def test_without_a_request_rate_the_arrivals_come_from_littles_law_on_the_queue():
+    view = window_from(queue_time_p50_seconds="5x4", ttft_p99_seconds="8x4")
+    queue = fit_queue(view, 1, 100.0, 50.0)
+    assert queue is not None and queue.arrivals == 10.0  # 50 waiting 5 s each
+    assert fit_queue(window_from(ttft_p99_seconds="8x4"), 1, 100.0, 0.0) is None
