@@ -228,6 +228,8 @@ def test_a_real_log_in_every_wrapping_reads_as_the_plain_log(name, wrapper):
         "2025-12-04 20:35:53,120 - sglang.srt.managers.scheduler - INFO - Decode batch. "
         "#running-req: 48",
         "2025-12-04 20:35:53.120 INFO:sglang.srt.managers.scheduler:Decode batch. #running-req: 48",
+        "2025-12-04 20:35:53,120 [INFO] sglang.srt.managers.scheduler_metrics_mixin: Decode batch. "
+        "#running-req: 48",
     ],
 )
 def test_unwrap_reads_python_loggings_layouts_around_sglangs_message(wrapped):

@@ -38,10 +38,12 @@ _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,127}) {0,64}\|(?: |$)")
 _OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
 # Python logging's usual layouts around SGLang's message (a wrapper's or a custom logging config:
 # `%(asctime)s %(levelname)s %(process)d [%(filename)s:%(lineno)d] %(message)s`, `asctime -
-# name - LEVEL - message`, `asctime LEVEL:name:message`): the time kept, SGLang's message after.
+# name - LEVEL - message`, `asctime LEVEL:name:message`, `asctime [LEVEL] name: message`): the
+# time kept, SGLang's message after.
+_LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PYLOG = re.compile(
     r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))? (?:- )?(?:[\w.]{1,128} - )?"
-    r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)(?: -|:[\w.]{1,128}:)? ?"
+    rf"(?:{_LEVEL}(?: -|:[\w.]{{1,128}}:)?|\[{_LEVEL}\](?: [\w.]{{1,128}}:)?) ?"
     r"(?:\d{1,10} )?(?:\[[^\]\s]{1,256}\] )?(?=[^\[\s])"
 )
 _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
