@@ -11,6 +11,7 @@ from sglang_tuner.predict.queueing import (
     erlang_c_wait,
     fit_queue,
     held_steady,
+    pooled_p99,
 )
 
 # 20 requests/s on a rank running 100 with 50 waiting, TTFT p99 6 s
@@ -79,3 +80,16 @@ def test_without_a_request_rate_the_arrivals_come_from_littles_law_on_the_queue(
     queue = fit_queue(view, 1, 100.0, 50.0)
     assert queue is not None and queue.arrivals == 10.0  # 50 waiting 5 s each
     assert fit_queue(window_from(ttft_p99_seconds="8x4"), 1, 100.0, 0.0) is None
+
+
+def test_todays_p99_pools_the_intervals_so_a_bursty_tail_counts():
+    same = window_from(request_rate="5x20", ttft_p50_seconds="1x20", ttft_p99_seconds="4x20")
+    assert abs((pooled_p99(same) or 0) - 4.0) < 1e-6
+    # one interval in ten at 40 s: the median interval says 4 s, the window's requests more
+    bursty = window_from(
+        request_rate="5x20", ttft_p50_seconds="1x18 20x2", ttft_p99_seconds="4x18 40x2"
+    )  # fmt: skip
+    p99 = pooled_p99(bursty)
+    assert p99 is not None and 20 < p99 < 40
+    # without the rate or the p50: the median interval's p99
+    assert pooled_p99(window_from(ttft_p99_seconds="4x18 40x2")) == 4.0

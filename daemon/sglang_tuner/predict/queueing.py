@@ -17,7 +17,9 @@ client, told apart by what the window shows:
   P(wait > t) = C x exp(-(c mu - lambda) t).
 
 TTFT p99 = the wait's p99 + a residual that the wait does not explain (prefill, the spread of
-the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch. Pure: no
+the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch. Today's
+TTFT p99 is the window's (`pooled_p99`): each scrape interval's p50 and p99 pooled by its
+requests, not the median interval's p99, which misses a tail that comes in bursts. Pure: no
 I/O, no clock.
 """
 
@@ -29,6 +31,7 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS,
     QUEUE_TIME_P50_SECONDS,
     REQUEST_RATE,
+    TTFT_P50_SECONDS,
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import WindowView
@@ -129,13 +132,41 @@ def held_steady(view: WindowView) -> bool | None:
     return spread <= max(_HELD_FLOOR, _HELD / math.sqrt(mean))
 
 
+def pooled_p99(view: WindowView) -> float | None:
+    """TTFT p99 over the whole window: each interval's requests (its rate) with a tail falling
+    log-linearly from its p50 (half above) to its p99 (1 % above), pooled, and the time that
+    1 % of them exceed. The median interval's p99 where fewer than three intervals had
+    requests and both quantiles."""
+    rows = [
+        (r[REQUEST_RATE], r[TTFT_P50_SECONDS], r[TTFT_P99_SECONDS])
+        for r in view.rows((REQUEST_RATE, TTFT_P50_SECONDS, TTFT_P99_SECONDS))
+        if r[REQUEST_RATE] > 0 and 0 < r[TTFT_P50_SECONDS] <= r[TTFT_P99_SECONDS]
+    ]
+    if len(rows) < 3:
+        return view.quantile(TTFT_P99_SECONDS, 0.5)
+    weight = sum(w for w, _, _ in rows)
+    low, high = min(p99 for _, _, p99 in rows), max(p99 for _, _, p99 in rows)
+    for _ in range(40):  # the share above t falls with t: bisect for 1 %
+        mid = (low + high) / 2
+        above = sum(w * _above(mid, p50, p99) for w, p50, p99 in rows) / weight
+        low, high = (mid, high) if above > TAIL else (low, mid)
+    return (low + high) / 2
+
+
+def _above(t: float, p50: float, p99: float) -> float:
+    """The share of one interval's requests slower than `t`: 0.5 at its p50, 0.01 at its p99."""
+    if p99 <= p50:
+        return 1.0 if t < p99 else 0.0
+    return min(1.0, 0.5 * math.exp(-(t - p50) * math.log(50) / (p99 - p50)))
+
+
 def fit_queue(view: WindowView, ranks: int, batch: float, waiting: float) -> Queue | None:
     """The queue of one rank fitted on the window (`batch` and `waiting` per rank, as the
     server model reads them): arrivals from the finished requests' rate (a mean: the rate of
     the window), else from the waiting requests over their median queue time (Little's law).
     None without either, or without TTFT p99. Clients whose population the window cannot
     read are taken as a closed loop (their concurrency kept)."""
-    p99, rate = view.quantile(TTFT_P99_SECONDS, 0.5), view.mean(REQUEST_RATE)
+    p99, rate = pooled_p99(view), view.mean(REQUEST_RATE)
     queued = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5)
     if not rate and queued and waiting > 0:
         rate = waiting * ranks / queued
