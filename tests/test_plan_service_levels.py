@@ -89,7 +89,7 @@ def test_meeting_a_set_level_may_trade_more_tokens_than_it_gains_and_says_so_in_
     judgement = _judged("batch_too_large_for_latency", _cap(0.62, -0.78, 10.3), levels, measured)
     plan = _plan(judgement)
     assert plan.next is not None and plan.next.rule == "batch_too_large_for_latency"
-    assert plan.next.action.note == (
+    assert plan.next.trade == (
         "for ITL p50 ≤ 30 ms (set; 80 ms now, predicted 30 ms); trades "
         "tok/s 5000 tok/s -> 1100 tok/s, "
         "TTFT p99 100 ms -> 1.1 s (its level TTFT p99 ≤ 2.0 s)"

@@ -15,7 +15,6 @@ change meant to meet a broken level the operator set may trade tokens/s down to 
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from sglang_tuner.changes.record import FLAGS, Change
 from sglang_tuner.changes.verdict import HURT
@@ -33,6 +32,7 @@ from sglang_tuner.model.flags import FLAG_FIELDS, FlagHistory
 from sglang_tuner.model.next_change import Asked, Held, Plan, Step
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.service_levels import SET, AppliedLevels, Level
+from sglang_tuner.predict import MIN_GAIN
 from sglang_tuner.rules.sglang.defaults import is_default
 from sglang_tuner.rules.sglang.flags import accepts_flag, accepts_value, flag_replacement, has_flag
 
@@ -113,7 +113,7 @@ def plan_target(
         if reason:
             held.append(Held(j.rule.id, j.severity, action, reason))
         else:
-            kept.append(Step(j.rule.id, j.severity, levels.stated(action), j.rule.summary))
+            kept.append(Step(j.rule.id, j.severity, action, j.rule.summary, levels.trade(action)))
     first, after = (kept[0] if kept else None), tuple(kept[1:])
     return Plan(target, first, after, tuple(held), levels.levels, levels.measured)
 
@@ -138,12 +138,13 @@ class _Objectives:
             return None
         return found
 
-    def stated(self, action: Action) -> Action:
-        """The action, saying in advance which broken level it is for and what it trades."""
+    def trade(self, action: Action) -> str:
+        """Which broken level the change is for and what it trades for it, said in advance
+        ('' when it is for none, or gains under `MIN_GAIN` on it)."""
         prediction = action.prediction
         goal = None if prediction is None else self.broken_goal(prediction)
-        if prediction is None or goal is None:
-            return action
+        if prediction is None or goal is None or (prediction.gain or 0.0) < MIN_GAIN:
+            return ""
         level, now = goal
         then = now * (1 + predicted_changes(prediction)[prediction.objective][0])
         said = (
@@ -153,8 +154,7 @@ class _Objectives:
         costs = prediction.costs()
         if costs:
             said += "; trades " + ", ".join(self._trade(o, c) for o, c in costs.items())
-        note = f"{action.note}; {said}" if action.note else said
-        return replace(action, note=note)
+        return said
 
     def _trade(self, objective: str, change: float) -> str:
         found = self.level(objective)

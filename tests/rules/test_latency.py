@@ -312,4 +312,4 @@ def test_on_the_simulator_a_tight_itl_level_sizes_the_cap_to_it():
     assert default.judgement is not None
     plan = plan_target("sim", default.judgement, FlagHistory(), order)
     assert plan.next is not None and plan.next.rule == rule
-    assert plan.next.action.note.startswith("for ITL p50 ≤ 30 ms (default; 51 ms now, predicted")
+    assert plan.next.trade.startswith("for ITL p50 ≤ 30 ms (default; 51 ms now, predicted 27 ms)")

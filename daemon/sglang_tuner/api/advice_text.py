@@ -97,7 +97,10 @@ def _plan_lines(plan: PlanOut | None, shown: Collection[str] = ()) -> list[str]:
     lines = [f"next change: {_step(step, shown)}"]
     if step.rule not in shown and step.action.expected:
         lines.append(f"  expected: {step.action.expected}")
-    lines += [f"  then:     {_step(s, shown)}" for s in plan.after]
+    lines += [f"  trade:    {step.trade}"] if step.trade else []
+    for then in plan.after:
+        lines += [f"  then:     {_step(then, shown)}"]
+        lines += [f"            {then.trade}"] if then.trade else []
     return lines + _held_lines(plan)
 
 

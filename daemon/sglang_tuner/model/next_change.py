@@ -16,6 +16,7 @@ class Step:
     severity: Severity
     action: Action
     summary: str
+    trade: str = ""  # the broken service level it is for, and what it trades for it
 
 
 @dataclass(frozen=True, slots=True)

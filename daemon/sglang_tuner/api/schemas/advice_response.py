@@ -181,6 +181,9 @@ class StepOut(BaseModel):
     severity: Severity
     summary: str
     action: ActionOut
+    trade: str = Field(
+        "", description="The broken service level it is for, and what it trades for it"
+    )
 
 
 class HeldOut(BaseModel):
@@ -258,6 +261,7 @@ def _step(step: Step) -> StepOut:
         severity=step.severity,
         summary=step.summary,
         action=ActionOut.model_validate(step.action),
+        trade=step.trade,
     )
 
 
