@@ -132,23 +132,28 @@ def held_steady(view: WindowView) -> bool | None:
     return spread <= max(_HELD_FLOOR, _HELD / math.sqrt(mean))
 
 
-def pooled_p99(view: WindowView) -> float | None:
-    """TTFT p99 over the whole window: each interval's requests (its rate) with a tail falling
-    log-linearly from its p50 (half above) to its p99 (1 % above), pooled, and the time that
-    1 % of them exceed. The median interval's p99 where fewer than three intervals had
-    requests and both quantiles."""
+def pooled_p99(
+    view: WindowView,
+    quantiles: tuple[str, str] = (TTFT_P50_SECONDS, TTFT_P99_SECONDS),
+    weight: str = REQUEST_RATE,
+) -> float | None:
+    """A latency's p99 over the whole window (TTFT's by default): each interval's requests
+    (`weight`: its rate) with a tail falling log-linearly from its p50 (half above) to its p99
+    (1 % above), pooled, and the time that 1 % of them exceed. The median interval's p99 where
+    fewer than three intervals had requests and both quantiles."""
+    p50s, p99s = quantiles
     rows = [
-        (r[REQUEST_RATE], r[TTFT_P50_SECONDS], r[TTFT_P99_SECONDS])
-        for r in view.rows((REQUEST_RATE, TTFT_P50_SECONDS, TTFT_P99_SECONDS))
-        if r[REQUEST_RATE] > 0 and 0 < r[TTFT_P50_SECONDS] <= r[TTFT_P99_SECONDS]
+        (r[weight], r[p50s], r[p99s])
+        for r in view.rows((weight, p50s, p99s))
+        if r[weight] > 0 and 0 < r[p50s] <= r[p99s]
     ]
     if len(rows) < 3:
-        return view.quantile(TTFT_P99_SECONDS, 0.5)
-    weight = sum(w for w, _, _ in rows)
+        return view.quantile(p99s, 0.5)
+    total = sum(w for w, _, _ in rows)
     low, high = min(p99 for _, _, p99 in rows), max(p99 for _, _, p99 in rows)
     for _ in range(40):  # the share above t falls with t: bisect for 1 %
         mid = (low + high) / 2
-        above = sum(w * _above(mid, p50, p99) for w, p50, p99 in rows) / weight
+        above = sum(w * _above(mid, p50, p99) for w, p50, p99 in rows) / total
         low, high = (mid, high) if above > TAIL else (low, mid)
     return (low + high) / 2
 

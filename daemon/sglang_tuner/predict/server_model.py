@@ -39,7 +39,7 @@ from sglang_tuner.model.signals import (
     TOKEN_USAGE,
 )
 from sglang_tuner.predict.itl_model import itl_p99_change
-from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue
+from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue, pooled_p99
 from sglang_tuner.predict.units import max_running_per_rank
 from sglang_tuner.rule import RuleInput
 
@@ -383,7 +383,7 @@ def batch_effects(
 def itl_tail(inp: RuleInput, obs: Observed, batch: float, itl_change: float) -> float | None:
     """ITL p99's relative change at `batch` (ITL p50 moving by `itl_change`); None without
     both quantiles."""
-    p50, p99 = obs.itl, inp.view.quantile(ITL_P99_SECONDS, 0.5)
+    p50, p99 = obs.itl, itl_p99(inp)
     if not p50 or not p99 or p99 < p50 or obs.batch <= 0:
         return None
     return itl_p99_change(p50, p99, itl_change, batch / obs.batch)
@@ -627,8 +627,13 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     return batch, queue_bound(prediction, inp, obs, batch, ratio)
 
 
+def itl_p99(inp: RuleInput) -> float | None:
+    """ITL p99 over the window: the intervals pooled by their tokens (`queueing.pooled_p99`)."""
+    return pooled_p99(inp.view, (ITL_P50_SECONDS, ITL_P99_SECONDS), GEN_THROUGHPUT)
+
+
 def _tail_text(inp: RuleInput, tail: float | None) -> str:
-    p99 = inp.view.quantile(ITL_P99_SECONDS, 0.5)
+    p99 = itl_p99(inp)
     if tail is None or not p99:
         return ""
     return f", ITL p99 {p99 * 1e3:.0f} -> {p99 * (1 + tail) * 1e3:.0f} ms"
