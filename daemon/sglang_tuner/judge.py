@@ -164,10 +164,28 @@ class _Levels:
         """The levels a rule judged for `profile` reads."""
         found = self._resolved.get(profile)
         if found is None:
-            found = self._resolved[profile] = applied_levels(
+            found = self._resolved[profile] = _levels(
                 profile, self._inferred, self._own, self._by_profile
             )
         return found
+
+
+# (profile, inferred, a target's own levels, the settings' by identity) -> the levels: one copy
+# shared by every target judged alike (most of a fleet sets none of its own). The settings'
+# mapping is kept in the value, so an id is never reused while cached.
+_LEVELS: dict[tuple[str, bool, ServiceLevels | None, int], tuple[object, AppliedLevels]] = {}
+
+
+def _levels(
+    profile: str, inferred: bool, own: ServiceLevels | None, by_profile: Mapping[str, ServiceLevels]
+) -> AppliedLevels:
+    key = (profile, inferred, own, id(by_profile))
+    found = _LEVELS.get(key)
+    if found is None or found[0] is not by_profile:
+        if len(_LEVELS) > 4096:  # many targets with levels of their own, or many reloads
+            _LEVELS.clear()
+        found = _LEVELS[key] = (by_profile, applied_levels(profile, inferred, own, by_profile))
+    return found[1]
 
 
 def _rules_for(
