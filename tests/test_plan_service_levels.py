@@ -119,3 +119,21 @@ def test_meeting_a_set_level_never_breaks_another_one():
 def test_without_levels_or_measurements_the_plan_is_as_before():
     plan = _plan(_judged("scheduler_too_conservative", _admission(0.35), measured={}))
     assert plan.next is not None and plan.held == ()
+
+
+def test_a_change_leaving_a_latency_with_a_level_growing_without_bound_is_held():
+    cap = _cap(0.4, -0.1, 0.0)
+    unbounded = Prediction(cap.objective, cap.gain, cap.low, cap.high, "x", {
+        o: e for o, e in cap.effects.items() if o != "TTFT p99"
+    }, unbounded=("TTFT p99",))  # fmt: skip
+    measured = {"ITL p50": 0.05, "TTFT p99": 1.0}
+    plan = _plan(_judged("batch_too_large_for_latency", unbounded, measured=measured))
+    assert plan.next is None
+    assert plan.held[0].reason == (
+        "would take TTFT p99 past TTFT p99 ≤ 2.0 s (default): predicted to grow for as long "
+        "as the load lasts, for ITL p50 -40%; apply it only where that trade is wanted"
+    )
+    # offline, no TTFT level: the trade is only stated (`trades TTFT p99 unbounded`)
+    offline = applied_levels("offline", inferred=False)
+    plan = _plan(_judged("batch_too_large_for_latency", unbounded, offline, measured))
+    assert plan.next is not None

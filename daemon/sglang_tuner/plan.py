@@ -188,6 +188,9 @@ def _breaks_a_level(j: Judgement, objectives: _Objectives) -> str:
     prediction = None if finding is None else finding.action.prediction
     if j.rule.stability or prediction is None or prediction.gain is None:
         return ""
+    unbounded = _unbounded_past(prediction, objectives)
+    if unbounded:
+        return unbounded
     for objective, (change, low, high) in predicted_changes(prediction).items():
         found = objectives.level(objective)
         if found is None or objective == prediction.objective:
@@ -204,6 +207,20 @@ def _breaks_a_level(j: Judgement, objectives: _Objectives) -> str:
             f"{level.value_text(hi)}), for {prediction.objective} {_gain_text(prediction)}; "
             "apply it only where that trade is wanted"
         )
+    return ""
+
+
+def _unbounded_past(prediction: Prediction, objectives: _Objectives) -> str:
+    """Why a change waits that leaves an objective with a level growing for as long as the
+    load lasts ('' when none): no level holds against that."""
+    for objective in prediction.unbounded:
+        level = objectives.levels.of(objective)
+        if level is not None and objective != prediction.objective:
+            return (
+                f"would take {objective} past {level.text()} ({level.source}): predicted to "
+                f"grow for as long as the load lasts, for {prediction.objective} "
+                f"{_gain_text(prediction)}; apply it only where that trade is wanted"
+            )
     return ""
 
 
