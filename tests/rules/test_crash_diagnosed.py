@@ -198,3 +198,34 @@ def test_an_oom_of_an_unknown_phase_says_what_each_phase_would_ask_with_no_value
         "crash during an unknown phase, out of memory: tvm.error.InternalError: CUDA out of "
         "memory. The log does not say which of SGLang's memory users ran out"
     )
+
+
+# SGLang's piecewise CUDA graph failure (its runner prints the workaround, then the scheduler's
+# traceback follows from every rank).
+PIECEWISE = [
+    "[2026-06-10 13:08:30] server_args=ServerArgs(model_path='m', tp_size=2)",
+    "[2026-06-10 13:08:34 TP0] Piecewise CUDA Graph failed with error: 'Ctx' object has no "
+    "attribute 'num_tokens'",
+    "Piecewise CUDA Graph is enabled by default as an experimental feature.",
+    "To work around this error, add --disable-piecewise-cuda-graph to your launch command.",
+    "[2026-06-10 13:08:34 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/sgl/srt/managers/scheduler.py", line 2011, in run_scheduler_process',
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+    "AttributeError: 'Ctx' object has no attribute 'num_tokens'",
+]
+
+
+def test_a_crash_sglang_printed_a_workaround_for_gets_that_flag():
+    step = _next_change(PIECEWISE)
+    assert step.rule == "crash_diagnosed"
+    assert step.action.flags() == {"--disable-piecewise-cuda-graph": "true"}
+    assert "SGLang's own message gives the workaround" in step.action.text
+    assert "may cost speed" in step.action.note
+
+
+def test_a_workaround_printed_long_before_another_crash_is_not_its_fix():
+    later = [
+        line.replace("13:08:34 TP0] Scheduler", "13:20:00 TP0] Scheduler") for line in PIECEWISE
+    ]
+    step = _next_change(later)
+    assert step.rule == "crash_diagnosed" and step.action.flag is None

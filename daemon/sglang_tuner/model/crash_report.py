@@ -24,7 +24,8 @@ class CrashReport:
     not_tuning (no flag fixes it: allocator_bug, toolchain, driver, model, request) or
     unclassified; `phase`: load, pool_sizing, capture, prefill, decode, serving, startup or
     unknown; `message`: the last exception line (else a CUDA error printed before the
-    traceback); `flag`: the one a configuration error names."""
+    traceback); `flag`: the one a configuration error names; `workaround_flag` and
+    `workaround_value`: the change SGLang's own message gave as the workaround, if it gave one."""
 
     ts: float
     cls: str
@@ -34,3 +35,7 @@ class CrashReport:
     flag: str = ""
     source: str = ""  # what classified it: the catalogue, a generic family, the log reader
     frame: str = ""  # where its traceback ends ("file in function"), when no line says why
+    # SGLang's own workaround printed with the crash ("To work around this error, add --X"):
+    # the flag, and its value ("true" for a switch)
+    workaround_flag: str = ""
+    workaround_value: str = ""

@@ -415,9 +415,28 @@ def crash_named(report: CrashReport) -> str:
     return f"unclassified crash during {phase}: {_line(report)}"
 
 
+def _sglangs_workaround(report: CrashReport, said: str) -> Action:
+    """The change SGLang's own message printed as the workaround for this crash."""
+    flag, value = report.workaround_flag, report.workaround_value
+    return Action(
+        f"{said}. SGLang's own message gives the workaround: {flag}"
+        + ("" if value == "true" else f" {value}"),
+        flag,
+        None,
+        value,
+        note="a workaround SGLang printed, not a tuning: it may cost speed (e.g. a graph or "
+        "kernel path turned off); an upgrade may fix the error itself",
+        expected="the server starts and serves past this error, as SGLang's message says",
+        prediction=Prediction(CRASHES, None, basis="SGLang's own printed workaround"),
+    )
+
+
 def _what_to_do(report: CrashReport) -> Action:
-    """No flag value: a crash no tuning rule knows is named, with what to check."""
+    """A crash no tuning rule knows is named, with what to check; a flag only where SGLang's
+    own message printed it as the workaround."""
     said = crash_named(report)
+    if report.workaround_flag:
+        return _sglangs_workaround(report, said)
     if report.cls == NOT_TUNING:
         do = _NOT_TUNING_DO.get(report.kind, "no flag change is known to stop it")
         return Action(
@@ -448,7 +467,8 @@ def _what_to_do(report: CrashReport) -> Action:
 
 def _check_crash_diagnosed(inp: RuleInput) -> Outcome:
     """Any crash in the window that no other crash rule names: said as what the log's message
-    catalogue and generic families make of it, with no flag value."""
+    catalogue and generic families make of it; a flag value only where SGLang printed one as
+    the crash's workaround."""
     reports = _unhandled(inp)
     if not reports:
         if inp.view.present(OTHER_CRASH_EVENTS) == 0 and not inp.crashes:
@@ -471,7 +491,8 @@ CRASH_DIAGNOSED = Rule(
     severity=Severity.CRITICAL,
     summary="The server crashed of something no tuning rule fixes: the crash named from the log.",
     action="Act on what the crash is: not a tuning problem (its kind), a configuration error "
-    "(the flag it names), or an unclassified crash (its phase and last line); no flag value.",
+    "(the flag it names), or an unclassified crash (its phase and last line); a flag value only "
+    "where SGLang's own message printed it as the workaround.",
     source="ours: every crash a log ends in gets a name, from SGLang's message catalogue "
     "(0.4.0-0.5.23) and the generic families (docs/log-messages.md)",
     check=_check_crash_diagnosed,

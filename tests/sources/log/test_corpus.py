@@ -99,7 +99,8 @@ def _with_misses(entries: list[dict[str, object]]) -> list[object]:
 def test_corpus_next_change_is_the_threads_fix(entry):
     rule, flag = _next(entry)
     want = RIGHT[entry["kind"]]
-    if want is None:
-        assert flag is None, f"{entry['file']}: {rule} changes {flag}"
+    if want is None:  # no flag, or the very flag the thread's fix names (SGLang's workaround)
+        fix = str(entry.get("fix_flag") or "")
+        assert flag is None or fix.startswith(flag), f"{entry['file']}: {rule} changes {flag}"
     else:
         assert rule == want, f"{entry['file']}: {rule}"

@@ -4,7 +4,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from sglang_tuner.sources.log.crash import CrashKind, frame_phase
+from sglang_tuner.sources.log.crash import CrashKind, frame_phase, workaround
 from sglang_tuner.sources.log.lines import LogCounts, LogScanner, scan_lines
 
 CRASHES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs" / "crashes"
@@ -367,3 +367,32 @@ def test_a_traceback_cut_before_its_exception_line_says_where_it_ends():
     (said,) = scan_lines(lines).crashes
     assert (said.cls, said.message) == ("unclassified", "")
     assert said.frame == "common.py in alloc_paged_token_slots_extend"
+
+
+@pytest.mark.parametrize(
+    ("line", "change"),
+    [
+        (
+            "To work around this error, add --disable-piecewise-cuda-graph to your launch command.",
+            ("--disable-piecewise-cuda-graph", "true"),
+        ),
+        (
+            "Cross attention is not supported in the triton attention backend. Please use "
+            "`--attention-backend flashinfer`.",
+            ("--attention-backend", "flashinfer"),
+        ),
+        (
+            "Multi-item scoring requires chunked prefill to be disabled. Please set "
+            "--chunked-prefill-size -1 when using --multi-item-scoring-delimiter.",
+            ("--chunked-prefill-size", "-1"),
+        ),
+        ("Please add `--is-embedding` when launching the server", ("--is-embedding", "true")),
+        # a direction, not a value; a numbered list of possible solutions; no workaround at all
+        ("Out of memory. Please set a smaller number for `--max-running-requests`.", None),
+        ("Possible solutions: 1. set --mem-fraction-static to a smaller value (e.g., 0.8)", None),
+        ("Please set --tokenizer-metrics-custom-labels-header when setting --x.", None),
+        ("RuntimeError: --cuda-graph-max-bs must be positive", None),
+    ],
+)
+def test_sglangs_own_workaround_is_read_as_one_change_with_its_value(line, change):
+    assert workaround(line) == change

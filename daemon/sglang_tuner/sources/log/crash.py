@@ -147,7 +147,8 @@ def frame_phase(filename: str, func: str) -> CrashKind | None:
 class CrashDiagnosis:
     """One crash, said in words: its class (crash, config_error, not_tuning, unclassified),
     kind, phase (load, pool_sizing, capture, prefill, decode, serving, startup, unknown), the
-    last exception line, the flag a configuration error names, and what classified it."""
+    last exception line, the flag a configuration error names, what classified it, and the
+    workaround SGLang's own message gave for it, where it printed one."""
 
     cls: str
     kind: str
@@ -156,6 +157,8 @@ class CrashDiagnosis:
     flag: str = ""
     source: str = ""
     frame: str = ""  # where the traceback ends ("file in function"), when no line says why
+    workaround_flag: str = ""  # SGLang's own workaround printed with the crash (`workaround`)
+    workaround_value: str = ""
 
 
 @dataclass(slots=True)
@@ -205,6 +208,7 @@ class CrashTracker:
         self._pending: CrashDiagnosis | None = None  # a bare traceback nothing has run after
         self._request = False  # the line before a traceback said it serves a request
         self._loose = ""  # the last exception line seen outside a traceback (an excerpt's)
+        self._workaround: tuple[str, str, float | None] | None = None  # flag, value, log time
 
     @property
     def last_batch(self) -> CrashKind | None:
@@ -240,7 +244,7 @@ class CrashTracker:
         self.end_burst()
         self.phase, self.last_batch, self.last_ts = phase, None, None
         self.stage, self._pending = ("load" if phase is Phase.STARTUP else ""), None
-        self._loose = ""
+        self._loose, self._workaround = "", None
 
     def line(self, text: str, ts: float | None) -> None:
         """A line outside a traceback record that passed the keyword filter."""
@@ -256,6 +260,8 @@ class CrashTracker:
             if diagnose(_bare(text)).cls != UNCLASSIFIED:
                 self._loose = _bare(text)
         self._request = _REQUEST.search(text) is not None
+        if "--" in text:
+            self._note_workaround(text, self.last_ts)
         for marker, stage in _STAGES:
             if marker in text:
                 self.stage = stage
@@ -279,6 +285,8 @@ class CrashTracker:
         assert record is not None
         frame = _FRAME.search(text) if 'File "' in text else None
         if frame is None:
+            if "--" in text:
+                self._note_workaround(text, record.ts)
             if is_exception_line(text):
                 record.last = text.strip()
             self._evidence(text)
@@ -335,7 +343,23 @@ class CrashTracker:
             return
         if not burst.kinds:
             self.events[CrashKind.OTHER_CRASH] += 1
-        self.diagnoses.append(self._said_of(burst))
+        self.diagnoses.append(self._with_workaround(self._said_of(burst), burst.start))
+
+    def _with_workaround(self, said: CrashDiagnosis, start: float | None) -> CrashDiagnosis:
+        """The diagnosis with the workaround SGLang printed around its crash (within the burst's
+        span of log time, or anywhere in a log without times)."""
+        seen = self._workaround
+        if seen is None:
+            return said
+        flag, value, ts = seen
+        if ts is not None and start is not None and abs(ts - start) > BURST_SECONDS:
+            return said
+        return replace(said, workaround_flag=flag, workaround_value=value)
+
+    def _note_workaround(self, text: str, ts: float | None) -> None:
+        """Keep the change a line gives as SGLang's workaround, if it gives one."""
+        if (said := workaround(text)) is not None:
+            self._workaround = (*said, ts)
 
     def _said_of(self, burst: _Burst) -> CrashDiagnosis:
         """A burst's diagnosis: the kind the hand-written readers counted wins."""
@@ -534,6 +558,38 @@ _CAUSE_LINE = re.compile(
 )
 # A fatal line printed outside any traceback: a toolchain or driver error said on its own.
 _FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|failure)")
+
+
+# SGLang's own workaround for an error it prints: "To work around this error, add
+# --disable-piecewise-cuda-graph to your launch command", "Please use `--attention-backend
+# flashinfer`", "Please add `--is-embedding` when launching the server" (35 of the catalogue's
+# messages name one). A numbered list of possible solutions names none: it is not one change.
+_WORKAROUND = re.compile(
+    r"(?:[Ww]ork ?around[^.]{0,60}?|[Pp]lease |[Yy]ou (?:can|may|should) |[Tt]ry )"
+    r"(?:add|set|use|pass|adding|setting|using|passing) `?(--[a-z0-9][a-z0-9-]{1,64})"
+    r"(?:[ =]([\w.+-]{1,40}))?"
+)
+# A word after the flag that is the sentence going on, not the flag's value.
+_NOT_VALUES = frozenset(
+    "to when or and instead if in for with the a an as flag option argument on at while so that "
+    "is be by of from".split()
+)
+# Switches: a flag of these families takes no value (it is set by naming it).
+_SWITCH = re.compile(r"--(?:disable|enable|is|skip|trust|no)-")
+
+
+def workaround(text: str) -> tuple[str, str] | None:
+    """The change a line gives as SGLang's workaround: (flag, value), "true" for a switch; None
+    where it gives none, or names a flag with no value it could be set to ("a smaller number")."""
+    match = _WORKAROUND.search(text)
+    if match is None:
+        return None
+    flag, value = match.group(1), (match.group(2) or "").rstrip(".")
+    if value.lower() in _NOT_VALUES or value.startswith("-") and not value[1:2].isdigit():
+        value = ""
+    if _SWITCH.match(flag):
+        return flag, "true"
+    return (flag, value) if value else None
 
 
 def _bare(text: str) -> str:

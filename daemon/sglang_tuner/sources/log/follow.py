@@ -83,7 +83,18 @@ def crash_reports(counts: LogCounts, ts: float) -> tuple[CrashReport, ...]:
     """The crashes these counts said in words, as reports read at `ts`: the diagnoses travel
     beside the signals (which are numbers), to the rule that names each crash."""
     return tuple(
-        CrashReport(ts, d.cls, d.kind, d.phase, d.message, d.flag, d.source, d.frame)
+        CrashReport(
+            ts,
+            d.cls,
+            d.kind,
+            d.phase,
+            d.message,
+            d.flag,
+            d.source,
+            d.frame,
+            d.workaround_flag,
+            d.workaround_value,
+        )
         for d in counts.crashes
     )
 
