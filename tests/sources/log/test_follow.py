@@ -397,6 +397,19 @@ def test_last_startup_lines_holds_no_line_past_the_limit(tmp_path: Path) -> None
         assert max(len(line) for line in lines) <= MAX_LINE_BYTES, chunk
 
 
+def test_last_startup_lines_reads_up_to_the_end_it_is_given(tmp_path: Path) -> None:
+    # the start-up scan stops at the file's size when it was opened: lines written while it
+    # runs are new lines, read by the next poll, not history passed over
+    log = tmp_path / "sglang.log"
+    first = b"server_args=ServerArgs(chunked_prefill_size=8192)\n"
+    log.write_bytes(first + b"server_args=ServerArgs(chunked_prefill_size=4096)\n")
+    with log.open("rb") as handle:
+        assert last_startup_lines(handle, chunk_bytes=7, end=len(first)) == [
+            "server_args=ServerArgs(chunked_prefill_size=8192)"
+        ]
+        assert handle.tell() == len(first)
+
+
 def test_log_follower_cuts_a_long_line_of_a_file_as_it_reads_and_reads_on(tmp_path: Path) -> None:
     log = tmp_path / "sglang.log"
     log.write_text("")

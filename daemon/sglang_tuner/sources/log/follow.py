@@ -5,6 +5,7 @@ handles the file and maps counts to signals. Its `ScannedLog` is the one poll (l
 -> signals) that a file and a pipe (`command.py`) share.
 """
 
+import math
 import os
 import stat
 from abc import ABC, abstractmethod
@@ -133,13 +134,17 @@ def launch_config(counts: LogCounts) -> ServerConfig | None:
     return None if counts.server_args is None else parse_server_info(counts.server_args)
 
 
-def last_startup_lines(handle: BinaryIO, chunk_bytes: int = CHUNK_BYTES) -> list[str]:
+def last_startup_lines(
+    handle: BinaryIO, chunk_bytes: int = CHUNK_BYTES, end: int | None = None
+) -> list[str]:
     """The last launch line (`server_args=ServerArgs(...)`) and the last startup summary line
-    (`max_total_num_tokens=…`) from here to the end of `handle`, in file order, each cut at
-    MAX_LINE_BYTES: read a chunk at a time, no line is held longer than that."""
+    (`max_total_num_tokens=…`) from here to the end of `handle` (or to offset `end`), in file
+    order, each cut at MAX_LINE_BYTES: read a chunk at a time, no line is held longer."""
     found: dict[bytes, tuple[int, bytes]] = {}
     carry, offset, skipping = b"", 0, False  # offset: where `carry` starts in the file
-    while chunk := handle.read(chunk_bytes):
+    left = math.inf if end is None else end - handle.tell()
+    while left > 0 and (chunk := handle.read(int(min(chunk_bytes, left)))):
+        left -= len(chunk)
         if skipping:  # the rest of a line too long, up to its newline
             end = chunk.find(b"\n")
             if end < 0:
@@ -283,9 +288,11 @@ class LogFollower(ScannedLog):
             handle = open(self.path, "rb")  # kept open across polls
         except OSError:
             return False
-        self._file, self._inode = handle, os.fstat(handle.fileno()).st_ino
-        if initial:
-            self._scanner.feed(last_startup_lines(handle))
+        found = os.fstat(handle.fileno())
+        self._file, self._inode = handle, found.st_ino
+        if initial:  # up to the end as it is now: what is written meanwhile is new, and read
+            self._scanner.feed(last_startup_lines(handle, end=found.st_size))
+            handle.seek(found.st_size)
         return True
 
     def _file_state(self, handle: BinaryIO) -> str:
