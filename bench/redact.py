@@ -1,6 +1,8 @@
 """Benchmark: `redact` (userinfo, query secrets, secret flags) on 1 MB strings of each shape,
 the hostile ones first (the old backtracking patterns took 4.6 s on 40,000 characters of a
-word and never finished 1 MB). Medians over repetitions, in milliseconds.
+word and never finished 1 MB), then each hostile shape again with one secret of each kind at
+its end (a secret anywhere turns off the check that skips text naming none). Medians over
+repetitions, in milliseconds.
 
 Run: `PYTHONPATH=daemon python bench/redact.py [--repeat N]`.
 """
@@ -8,6 +10,7 @@ Run: `PYTHONPATH=daemon python bench/redact.py [--repeat N]`.
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 from sglang_tuner.model.secrets import redact
 
@@ -31,25 +34,46 @@ SHAPES = {
         "http://u:p@h/?token=x&",
     "dense secret flags (every 10 bytes a secret)": "--token x ",
 }  # fmt: skip
+# Hostile shapes (repeated to SIZE) followed by SECRETS.
+SECRETS = " --token x http://u:p@h/?token=y"
+WITH_SECRETS = {
+    "one word": "a",
+    "dashes": "-",
+    "a flag whose name never ends (--aaa…)": "--" + "a" * SIZE,
+    "words joined by -- (a--a--…)": "a--",
+    "a flag name of keywords (--token--token…)": "--token",
+    "--ta repeated": "--ta",
+    "query separators": "?a=",
+    "a query name that never ends (?aaa…)": "?" + "a" * SIZE,
+    "?to repeated": "?to",
+}
 
 
-def median_ms(text: str, repeat: int) -> float:
-    """Median wall time of `redact(text)` in milliseconds."""
+def median_ms(redact_text: Callable[[str], str], text: str, repeat: int) -> float:
+    """Median wall time of `redact_text(text)` in milliseconds."""
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        redact(text)
+        redact_text(text)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1000
+
+
+def texts() -> dict[str, str]:
+    """Every shape of the bench, 1 MB each."""
+    shapes = {name: (unit * (SIZE // len(unit) + 1))[:SIZE] for name, unit in SHAPES.items()}
+    for name, unit in WITH_SECRETS.items():
+        hostile = (unit * (SIZE // len(unit) + 1))[: SIZE - len(SECRETS)]
+        shapes[f"{name}, a secret at the end"] = hostile + SECRETS
+    return shapes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    for name, unit in SHAPES.items():
-        text = (unit * (SIZE // len(unit) + 1))[:SIZE]
-        print(f"{median_ms(text, args.repeat):8.1f} ms  {name}")
+    for name, text in texts().items():
+        print(f"{median_ms(redact, text, args.repeat):8.1f} ms  {name}")
 
 
 if __name__ == "__main__":
