@@ -301,10 +301,17 @@ async def _until_stopped(api: ApiThread, reloader: "Reloader | None") -> None:
         while api.running and not stop.is_set():
             with suppress(asyncio.TimeoutError):  # not the built-in TimeoutError on 3.10
                 await asyncio.wait_for(stop.wait(), 1.0)
-    finally:
+    finally:  # stopping: a second signal must not end the process before its last save
         for signum in handlers:
             with suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
+                loop.add_signal_handler(signum, _while_stopping, signum)
+
+
+def _while_stopping(signum: signal.Signals) -> None:
+    """A signal after the stop began (a second Ctrl-C, SIGTERM or SIGHUP): ignored, as
+    Prometheus does; removing the handlers instead had restored the default, and a second
+    SIGTERM ended the process before it saved."""
+    logger.info("%s while stopping: ignored, the shutdown goes on", signum.name)
 
 
 class Reloader:
