@@ -44,10 +44,17 @@ the window observed, or a fit of step time on batch where the batch moved. The K
 requests wait; lower conservativeness admits up to the usage target; a higher one on a
 retracting server keeps the pool near full; CUDA graphs save the eager launches of the uncovered
 steps; a latency cap is sized where the calibrated ITL meets the target, with its tokens/s cost;
-tp -> dp replicas each run their share of the load on one GPU's pool. A crash fix predicts the
-crashes stop (objective `crashes`), unless it is in place already; a revert predicts undoing the
-regression its verdict measured. Severities follow the prediction: a warning where the predicted
-gain is 5 % or more, a hint (`info`) where it is less; where nothing can be predicted the advice
+tp -> dp replicas each run their share of the load on one GPU's pool. Every change that moves
+the batch also states its other objectives (`effects`): tokens/s, ITL p50, ITL p99 (ITL p50 plus
+the prefill stall a step waits for, which goes with the batch) and TTFT p99 from a queue fitted
+per server (`predict/queueing.py`: the window's request rate and requests in the server, served
+at the new capacity; clients that hold their concurrency wait their turn, open arrivals past the
+capacity leave TTFT p99 unbounded, said so with no figure). A crash fix predicts the crashes
+stop (objective `crashes`), unless it is in place already; a revert predicts undoing the
+regression its verdict measured, and states every objective the verdict measured going back
+(the ITL p50 and p99 a latency cap's revert gives up, the TTFT p99 it costs). Severities follow
+the prediction: a warning where the predicted gain is 5 % or more, a hint (`info`) where it is
+less; where nothing can be predicted the advice
 says `no prediction: ...` and why, and the rule's own severity stands. The prediction is in each
 action (`prediction` in `/advice`, and at the head of `expected`).
 
