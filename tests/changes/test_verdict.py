@@ -166,3 +166,14 @@ def test_offline_changes_are_held_to_latency_too():
     after = summarize(window_from(**_raw(4600, **slower)), NAMES)
     verdict = compare(before, after, "offline")
     assert verdict.verdict == HURT and "ITL p50 +100%" in verdict.reason
+
+
+def test_an_offline_change_that_doubles_the_itl_tail_is_hurt_unless_stated():
+    names = (*NAMES, "itl_p99_seconds")
+    tail = {"itl_p99_seconds": _wobble(0.100, amplitude=0.001)}
+    longer = {"itl_p99_seconds": _wobble(0.200, amplitude=0.001)}
+    before = summarize(window_from(**_raw(4000, **tail)), names)
+    after = summarize(window_from(**_raw(4600, **longer)), names)
+    assert compare(before, after, "offline").verdict == HURT
+    assert "ITL p99 +100%" in compare(before, after, "offline").reason
+    assert compare(before, after, "offline", stated=("ITL p99",)).verdict == TRADED

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from sglang_tuner.changes.bootstrap import METHOD, rank, ratio_interval
 from sglang_tuner.model import signals as s
-from sglang_tuner.model.advice import COST_GUARDS, ITL_P50, TOKENS, TTFT_P99
+from sglang_tuner.model.advice import COST_GUARDS, ITL_P50, ITL_P99, TOKENS, TTFT_P99
 from sglang_tuner.model.window import WindowView
 
 # metric -> +1 when higher is better, -1 when lower is better. Both profiles measure every
@@ -44,6 +44,7 @@ OBJECTIVE_METRICS = {
     TOKENS: s.GEN_THROUGHPUT,
     TTFT_P99: s.TTFT_P99_SECONDS,
     ITL_P50: s.ITL_P50_SECONDS,
+    ITL_P99: s.ITL_P99_SECONDS,
 }
 # The verdict on the change as a whole follows these; the others are shown beside them (more
 # retractions at higher throughput is a better offline server, not a worse one).
