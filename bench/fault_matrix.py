@@ -44,6 +44,7 @@ class Result:
     row: Row
     verdict: Verdict
     seconds: float
+    kept: Path | None = None  # the folder of a failed row, with --keep
 
     @property
     def outcome(self) -> str:
@@ -56,8 +57,9 @@ class Result:
         return " / ".join(said) or "survived"
 
 
-def run_row(row: Row, shared: Shared) -> Result:
-    """Start the row's world and daemon, apply its fault, and judge it."""
+def run_row(row: Row, shared: Shared, keep: bool = False) -> Result:
+    """Start the row's world and daemon, apply its fault, and judge it; with `keep`, a row
+    that failed keeps its folder (config, daemon log, database) and says where."""
     began = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix=f"fault-{row.name[:40]}-"))
     world, verdict = World(shared, tmp), Verdict()
@@ -69,8 +71,10 @@ def run_row(row: Row, shared: Shared) -> Result:
             verdict.survived = world.daemon.proc.poll() is None
     finally:
         world.close()
+    failed = verdict.lost or verdict.leaks or not verdict.survived
+    if not (keep and failed):
         shutil.rmtree(tmp, ignore_errors=True)
-    return Result(row, verdict, time.monotonic() - began)
+    return Result(row, verdict, time.monotonic() - began, tmp if keep and failed else None)
 
 
 def _judge(row: Row, world: World, verdict: Verdict) -> None:
@@ -78,8 +82,10 @@ def _judge(row: Row, world: World, verdict: Verdict) -> None:
     world.start()
     world.baseline()
     world.scrapes_before = world.control_scrapes()
+    world.watch_scrapes()
     row.fault(world)
     world.closing_reload()
+    world.stop_watching()
     why = alive(world)
     seen = {}
     if why is not None:
@@ -94,18 +100,21 @@ def _judge(row: Row, world: World, verdict: Verdict) -> None:
     verdict.leaks = leaked(world.shared.secrets, seen)
 
 
-def run(rows: Sequence[Row], jobs: int, say: Callable[[str], None]) -> list[Result]:
+def run(
+    rows: Sequence[Row], jobs: int, say: Callable[[str], None], keep: bool = False
+) -> list[Result]:
     """Every row, `jobs` at a time, each reported as it ends."""
     folder = Path(tempfile.mkdtemp(prefix="fault-matrix-"))
     done: list[Result] = []
     lock = threading.Lock()
 
     def one(row: Row) -> Result:
-        result = run_row(row, shared)
+        result = run_row(row, shared, keep)
         with lock:
             done.append(result)
+            kept = f" (kept in {result.kept})" if result.kept else ""
             say(f"[{len(done):3d}/{len(rows)}] {row.group:15} {row.name:42} "
-                f"{result.seconds:5.1f} s  {result.outcome}")  # fmt: skip
+                f"{result.seconds:5.1f} s  {result.outcome}{kept}")  # fmt: skip
         return result
 
     try:
@@ -171,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="rows at once (2 cores: 2-3)")
     parser.add_argument("--out", type=Path, help="write the markdown table here")
     parser.add_argument("--list", action="store_true", help="list the rows and exit")
+    parser.add_argument("--keep", action="store_true", help="keep a failed row's folder")
     args = parser.parse_args(argv)
     rows = select(args.rows)
     if args.list:
@@ -178,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{row.group:15} {row.name:42} {row.checks}")  # noqa: T201
         return 0
     began = time.monotonic()
-    results = run(rows, args.jobs, lambda line: print(line, flush=True))  # noqa: T201
+    results = run(rows, args.jobs, lambda line: print(line, flush=True), args.keep)  # noqa: T201
     print(f"\n{summary(results)} ({time.monotonic() - began:.0f} s, --jobs {args.jobs})")  # noqa: T201
     if args.out:
         command = "python bench/fault_matrix.py" + " ".join(

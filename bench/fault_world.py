@@ -48,9 +48,12 @@ PAGE = (FIXTURES / "sglang" / "v0.5.17_a.prom").read_bytes()
 INFO = json.loads((FIXTURES / "sglang" / "server_info" / "v0.5.17.json").read_text())
 FAST: dict[str, Any] = {
     "scrape_interval_seconds": 0.5, "scrape_timeout_seconds": 0.4,
-    "evaluation_interval_seconds": 0.5, "window_seconds": 10.0, "min_samples": 4,
+    "evaluation_interval_seconds": 0.5, "window_seconds": 30.0, "min_samples": 4,
     "hold_for_seconds": 0.0, "keep_firing_for_seconds": 30.0, "log_level": "debug",
 }  # fmt: skip
+# Scrapes every 0.5 s: the control target standing still longer than this is a stall (the
+# poll, the machine's load and a scrape's 0.4 s timeout take the rest).
+GAP_SECONDS = 5.0
 ANSWERS = ("/advice", "/advice?format=text", "/targets", "/targets/control", "/metrics",
            "/rules", "/readyz", "/changes")  # fmt: skip
 
@@ -306,6 +309,9 @@ class World:
         self.log_visible = True  # False where a row sends the daemon's output elsewhere
         self.gateway_expected = True  # False where a row breaks the gateway
         self.scrapes_before = 0  # the control target's successful scrapes when the fault began
+        self.gap_expected = False  # a row that stops the daemon on purpose: no gap held against it
+        self.longest_gap_seconds = 0.0  # the longest the control's scrapes stood still
+        self._watching = threading.Event()
 
     # the planted config, environment and peers
 
@@ -410,6 +416,28 @@ class World:
         own = ("listen_host", "listen_port", "database")
         return {**{k: self.d.config[k] for k in own}, **self.config}
 
+    def watch_scrapes(self) -> None:
+        """From now until `stop_watching`, time the longest stretch in which the control
+        target's successful scrapes did not move (polled every 0.25 s through /targets)."""
+        self._watching.set()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def stop_watching(self) -> None:
+        self._watching.clear()
+
+    def _watch(self) -> None:
+        last, since = -1, time.monotonic()
+        while self._watching.is_set():
+            try:
+                count = self.control_scrapes()
+            except (httpx.HTTPError, ValueError, KeyError):
+                count = last
+            now = time.monotonic()
+            if count != last:
+                last, since = count, now
+            self.longest_gap_seconds = max(self.longest_gap_seconds, now - since)
+            time.sleep(0.25)
+
     def reload(self, text: str | None = None) -> None:
         """SIGHUP with `text` as the config file (None: the row's config)."""
         if text is None:
@@ -427,7 +455,7 @@ class World:
                          "    name: [gpu-9\n")  # fmt: skip
         self.reload(broken)
         try:
-            self.d.wait_for(lambda d: "not valid YAML" in d.logs(), timeout=8)
+            self.d.wait_for(lambda d: "not valid YAML" in d.logs(), timeout=20)
         except AssertionError:
             if self.log_visible:
                 self.problems.append("the reload with a YAML error was not logged")
@@ -471,8 +499,11 @@ def alive(world: World) -> str | None:
 def live_losses(world: World) -> list[str]:
     """The control target's scrapes and advice, and every expected target in /targets."""
     lost, scrapes_before = list(world.problems), world.scrapes_before
-    if world.control_scrapes() < scrapes_before + 3:
-        lost.append(f"control scrapes stalled ({scrapes_before} -> {world.control_scrapes()})")
+    scrapes = world.control_scrapes()
+    if scrapes < scrapes_before + 3:
+        lost.append(f"control scrapes stalled ({scrapes_before} -> {scrapes} successful)")
+    elif world.longest_gap_seconds > GAP_SECONDS and not world.gap_expected:
+        lost.append(f"control scrapes stood still {world.longest_gap_seconds:.1f} s")
     if not world.control_advice():
         lost.append("control advice gone")
     names = {t["name"] for t in world.d.get("/targets", timeout=10).json()["data"]}
