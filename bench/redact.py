@@ -47,6 +47,8 @@ WITH_SECRETS = {
     "query separators": "?a=",
     "a query name that never ends (?aaa…)": "?" + "a" * SIZE,
     "?to repeated": "?to",
+    "1,000 secret flags, then --ta…": "--token x " * 1_000 + "--ta" * SIZE,
+    "?????? before a word (??????token )": "??????token ",
 }
 
 

@@ -6,6 +6,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sglang_tuner.model import secrets
 from sglang_tuner.model.secrets import REDACTED, redact, redact_userinfo
 
 
@@ -161,3 +162,35 @@ def test_a_hundred_thousand_secrets_are_each_redacted():
     urls = "http://u:p@h/?token=s2&" * 50_000
     assert redact(flags) == f"--token {REDACTED} " * 100_000
     assert redact(urls) == f"http://h/?token={REDACTED}&" * 50_000
+
+
+@given(with_folds)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_the_steps_from_keywords_and_the_patterns_they_hand_over_to_agree(text):
+    # keywords looked for in one-character windows, the steps weighed after every one to three
+    # of them, so the patterns take over (or the steps go on to the end) at every point: each
+    # gives the answer of the plain patterns
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(secrets, "_FIRST_WINDOW", 1)
+        for steps, cost in [(1, 1), (2, 1), (3, 1), (1, 50), (2, 50)]:
+            patch.setattr(secrets, "_STEPS_BETWEEN_CHECKS", steps)
+            patch.setattr(secrets, "_ATTEMPTS_A_STEP", cost)
+            assert redact(text) == _reference_redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # keyword-dense: a step a secret, until the patterns take the rest over
+        "-- token x --token=y ?token=z&sig=w " * 300,
+        "--token--token" * 300 + " x " + "?key&token;sig=v" * 300,
+        # a dense patch of secrets, then separators with no keyword: the steps go on to the end
+        "--token x " * 100 + "--ta" * 2_000 + "?a=" * 2_000 + "--password=s1 ?token=s2",
+        # keyword-free but for the end, past the first window the keywords are looked for in
+        "- -- ? & ; = " * 2_000 + "--api-key s1 ?a=1&X-Amz-Signature=s2",
+        # keywords with no "--" or separator before them in their run or name
+        "token api_key=s1 password " * 500 + "--x-password s2 &passwd=s3",
+    ],
+)
+def test_long_keyword_dense_and_keyword_free_text_is_redacted_like_the_plain_patterns(text):
+    assert redact(text) == _reference_redact(text)
