@@ -195,3 +195,49 @@ def test_a_database_deleted_while_running_is_noticed_and_rebuilt_from_memory(
 def _rows(db: Path) -> int:
     with sqlite3.connect(db) as conn:
         return int(conn.execute("SELECT count(*) FROM samples").fetchone()[0])
+
+
+def _scrapes(daemon: DaemonProcess) -> int:
+    return sum(t["scrapes_total"] for t in daemon.get("/targets").json()["data"])
+
+
+def test_a_storm_of_sighups_is_a_reload_or_two_and_scrapes_go_on(servers: SimFleet, tmp_path):
+    """Fifty SIGHUPs in about a second: each one that arrives while a reload waits to start is
+    the same reload, so the loop applies the configuration a few times, not fifty."""
+    config = {**FAST, "targets": [{"url": servers.urls[0]}]}
+    daemon = DaemonProcess(tmp_path, config).start()
+    try:
+        assert daemon.proc is not None
+        daemon.wait_for(lambda d: _scrapes(d) > 0)
+        before = _scrapes(daemon)
+        for _ in range(50):
+            daemon.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.02)
+        daemon.wait_for(lambda d: "configuration reloaded" in d.logs())
+        time.sleep(2.0)
+        reloads = daemon.logs().count("configuration reloaded")
+        assert 1 <= reloads <= 5, reloads
+        assert daemon.get("/healthz").status_code == 200
+        daemon.wait_for(lambda d: _scrapes(d) >= before + 3)
+    finally:
+        daemon.stop()
+
+
+def test_a_ten_megabyte_config_is_read_off_the_loop_while_scrapes_go_on(
+    servers: SimFleet, tmp_path
+):
+    """A reload of a huge file (a long comment) is parsed in a worker thread: the target keeps
+    being scraped while it is read, and the reload then applies."""
+    config = {**FAST, "targets": [{"url": servers.urls[0]}]}
+    daemon = DaemonProcess(tmp_path, config).start()
+    try:
+        assert daemon.proc is not None
+        daemon.wait_for(lambda d: _scrapes(d) > 0)
+        text = daemon.config_path.read_text()
+        daemon.config_path.write_text(text + "# " + "x" * 10_000_000 + "\n")
+        before = _scrapes(daemon)
+        daemon.proc.send_signal(signal.SIGHUP)
+        daemon.wait_for(lambda d: "configuration reloaded" in d.logs(), timeout=60)
+        assert _scrapes(daemon) >= before + 2  # scraped while the file was read
+    finally:
+        daemon.stop()

@@ -314,9 +314,15 @@ def _while_stopping(signum: signal.Signals) -> None:
     logger.info("%s while stopping: ignored, the shutdown goes on", signum.name)
 
 
+SIGNAL_SETTLE_SECONDS = 0.5  # SIGHUPs within this of the first are one reload
+
+
 class Reloader:
     """Re-reads the config and the web config (SIGHUP, POST /-/reload) and applies them; keeps
-    the running ones when either is invalid. Runs on the tuner's loop."""
+    the running ones when either is invalid. Runs on the tuner's loop: the files are read and
+    checked in a worker thread (a 10 MB config takes seconds to parse), only the new settings are
+    applied on the loop, one reload at a time; SIGHUPs that arrive while one waits to start are
+    that reload (a storm of 50 in a second is two or three reloads, not 50 back to back)."""
 
     def __init__(
         self,
@@ -328,26 +334,46 @@ class Reloader:
     ) -> None:
         self._api, self._tuner, self._front, self._read = api, tuner, front, read
         self.status = status
+        self._lock = asyncio.Lock()
+        self._signalled = False  # a SIGHUP waits for its reload
+        self._tasks: set[asyncio.Task[str | None]] = set()
 
-    def __call__(self) -> str | None:
-        """Reload now; None when it worked, else why not (also logged, and on /metrics)."""
-        try:
-            settings = self._read()
-            web = load_web_config(settings.web_config_file)
-            self._front.check_reload(web)
-            self._tuner.reload(settings)
-        except ConfigError as exc:
-            problem = f"reload failed, keeping the running configuration:\n{exc}"
-        except (WebConfigError, OSError) as exc:
-            problem = f"reload failed, keeping the running configuration: {exc}"
-        else:
-            self._api.call_soon(self._front.apply, web, settings.web_auth_exempt_paths)
-            self.status.record(True)
-            return None
-        logger.error("%s", problem)
-        self.status.record(False)
-        return problem
+    def __call__(self) -> None:
+        """SIGHUP: a reload, unless one asked for by a signal is still waiting to start."""
+        if self._signalled:
+            return
+        self._signalled = True
+        task = asyncio.get_running_loop().create_task(self.run(signalled=True))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def run(self) -> str | None:
-        """`self()` as a coroutine, for the API thread to run on the tuner's loop."""
-        return self()
+    async def run(self, signalled: bool = False) -> str | None:
+        """Reload once the reload before it ended; None when it worked, else why not (also
+        logged, and on /metrics). A signal's reload starts `SIGNAL_SETTLE_SECONDS` later: the
+        signals sent meanwhile are the same reload."""
+        if signalled:
+            await asyncio.sleep(SIGNAL_SETTLE_SECONDS)
+        async with self._lock:
+            if signalled:
+                self._signalled = False  # a SIGHUP from now on asks for one more
+            try:
+                settings, web = await asyncio.to_thread(self._checked)
+                self._tuner.reload(settings)
+            except ConfigError as exc:
+                problem = f"reload failed, keeping the running configuration:\n{exc}"
+            except (WebConfigError, OSError) as exc:
+                problem = f"reload failed, keeping the running configuration: {exc}"
+            else:
+                self._api.call_soon(self._front.apply, web, settings.web_auth_exempt_paths)
+                self.status.record(True)
+                return None
+            logger.error("%s", problem)
+            self.status.record(False)
+            return problem
+
+    def _checked(self) -> tuple[Settings, WebConfig]:
+        """The new settings and web config, read and checked (in a worker thread)."""
+        settings = self._read()
+        web = load_web_config(settings.web_config_file)
+        self._front.check_reload(web)
+        return settings, web
