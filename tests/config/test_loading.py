@@ -163,3 +163,26 @@ def test_a_misspelt_environment_variable_names_the_setting_meant():
         "SGLANG_TUNER_SCRAPE_INTERVAL is no setting (ignored); did you mean "
         "SGLANG_TUNER_SCRAPE_INTERVAL_SECONDS?",
     ]
+
+
+def _laughs(levels: int = 9) -> str:
+    """YAML aliases nested in aliases: nine levels of nine lists are 387 million values."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "targets: [{url: 'http://gpu-1:30000'}]\n" + "\n".join(lines) + "\n"
+
+
+def test_read_yaml_refuses_aliases_that_expand_past_a_million_values(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        read_yaml(_write(tmp_path, _laughs()))
+    assert "expands to more than 1,000,000 values" in str(info.value)
+
+
+def test_read_yaml_keeps_a_fleet_of_ten_thousand_targets_with_labels(tmp_path):
+    targets = "".join(
+        f"  - {{url: 'http://gpu-{i}:30000', labels: {{zone: a, rack: r{i % 40}}}}}\n"
+        for i in range(10_000)
+    )
+    assert len(read_yaml(_write(tmp_path, "targets:\n" + targets))["targets"]) == 10_000

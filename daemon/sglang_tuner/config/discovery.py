@@ -17,7 +17,7 @@ from sglang_tuner.config.target_settings import (
     FileSDSettings,
     checked_url,
 )
-from sglang_tuner.config.text import joined_surrogates
+from sglang_tuner.config.text import bounded, joined_surrogates
 from sglang_tuner.model.secrets import redact_userinfo
 from sglang_tuner.model.target_spec import TargetSpec, TargetTLS
 
@@ -49,7 +49,7 @@ def static_targets(settings: Settings) -> list[TargetSpec]:
 
 def parse_file_sd(text: str, source: FileSDSettings) -> list[TargetSpec]:
     """Targets from one file_sd document (JSON or YAML list of {targets, labels})."""
-    groups: Any = joined_surrogates(yaml.safe_load(text))  # YAML is a superset of JSON
+    groups: Any = joined_surrogates(bounded(yaml.safe_load(text)))  # YAML is a superset of JSON
     if not isinstance(groups, list):
         raise ValueError("a file_sd file holds a list of {targets: [...], labels: {...}}")
     out = []

@@ -29,7 +29,7 @@ from sglang_tuner.config.settings import (
     PrometheusSettings,
     Settings,
 )
-from sglang_tuner.config.text import joined_surrogates
+from sglang_tuner.config.text import bounded, joined_surrogates
 from sglang_tuner.model.secrets import redact
 
 
@@ -47,7 +47,7 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 def read_yaml(path: Path) -> dict[str, Any]:
     """The YAML file's mapping of settings; ConfigError when it cannot be read or is none."""
     try:
-        data = joined_surrogates(yaml.safe_load(path.read_text()))
+        data = joined_surrogates(bounded(yaml.safe_load(path.read_text())))
     except ValueError as exc:  # a lone UTF-16 surrogate: no text to store or serve
         raise ConfigError(str(path), [redact(str(exc))]) from None
     except OSError as exc:

@@ -8,6 +8,31 @@ the character the writer meant; a lone half is no character at all, and is refus
 
 from typing import Any
 
+# Values (strings, numbers, mappings, lists) a settings or file_sd file may expand to: 10,000
+# targets with labels are about 100,000. YAML aliases nested in aliases (nine levels of nine
+# is 387 million values from 400 bytes) are refused before anything walks them.
+MAX_VALUES = 1_000_000
+
+
+def bounded(value: Any, limit: int = MAX_VALUES) -> Any:
+    """`value` as loaded; ValueError when it expands to more than `limit` values (counted as
+    a tree, as every reader of it walks it: an alias counts each time it is used)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            raise ValueError(
+                f"(top level): the file expands to more than {limit:,} values "
+                "(YAML aliases nested in aliases?)"
+            )
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
 
 def joined_surrogates(value: Any, where: str = "") -> Any:
     """`value` with the strings in it (any depth) made valid text; ValueError naming `where`
