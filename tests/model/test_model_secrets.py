@@ -194,3 +194,26 @@ def test_the_steps_from_keywords_and_the_patterns_they_hand_over_to_agree(text):
 )
 def test_long_keyword_dense_and_keyword_free_text_is_redacted_like_the_plain_patterns(text):
     assert redact(text) == _reference_redact(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("bad_data: invalid parameter token=abc123 in query", "token=<redacted> in query"),
+        ("error: api_key: sk-123, retry", "api_key: <redacted>, retry"),
+        ("unauthorized: http://ops:pw@prom:9090/?access_token=x", "unauthorized: http://prom:9090"),
+        ("bad header Authorization: Bearer abc123", "Authorization: Bearer <redacted>"),
+    ],
+)
+def test_a_peers_message_keeps_no_credential_it_echoes(text, shown):
+    from sglang_tuner.model.secrets import redact_peer_text
+
+    out = redact_peer_text(text)
+    assert shown in out and not any(v in out for v in ("abc123", "sk-123", "pw@", "=x"))
+
+
+def test_a_peers_message_is_cut_and_its_plain_words_kept():
+    from sglang_tuner.model.secrets import PEER_TEXT_CHARS, redact_peer_text
+
+    assert redact_peer_text('parse error: unexpected "sum"') == 'parse error: unexpected "sum"'
+    assert len(redact_peer_text("x" * 10_000)) == PEER_TEXT_CHARS

@@ -303,6 +303,23 @@ def redact_url_secrets(text: str) -> str:
     return redact_query_secrets(redact_userinfo(text))
 
 
+# A credential-bearing `name=value` anywhere in a peer's short message (its error echoing a
+# parameter we sent: "invalid parameter token=…"), not only after a URL's `?`, `&` or `;`.
+_PEER_PAIR = re.compile(
+    r"(?<![\w.-])((?=[\w.-]{0,64}?(?:token|key|secret|password|passwd|sig|credential|auth))"
+    r"[\w.-]{1,64}=|[\w.-]{0,48}(?:token|key|secret|password|passwd|credential|authorization)"
+    r": ?(?:Bearer |Basic )?)([^&#\s\"',;)]+)",
+    re.IGNORECASE,
+)
+PEER_TEXT_CHARS = 300  # of a peer's message kept (an error answer's text)
+
+
+def redact_peer_text(text: str) -> str:
+    """A peer's message (an error answer's text), cut to `PEER_TEXT_CHARS` and with every
+    secret removed: what `redact` removes, and any credential-bearing `name=value` in it."""
+    return _PEER_PAIR.sub(rf"\1{REDACTED}", redact(text[:PEER_TEXT_CHARS]))
+
+
 def redact(text: str) -> str:
     """Every secret this module knows removed from one untrusted string: userinfo, query
     secrets and secret command-line flags."""

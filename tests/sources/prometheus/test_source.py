@@ -494,3 +494,26 @@ def test_operations_doc_lists_exactly_the_queries_sent():
     block = doc.split("## Large fleets", 1)[1].split("```promql\n", 1)[1].split("```", 1)[0]
     sent = build_queries(PromQL(["instance", "job"], "", 60.0))
     assert block.strip() == "\n".join(f"# {q.name}\n{q.expr}" for q in sent)
+
+
+async def test_an_error_answer_echoing_a_credential_is_shown_without_it():
+    """A Prometheus (or a proxy before it) whose error text quotes a parameter it was sent: the
+    target's error and the query's say what failed, never the token."""
+    a = _labels(1)
+    api = FakeQueryAPI(NAMES)
+    api.answers[s.NUM_QUEUE_REQS] = (200, vector([(a, 3.0)]))
+    echoed = {
+        "status": "error",
+        "errorType": "bad_data",
+        "error": "invalid parameter token=s3cr3t-42",
+    }
+    with serve_api(api):
+        source = _source(api)
+        await source.round(NOW)
+        api.answers[s.ITL_P99_SECONDS] = (400, echoed)
+        fleet_round = await source.round(NOW + 15)
+        await source.aclose()
+    error = fleet_round.results["10.0.0.1:30000"].error or ""
+    assert "invalid parameter token=<redacted>" in error and "s3cr3t-42" not in error
+    failed = {q.name: q for q in fleet_round.queries}[s.ITL_P99_SECONDS]
+    assert "s3cr3t-42" not in repr(failed)

@@ -19,7 +19,7 @@ import orjson
 
 from sglang_tuner.config.credentials import auth_headers, ssl_context
 from sglang_tuner.config.settings import PrometheusSettings
-from sglang_tuner.model.secrets import redact_userinfo
+from sglang_tuner.model.secrets import redact_peer_text, redact_userinfo
 from sglang_tuner.sources.prometheus.promql import duration
 from sglang_tuner.sources.timeout import timeout as time_limit
 
@@ -184,7 +184,7 @@ def _parse(code: int, phrase: str, content: bytes) -> dict[str, Any]:
     if code == 200 and isinstance(body, dict):
         return body
     detail = f"{body.get('errorType')}: {body.get('error')}" if isinstance(body, dict) else ""
-    detail = detail or f"{code} {phrase}"
+    detail = redact_peer_text(detail or f"{code} {phrase}")  # it may echo what we sent
     if isinstance(body, dict) and body.get("errorType") in ("timeout", "canceled"):
         raise QueryFailed("timeout", f"query timed out: {detail}"[:300])
     if code >= 500:
