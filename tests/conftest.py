@@ -23,6 +23,52 @@ from tests.ports import free_port  # noqa: E402, F401
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+# Modules that run alone, after the parallel part of `make test` (`-m serial`): they measure a
+# daemon's cadence, memory or rate limits under load, kill processes by the dozen, or build the
+# package in the repository's own build directories.
+SERIAL = frozenset(
+    {
+        "tests/faults/test_api_abuse.py",
+        "tests/faults/test_clock_and_supervision.py",
+        "tests/faults/test_hostile_pages.py",
+        "tests/faults/test_log_file_faults.py",
+        "tests/faults/test_metrics_under_load.py",
+        "tests/faults/test_process_faults.py",
+        "tests/faults/test_scrape_limits.py",
+        "tests/faults/test_slow_disk.py",
+        "tests/faults/test_log_sources.py",
+        "tests/faults/test_target_faults.py",
+        "tests/sources/log/test_drain.py",
+        "tests/test_fault_matrix.py",
+        "tests/loop/test_schedule.py",
+        "tests/web/test_auth.py",
+        "tests/test_kustomize.py",
+        "tests/test_packaging.py",
+        "tests/test_release.py",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """The root logger's handlers and level as they were before the test: a test that runs the
+    daemon's `setup_logging` in-process replaces both, and a later test in the same process
+    (whichever module a worker runs next) would capture nothing below its level."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:], root.level = handlers, level
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the `SERIAL` modules' tests `serial`."""
+    root = Path(str(config.rootpath))
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SERIAL:
+            item.add_marker(pytest.mark.serial)
+
 
 class _MisbehavingHandler(BaseHTTPRequestHandler):
     """Targets that fail in the ways real ones do; the first path part picks the behaviour."""
