@@ -174,6 +174,7 @@ def test_a_database_deleted_while_running_is_noticed_and_rebuilt_from_memory(
     db = tmp_path / "tuner.db"
     try:
         daemon.wait_for(lambda d: min(_samples(d).values(), default=0) >= 6, timeout=30)
+        daemon.wait_for(lambda _d: _history(db) > 0, timeout=60)  # the storm's advice stored
         for path in tmp_path.glob("tuner.db*"):
             path.unlink()  # a cleanup job, or log rotation gone wrong
         started = time.monotonic()
@@ -188,8 +189,17 @@ def test_a_database_deleted_while_running_is_noticed_and_rebuilt_from_memory(
     assert "was deleted while the daemon ran: rebuilt from memory" in ready["detail"]
     assert writable == 1.0
     assert daemon.logs().count("was deleted while the daemon ran") == 1  # logged once
-    # the new file holds the windows kept in memory, not just the samples since
+    # the new file holds the windows kept in memory, not just the samples since, and the
+    # advice transitions stored before the file went
     assert _rows(db) >= 2 * 6
+    assert _history(db) > 0
+
+
+def _history(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT count(*) FROM advice_history").fetchone()[0])
 
 
 def _rows(db: Path) -> int:

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import math
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import Future
 
@@ -60,6 +61,8 @@ class Outputs:
         am = settings.alertmanager
         self.alertmanager = AlertmanagerClient(am) if am.urls else None
         self.history: list[HistoryRow] = []  # advice transitions not yet stored
+        # the latest transitions stored: written again into a database file found deleted
+        self.stored: deque[HistoryRow] = deque(maxlen=MAX_UNSAVED_HISTORY)
         self.save_failures = 0
         self.saver = SaveThread() if store is not None else None
         self._save: tuple[Future[SaveResult], int] | None = None  # running: its history rows
@@ -217,10 +220,11 @@ class Outputs:
         flags = {n: t.history for n, t in targets.items()}
         changes = {n: tuple(t.changes.changes) for n, t in targets.items()}
         alerts, history = list(self.tracker.alerts()), list(self.history)
+        stored = list(self.stored)
 
         def save() -> SaveResult:
-            if store.check_file():  # deleted or replaced: rebuilt; the next save writes all
-                return None
+            if store.check_file():  # deleted or replaced: the alerts and the transitions kept
+                return store.save({}, alerts, stored + history, now)  # the next save: the rest
             return store.save(windows, alerts, history, now, flags, changes)
 
         return save
@@ -233,6 +237,7 @@ class Outputs:
         (future, rows), self._save = self._save, None
         saved = future.result()  # a bug in the save raises here, in the persist job
         if saved:
+            self.stored.extend(self.history[:rows])
             del self.history[:rows]
         elif saved is False:
             self.save_failures += 1
