@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout  # not the built-in one on 3.10
 
 logger = logging.getLogger(__name__)
 # What a save returns: True saved, False failed (the store says why), None not tried (the file
@@ -75,7 +76,7 @@ class SaveThread:
             return True
         try:
             running.exception(timeout=timeout_seconds)
-        except TimeoutError:
+        except FutureTimeout:
             return False
         return True
 
