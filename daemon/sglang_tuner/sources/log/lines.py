@@ -6,7 +6,8 @@ current crash); `scan_lines` is the one-shot form. `feed` takes lines as a tool 
 `Decode batch` lines, so they take the shortest path: a prefix test, and the line kept as its
 scheduler's latest; only the latest line of each scheduler (DP rank) is parsed, at `take()`,
 the way SGLang's own gauges are refreshed at each log point. `Prefill batch` lines add their
-new and cached tokens.
+new and cached tokens. SGLang 0.1.x's batch lines (no label on the decode line, `new fill
+batch.` for a prefill, `_OLD_BATCH`) are read into the same counts.
 
 Only a line in SGLang's own position is a signal: its message right after SGLang's
 `[time ranks] ` prefix, or at the start of a line in a log that has shown no prefix. A prompt
@@ -26,8 +27,8 @@ from sglang_tuner.sources.log.prefix import unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
 from sglang_tuner.sources.log.startup import StartupMemory
 
-# Retraction, by version: "decode out of memory happened, " (0.1.x), "Decode out of memory
-# happened. " (0.2-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
+# Retraction, by version: "decode out of memory happened, " (0.1.6-0.2.13), "Decode out of
+# memory happened. " (0.2.14-0.4.6), "KV cache pool is full. Retract requests. " (0.4.7+), "Testing
 # retraction. " (SGLANG_TEST_RETRACT); then "#retracted_reqs: N" in every version.
 _RETRACT = re.compile(
     r"(?:KV cache pool is full\. Retract requests\.|[Dd]ecode out of memory happened[.,]"
@@ -35,8 +36,32 @@ _RETRACT = re.compile(
 )
 # "Decode batch. " (<= 0.5.3), "Decode batch [N], " (0.5.4), "Decode batch, " (0.5.4.post1+)
 _BATCH_ENDS = frozenset({". ", ", ", " ["})
+# SGLang 0.1.x printed its messages bare (logging format "%(message)s", no time, no rank):
+# 0.1.3-0.1.16 (srt/managers/router/model_rpc.py), every 20 (from 0.1.16: 40) decode steps,
+#   "#running-req: N, #token: N, token usage: F, [gen throughput (token/s): F, ]#queue-req: N"
+#   (no label; the throughput from 0.1.16), and at each prefill "new fill batch. #seq: N.
+#   #cached_token: N. #new_token: N. #remaining_req: N. #running_req: N[. tree_cache_hit_rate:
+#   F%.]" (the hit rate, cumulative since the start, from 0.1.11);
+# 0.1.17 (srt/managers/controller/tp_worker.py): "[gpu_id=N] Prefil batch. " (sic), then the
+#   fields of 0.1.18's "Prefill batch"; 0.1.17-0.2.13 open each line with "[gpu_id=N] " (from
+#   0.2.7 "[gpu=N] "), the GPU of the scheduler's first TP rank, the only one that prints them.
+_OLD_BATCH = ("#running-req: ", "new fill batch. ", "Prefil batch. ")
+_FILL_TOKENS = re.compile(r"#cached_token: (\d+)\. #new_token: (\d+)")
+# the fill line's fields under the names the later lines give them
+_FILL_FIELDS = {
+    "#seq": "#new-seq",
+    "#cached_token": "#cached-token",
+    "#new_token": "#new-token",
+    "#remaining_req": "#queue-req",  # the queue once this batch is taken from it
+    "#running_req": "#running-req",
+    "tree_cache_hit_rate": "cache hit rate",
+}
+# A batch line of any version (the clock of a log without time: one tick a batch line)
+_BATCH_WORDS = re.compile(r"(?:Decode|Prefill?|new fill) batch|(?:^|\] )#running-req: ")
 _GRAPH_LABELS = frozenset({"cuda", "cpu", "npu", "musa"})
-_MAX_TOKENS = re.compile(r"(?<![.\w])max_total_num_tokens=(\d+)")  # not a message's self.max_…
+# 0.1.17+ "max_total_num_tokens=" (not a message's self.max_…); 0.1.3-0.1.16 "Rank 0:
+# max_total_num_token=N, max_prefill_num_token=N, context_len=N, ..."
+_MAX_TOKENS = re.compile(r"(?:Rank \d+: )?(?<![.\w])max_total_num_tokens?=(\d+)")
 _AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
 # "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.94. Raise
 # --mem-fraction-static above 0.942 (minimum viable = ...)": the fraction the weights need.
@@ -65,7 +90,7 @@ _TP = re.compile(r" TP(\d+)")
 # Lines worth a closer look besides batch lines: a cheap filter before the rare-line regexes.
 _KEYWORDS = re.compile(
     r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
-    r"|max_total_num_tokens=|server_args=|Init torch distributed|No space left"
+    r"|max_total_num_token|server_args=|Init torch distributed|No space left"
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
     r"|rror|fatal|File \"|Load weight|KV Cache is allocated|profiled value"  # crash.py's
 )
@@ -174,7 +199,7 @@ class LogScanner:
         for one process); the common lines return first."""
         crash = self.crash
         if crash.record is not None:
-            if not (_PREFIX.search(line) or "Decode batch" in line or "Prefill batch" in line):
+            if not (_PREFIX.search(line) or is_batch_line(line)):
                 if "--mem-fraction-static" in line:  # the exception's own words
                     self._fraction_failed(line)
                 crash.record_line(line)
@@ -201,12 +226,12 @@ class LogScanner:
             and line.startswith("Prefill batch", at)
             and line[at + 13 : at + 15] in _BATCH_ENDS
         ):
-            crash.phase, crash.last_batch, crash.last_ts = (
-                Phase.SERVING,
-                CrashKind.PREFILL_OOM,
-                None,
-            )
             self._prefill(line, at, stream)
+        elif at >= 0 and line.startswith(_OLD_BATCH, at):  # 0.1.x
+            if line[at] == "#":  # the decode step's line, without a label
+                self._decode(line, stream)
+            else:
+                self._prefill(line, at, stream)
         elif _KEYWORDS.search(line) and not (at >= 0 and self._signal(line, at, stream)):
             if "--mem-fraction-static" in line:
                 self._fraction_failed(line)
@@ -231,14 +256,22 @@ class LogScanner:
         self._latest[f"{stream}/{rank}" if stream else rank] = line
 
     def _prefill(self, line: str, at: int, stream: str) -> None:
-        """A Prefill batch line: its tokens, and its load where no decode line follows."""
+        """A Prefill batch line (0.1.x: a fill batch line): its tokens, and its load where no
+        decode line follows."""
+        crash = self.crash
+        crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.PREFILL_OOM, None
         self._prefills += 1
         if tokens := _PREFILL_TOKENS.search(line, at):
             self._new_tokens += int(tokens.group(1))
             self._cached_tokens += int(tokens.group(2))
+        elif tokens := _FILL_TOKENS.search(line, at):  # 0.1.x: cached first
+            self._new_tokens += int(tokens.group(2))
+            self._cached_tokens += int(tokens.group(1))
         rank = _scheduler(line, stream)
         latest = self._latest.get(rank)
-        if latest is None or "Decode batch" not in latest:  # a decode line's load is the fuller
+        # a decode line's load is the fuller: kept over a prefill's ("Prefill batch", 0.1.17's
+        # "Prefil batch", 0.1.x's "new fill batch" all hold "il batch")
+        if latest is None or "il batch" in latest:
             self._latest[rank] = line
 
     def _signal(self, line: str, at: int, stream: str) -> bool:
@@ -306,30 +339,54 @@ def _scheduler(line: str, stream: str) -> str:
     return f"{stream}/{rank}" if stream else rank
 
 
+def is_batch_line(text: str) -> bool:
+    """Whether `text` is a decode or prefill batch line of any SGLang version."""
+    return ("batch" in text or "#running-req" in text) and _BATCH_WORDS.search(text) is not None
+
+
 def _dp_rank(line: str) -> str:
     """The DP rank in a line's prefix ("" without one): each DP rank is its own scheduler."""
     end = line.find("] ")
     at = line.find(" DP", 0, end) if end > 0 else -1
     if at < 0:
-        return ""
+        return _gpu(line, end) if end > 0 else ""
     stop = at + 3
     while stop < end and line[stop].isdigit():
         stop += 1
     return line[at + 3 : stop]
 
 
+def _gpu(line: str, end: int) -> str:
+    """0.1.17-0.2.13's scheduler: "gpuN" for a line that opens with "[gpu_id=N] " or "[gpu=N] "
+    (also behind a wrapper's bracket), else ""."""
+    at = 0 if line.startswith("[gpu") else end + 2 if line.startswith("[gpu", end + 2) else -1
+    if at < 0:
+        return ""
+    close = line.find("]", at)
+    equals = line.find("=", at, close)
+    return "gpu" + line[equals + 1 : close] if equals > 0 else ""
+
+
 def batch_fields(line: str) -> dict[str, str]:
     """Every `key: value` field of a Decode or Prefill batch line, any version (reference §9.2,
     §9.3): `{"#running-req": "233", "token usage": "0.82", "cuda graph": "True", ...}`."""
     at = line.find(" batch")
-    if at < 0:
-        return {}
+    if at < 0:  # 0.1.3-0.1.16's decode line has no label
+        at = line.find("#running-req: ")
+        return _fields(line[at:], ", ") if at >= 0 else {}
     rest = line[at + 6 :].lstrip(".,[]0123456789 ")  # ". ", ", ", " [N], " (0.5.4)
+    if rest.startswith("#seq: "):  # 0.1.x's fill line: ". " between its fields
+        return {_FILL_FIELDS.get(key, key): value for key, value in _fields(rest, ". ").items()}
+    return _fields(rest, ", ")
+
+
+def _fields(text: str, separator: str) -> dict[str, str]:
+    """The `key: value` pieces of `text` between `separator`s."""
     fields = {}
-    for piece in rest.split(", "):
+    for piece in text.split(separator):
         key, sep, value = piece.partition(": ")
         if sep:
-            fields[key.strip()] = value.strip().rstrip(",")
+            fields[key.strip()] = value.strip().rstrip(",.")
     return fields
 
 

@@ -7,8 +7,9 @@ as UTC (SGLang prints local time: only differences matter here). A time-only pre
 (`[15:54:17]`, before SGLang 0.4) is dated from the log's other dates, else from the end the
 caller gives (a file's modification time), counting the days past each midnight; with neither,
 its times count from the first line's day. A log with no time at all (lines pasted without
-prefixes) is judged by line order: one second per batch line (SGLang prints a `Decode batch`
-line about every 40 decode steps), ending at the given end. The flags come from the launch line
+prefixes, or SGLang 0.1.x-0.2.13's, which printed none) is judged by line order: one second per
+batch line of any version (SGLang prints a decode batch line about every 40 decode steps),
+ending at the given end. The flags come from the launch line
 (`server_args=ServerArgs(...)`) and the startup summary, as `/server_info` would give them. A
 gap in the log (the server idle or down) is not filled with empty samples: the next sample is
 taken where the lines resume.
@@ -23,7 +24,7 @@ from itertools import chain, islice
 from sglang_tuner.model.crash_report import CrashReport
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.follow import crash_reports, to_signals
-from sglang_tuner.sources.log.lines import LogScanner, line_seconds
+from sglang_tuner.sources.log.lines import LogScanner, is_batch_line, line_seconds
 from sglang_tuner.sources.log.prefix import unwrap_lines
 from sglang_tuner.sources.server_info import parse_server_info
 
@@ -68,7 +69,7 @@ class _Clock:
         if seconds is not None:
             self._stamp, self.timed = stamp, True
             self.now = self._dated(seconds - _EPOCH) if seconds > _DAY else self._on_day(seconds)
-        elif not self.timed and ("Decode batch" in text or "Prefill batch" in text):
+        elif not self.timed and is_batch_line(text):
             self._ticks += 1.0
             self.now = self.start + self._ticks
         return self.now
@@ -181,7 +182,7 @@ class LogHistory:
     def _ticks(self, head: list[_Line]) -> float:
         """The batch lines of a log without time: counted in `head`, scaled to the whole log's
         size when the head is not all of it."""
-        ticks = float(sum(1 for t, _, _ in head if "Decode batch" in t or "Prefill batch" in t))
+        ticks = float(sum(1 for t, _, _ in head if is_batch_line(t)))
         if len(head) < HEAD_LINES or not self.total_bytes:
             return ticks
         head_bytes = sum(len(text) + 1 for text, _, _ in head) or 1
