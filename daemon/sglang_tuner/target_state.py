@@ -77,6 +77,8 @@ class TargetState:
         self.latest_values: Mapping[str, float] = {}  # the latest sample, every source merged
         self.signal_sources: dict[str, str] = {}  # signal -> where its latest value came from
         self.crash_reports: tuple[CrashReport, ...] = ()  # the log's latest crashes, in words
+        # quantile signal -> the histogram bounds it is read from: what a verdict can tell apart
+        self.resolution: Mapping[str, tuple[float, ...]] = {}
 
     def resize_window(self, capacity: int) -> None:
         """Keep the newest samples in a window of `capacity` (the scrape interval changed)."""
@@ -126,7 +128,9 @@ class TargetState:
         self._remember_safe(result.ts)
         self.window.append(Snapshot(self.name, result.ts, values))
         self.latest_values = values
-        self.changes.verify(self.window, result.ts, self.min_samples)
+        if result.resolution:
+            self.resolution = result.resolution
+        self.changes.verify(self.window, result.ts, self.min_samples, self.resolution)
 
     def note_crashes(self, reports: tuple[CrashReport, ...]) -> None:
         """The crashes the log read since the previous scrape, said in words (its signals count

@@ -177,3 +177,48 @@ def test_an_offline_change_that_doubles_the_itl_tail_is_hurt_unless_stated():
     assert compare(before, after, "offline").verdict == HURT
     assert "ITL p99 +100%" in compare(before, after, "offline").reason
     assert compare(before, after, "offline", stated=("ITL p99",)).verdict == TRADED
+
+
+# SGLang's TTFT buckets (0.4.10-0.5.23 `metrics/collector.py`): they double past 100 s.
+TTFT_BOUNDS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+ONLINE_NAMES = (*NAMES, "ttft_p99_seconds", "itl_p99_seconds")
+
+
+def _online(tput: float, ttft: float, itl: float = 0.05):
+    raw = _raw(tput, ttft_p99_seconds=_wobble(ttft), itl_p99_seconds=_wobble(itl))
+    return summarize(window_from(**raw), ONLINE_NAMES)
+
+
+def test_a_tail_rise_inside_one_doubling_bucket_is_no_measurement_and_no_cost():
+    # a p99 of a few requests per scrape read between 200 and 400 s: interpolation doubles a
+    # +9 % rise; the bucket edges cannot tell it from none
+    before, after = _online(3000, 210.0), _online(2990, 380.0)
+    read_alone = compare(before, after, "online", primary=("itl_p99_seconds",))
+    assert read_alone.verdict == HURT and "TTFT p99 +81%" in read_alone.reason
+    verdict = compare(
+        before, after, "online", primary=("itl_p99_seconds",),
+        resolution={"ttft_p99_seconds": TTFT_BOUNDS},
+    )  # fmt: skip
+    ttft = next(m for m in verdict.metrics if m.metric == "ttft_p99_seconds")
+    assert ttft.verdict == INCONCLUSIVE and verdict.verdict == NO_CHANGE
+    assert "within the histogram's resolution, not a measurement: ttft_p99_seconds +81% " \
+        "(bounds 200, 400)" in verdict.reason
+
+
+def test_a_tail_rise_across_a_whole_bucket_is_still_measured():
+    before, after = _online(3000, 90.0), _online(2990, 300.0)  # (80, 100] -> (200, 400]
+    verdict = compare(
+        before, after, "online", primary=("itl_p99_seconds",),
+        resolution={"ttft_p99_seconds": TTFT_BOUNDS},
+    )  # fmt: skip
+    assert verdict.verdict == HURT and "TTFT p99 +233%" in verdict.reason
+
+
+def test_fine_buckets_resolve_what_they_resolve():
+    itl_bounds = (0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1)
+    before, after = _online(3000, 5.0, itl=0.027), _online(3000, 5.0, itl=0.038)
+    verdict = compare(
+        before, after, "online", resolution={"itl_p99_seconds": itl_bounds}
+    )  # (0.025, 0.03] -> (0.035, 0.04]: at least +17 %
+    itl = next(m for m in verdict.metrics if m.metric == "itl_p99_seconds")
+    assert itl.verdict == HURT

@@ -201,3 +201,20 @@ def test_signal_mapper_keeps_the_first_of_a_repeated_series_and_counts_the_repea
     without_last_line = page.rsplit("\n", 2)[0] + "\n"
     mapper.update(without_last_line, 1.0)
     assert mapper.duplicates == 1  # the last page's
+
+
+def test_signal_mapper_keeps_the_bucket_bounds_each_latency_quantile_is_read_from() -> None:
+    def page(counts: tuple[int, ...]) -> str:
+        bounds = ("100.0", "200.0", "400.0", "+Inf")
+        return "".join(
+            f'sglang:time_to_first_token_seconds_bucket{{le="{le}",tp_rank="0"}} {n}\n'
+            for le, n in zip(bounds, counts, strict=True)
+        ) + f"sglang:time_to_first_token_seconds_count{{tp_rank=\"0\"}} {counts[-1]}\n"
+
+    mapper = SignalMapper()
+    mapper.update(page((0, 0, 0, 0)), 0.0)
+    values = mapper.update(page((1, 3, 4, 4)), 5.0)
+    # one request of four past 200 s: the p99 reads 392 s, somewhere in (200, 400] in truth
+    assert 200 < values[s.TTFT_P99_SECONDS] <= 400
+    assert mapper.resolution[s.TTFT_P99_SECONDS] == (100.0, 200.0, 400.0, float("inf"))
+    assert mapper.resolution[s.TTFT_P50_SECONDS] == (100.0, 200.0, 400.0, float("inf"))

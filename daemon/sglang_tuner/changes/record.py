@@ -7,7 +7,7 @@ summarized at once; the window after it is gathered once the server is warm (the
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -160,9 +160,16 @@ class ChangeLog:
         self.changes = [*self.changes, change][-MAX_KEPT:]
         return change
 
-    def verify(self, window: Window, now: float, min_samples: int) -> Change | None:
+    def verify(
+        self,
+        window: Window,
+        now: float,
+        min_samples: int,
+        resolution: Mapping[str, Sequence[float]] | None = None,
+    ) -> Change | None:
         """Judge the latest flag change once its warm after-window is complete (else None);
-        a same-flags restart (a crash) after it does not keep it from its verdict."""
+        a same-flags restart (a crash) after it does not keep it from its verdict.
+        `resolution`: the histogram bounds each latency quantile is read from."""
         at = next(
             (i for i in reversed(range(len(self.changes))) if self.changes[i].kind == FLAGS), None
         )
@@ -177,7 +184,7 @@ class ChangeLog:
         primary = self.verifies.get(change.rule or "", ())
         verdict = compare(
             change.before_window, after, self.profile, min_samples=min_samples, primary=primary,
-            stated=change.stated,
+            stated=change.stated, resolution=resolution,
         )  # fmt: skip
         judged = replace(change, after_window=after, verdict=verdict)
         self.changes[at] = judged

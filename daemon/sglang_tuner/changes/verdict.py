@@ -149,19 +149,78 @@ def compare(
     load_tolerance: float = 0.25,
     primary: Sequence[str] = (),
     stated: Sequence[str] = (),
+    resolution: Mapping[str, Sequence[float]] | None = None,
 ) -> Verdict:
     """The verdict on a change from the window before it and the warm window after it, decided
     by `primary` (the asking rule's metrics) or else the profile's, then held to every other
-    objective (`stated`: the objectives whose cost its advice said in advance)."""
+    objective (`stated`: the objectives whose cost its advice said in advance). `resolution`:
+    the histogram bounds a latency quantile is read from; a change they cannot tell apart from
+    none is no measurement (see `_beyond_resolution`)."""
     metrics = tuple(
         _metric(m, better, before, after, min_samples, no_change_ratio)
         for m, better in metrics_for(profile).items()
     )
+    metrics, blurred = _held_to_resolution(metrics, resolution or {}, no_change_ratio)
     judged = tuple(m for m in primary if m in metrics_for(profile)) or primary_for(profile)
     load = load_changed(before, after, load_tolerance)
     if load:
         return Verdict(INCONCLUSIVE, load, metrics, judged_on=judged)
-    return replace(_with_costs(_overall(metrics, judged), judged, stated), judged_on=judged)
+    verdict = _with_costs(_overall(metrics, judged), judged, stated)
+    if blurred:
+        verdict = replace(verdict, reason=f"{verdict.reason}; {blurred}")
+    return replace(verdict, judged_on=judged)
+
+
+def _held_to_resolution(
+    metrics: tuple["MetricVerdict", ...], resolution: Mapping[str, Sequence[float]], band: float
+) -> tuple[tuple["MetricVerdict", ...], str]:
+    """The metrics with every helped / hurt a latency histogram cannot resolve made
+    inconclusive, and a line saying which ('' when none)."""
+    out, blurred = [], []
+    for m in metrics:
+        bounds = resolution.get(m.metric)
+        if (
+            bounds and m.verdict in (HELPED, HURT) and m.before and m.after
+            and not _beyond_resolution(m.before, m.after, bounds, band)
+        ):  # fmt: skip
+            edges = sorted({*_bucket(m.before, bounds), *_bucket(m.after, bounds)})
+            change = m.after / m.before - 1
+            blurred.append(f"{m.metric} {change:+.0%} (bounds {', '.join(map(_edge, edges))})")
+            out.append(replace(m, verdict=INCONCLUSIVE))
+        else:
+            out.append(m)
+    if not blurred:
+        return metrics, ""
+    return tuple(out), (
+        "within the histogram's resolution, not a measurement: " + ", ".join(blurred)
+    )
+
+
+def _beyond_resolution(before: float, after: float, bounds: Sequence[float], band: float) -> bool:
+    """Whether the histogram itself shows the change past the no-change band: the least change
+    its buckets allow (the after value's bucket edge nearest the before value's far edge) is
+    past the band. A rise inside one bucket, or to the next, is interpolation only: SGLang's
+    TTFT buckets double (100, 200, 400 s), and a p99 of a few requests jumps between them."""
+    b_low, b_high = _bucket(before, bounds)
+    a_low, a_high = _bucket(after, bounds)
+    if after > before:
+        return b_high > 0 and a_low / b_high > 1 + band
+    return b_low > 0 and a_high / b_low < 1 - band
+
+
+def _edge(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else f"{bound:g}"
+
+
+def _bucket(value: float, bounds: Sequence[float]) -> tuple[float, float]:
+    """(lower, upper] of the bucket holding `value` (the lowest starts at 0; past the last
+    finite bound the upper is +Inf)."""
+    lower = 0.0
+    for le in sorted(b for b in bounds if b == b):
+        if value <= le:
+            return lower, le
+        lower = le
+    return lower, float("inf")
 
 
 def _with_costs(verdict: Verdict, primary: Sequence[str], stated: Sequence[str]) -> Verdict:

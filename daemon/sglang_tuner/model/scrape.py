@@ -83,6 +83,8 @@ class ScrapeResult:
     error: str | None = None  # one human-readable line
     sglang_version: str | None = None
     duplicate_samples: int = 0  # samples the page repeated (the first of each series is read)
+    # quantile signal -> the histogram bucket bounds it was read from (None: not known)
+    resolution: Mapping[str, tuple[float, ...]] | None = None
 
     @property
     def is_up(self) -> bool:

@@ -63,7 +63,10 @@ async def scrape_metrics(
         return _failed(name, now, started, "timeout", message)
     snapshot = Snapshot(target=name, ts=now, values=values)
     duration = time.perf_counter() - started
-    return ScrapeResult(name, now, duration, snapshot, duplicate_samples=mapper.duplicates)
+    return ScrapeResult(
+        name, now, duration, snapshot, duplicate_samples=mapper.duplicates,
+        resolution=mapper.resolution,
+    )  # fmt: skip
 
 
 def _failed(name: str, now: float, started: float, reason: str, error: str) -> ScrapeResult:

@@ -82,6 +82,9 @@ class SignalMapper:
         self._prev: dict[str, float] = {}  # cumulative totals of the previous scrape
         self._prev_buckets: dict[str, Packed] = {}  # each histogram's previous buckets
         self.duplicates = 0  # samples the last page repeated (the first of each was read)
+        # quantile signal -> the bucket bounds it was read from (one shared tuple per layout):
+        # how finely the page can tell a latency at all
+        self.resolution: dict[str, tuple[float, ...]] = {}
 
     @property
     def label_cache_bytes(self) -> int:
@@ -215,6 +218,8 @@ class SignalMapper:
                 estimate = quantile_of(q, delta)
                 if estimate is not None:
                     values[signal] = estimate
+                    if self.resolution.get(signal) is not delta[0]:
+                        self.resolution[signal] = delta[0]
         return values
 
     def _interval_retractions(
