@@ -4,7 +4,7 @@ long_prompts_dominate_ttft."""
 from helpers import evaluate, window_from
 from sglang_tuner.changes.record import Change
 from sglang_tuner.changes.verdict import WindowSummary
-from sglang_tuner.model.advice import Finding, NoData, Pass
+from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.latency import (
     BATCH_TOO_LARGE_FOR_LATENCY,
@@ -194,6 +194,14 @@ def test_batch_too_large_without_a_fit_claims_no_throughput_number():
     assert isinstance(out, Finding)
     assert "%" not in out.action.expected.split("decode tokens/s")[1].split(",")[0]
     assert "cannot tell" in out.action.expected
+    # a price nobody can tell is a hint, never applied
+    assert out.severity == Severity.INFO
+
+
+def test_batch_too_large_with_a_fit_keeps_the_rules_severity():
+    out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, FITTED, profile="online")
+    assert isinstance(out, Finding) and out.severity is None
+    assert out.action.prediction is not None and "tok/s" in out.action.prediction.effects
 
 
 def _cap(rule: str | None) -> Change:

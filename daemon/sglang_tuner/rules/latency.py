@@ -4,7 +4,16 @@ import math
 from dataclasses import replace
 
 from sglang_tuner.changes.record import Change
-from sglang_tuner.model.advice import ITL_P50, Action, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.advice import (
+    ITL_P50,
+    TOKENS,
+    Action,
+    Finding,
+    NoData,
+    Outcome,
+    Pass,
+    Severity,
+)
 from sglang_tuner.model.signals import (
     E2E_P50_SECONDS,
     ITL_P50_SECONDS,
@@ -133,7 +142,17 @@ def _check_batch(inp: RuleInput) -> Outcome:
     settled = _settled_after_own_cap(inp)
     if settled and freq.held:
         return Pass(freq.ratio, freq.considered, settled)
-    return judged(freq, inp, signals, _lower_max_running)
+    return _unpriced_is_a_hint(judged(freq, inp, signals, _lower_max_running))
+
+
+def _unpriced_is_a_hint(outcome: Outcome) -> Outcome:
+    """A cap whose tokens/s cost this server's window cannot tell (no server model, and ITL
+    did not vary with the batch enough to fit) is a hint, never applied: a smaller batch
+    always costs throughput, and by how much is exactly what is unknown."""
+    prediction = outcome.action.prediction if isinstance(outcome, Finding) else None
+    if prediction is None or TOKENS in prediction.effects:
+        return outcome
+    return replace(outcome, severity=Severity.INFO)
 
 
 def _settled_after_own_cap(inp: RuleInput) -> str:
