@@ -1,9 +1,13 @@
 """mem_fraction_too_low, mem_fraction_too_high and kv_cache_pressure."""
 
+from dataclasses import replace
+
 from helpers import evaluate, window_from
 from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
+from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
+from sglang_tuner.rules.sglang.mem_fraction import estimate_mem_fraction_static
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -80,12 +84,49 @@ def test_mem_fraction_too_low_no_data_names_sources():
     assert "SGLang >= 0.5.11" in out.reason and "log_file" in out.reason
 
 
+def test_mem_fraction_too_low_leaves_what_the_prefill_chunk_needs():
+    # SGLang's memory settings reserve 512 MB + 1.5 MB per chunk token for activations: a
+    # 16384-token chunk needs 24.5 GB, so 15 GB free is no surplus at all
+    big = ServerConfig(mem_fraction_static=0.8, gpu_model=H100, chunked_prefill_size=16384)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=big)
+    assert isinstance(out, Pass) and "24.5 GB is what --chunked-prefill-size 16384" in out.detail
+    # 8192 tokens need 12.5 GB: (15 - 12.5) / 80 = +0.03, not the guide's +0.10
+    mid = ServerConfig(mem_fraction_static=0.8, gpu_model=H100, chunked_prefill_size=8192)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=mid)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.8 -> 0.83"
+    # up to 4096 tokens the guide's 6.5 GB stands
+    small = ServerConfig(mem_fraction_static=0.8, gpu_model=H100, chunked_prefill_size=4096)
+    out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=small)
+    assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.8 -> 0.9"
+
+
 def test_mem_fraction_too_high_fires_under_5_gb():
     config = ServerConfig(mem_fraction_static=0.9)
     out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=config)
     assert isinstance(out, Finding)
     assert out.action.text == "--mem-fraction-static 0.9 -> 0.8"
     assert "3.50 GB" in out.evidence
+
+
+def test_mem_fraction_too_high_leaves_sglangs_own_default_alone_without_an_oom():
+    # SGLang 0.5.17 on a 24 GB A10 sizes the fraction itself (memory settings: 512 MB + 1.5 MB
+    # per chunk token + graphs + communication); the free memory it leaves is its choice
+    config = ServerConfig(
+        version="0.5.17", gpu_model="NVIDIA A10", tp_size=2, chunked_prefill_size=2048,
+        cuda_graph_max_bs=160,
+    )  # fmt: skip
+    own = estimate_mem_fraction_static(config, gpu_memory_gb(config))
+    assert own is not None
+    at_default = replace(config, mem_fraction_static=own)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.0), config=at_default)
+    assert isinstance(out, Pass)
+    assert f"--mem-fraction-static {own:g} is SGLang 0.5.17's own default" in out.detail
+    # set by hand to the same free memory, it is the guide's case
+    by_hand = replace(config, mem_fraction_static=round(own + 0.02, 3))
+    assert isinstance(evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.0), config=by_hand), Finding)
+    # and an OOM crash is acted on whoever chose the value
+    crashed = window_from(restarts="0x10 1 0x9", decode_oom_events="0x9 1 0x10")
+    assert isinstance(evaluate(MEM_FRACTION_TOO_HIGH, crashed, config=at_default), Finding)
 
 
 def test_mem_fraction_too_high_second_step_is_0_7():

@@ -38,6 +38,7 @@ from sglang_tuner.rule import (
     with_note,
 )
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
+from sglang_tuner.rules.sglang.defaults import is_default
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 from sglang_tuner.rules.sglang.mem_fraction import (
     GIB,
@@ -65,6 +66,10 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     free, what = surplus
     if free < inp.thresholds["available_gpu_mem_too_high_gb"]:
         return Pass(detail=f"{what} {free:.2f} GB")
+    target, why = raise_target(inp)
+    total = gpu_memory_gb(inp.config) or LARGEST_GPU_GB
+    if free - target < 0.01 * total:
+        return Pass(detail=f"{what} {free:.2f} GB: {why}")
     calm = _pool_not_binding(inp)
     if calm:
         return Pass(detail=f"{what} {free:.2f} GB, but {calm}: a larger pool would sit empty")
@@ -120,8 +125,28 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
     floor, why = _free_floor(inp)
     if free >= floor:
         return Pass(detail=f"available_gpu_mem {free:.2f} GB")
+    own = _sglang_own_default(inp)
+    if own:
+        return Pass(detail=f"available_gpu_mem {free:.2f} GB, under {why}, but {own}")
     evidence = f"startup available_gpu_mem {free:.2f} GB, under {why}: OOM risk"
     return Finding(evidence, _with_cost(inp, lower_mem_fraction(inp)), Confidence.HIGH)
+
+
+def _sglang_own_default(inp: RuleInput) -> str:
+    """Why the free memory is SGLang's own choice ('' when it is not, or unknown): the fraction
+    is what SGLang sets when the flag is left out (0.5.3+: its formula reserves the chunk's
+    activations, the CUDA graphs and the ranks' communication buffers; earlier: its own tier).
+    Without an OOM in the window a cut is then a margin against a risk SGLang sized for, paid
+    for in KV pool: the guide's band is for a hand-set fraction."""
+    config, current = inp.config, _mem_fraction(inp)
+    if config is None or current is None:
+        return ""
+    if not is_default(MEM_FLAG, current, config, gpu_memory_gb(config)):
+        return ""
+    return (
+        f"{MEM_FLAG} {current:g} is SGLang {config.version}'s own default for this GPU and no "
+        "OOM was seen: lowering it would trade KV pool for a margin SGLang already sized"
+    )
 
 
 def _with_cost(inp: RuleInput, action: Action) -> Action:
@@ -186,6 +211,8 @@ MEM_FRACTION_TOO_LOW = Rule(
     thresholds={
         "available_gpu_mem_too_high_gb": 10.0,
         "available_gpu_mem_target_gb": AVAILABLE_TARGET_GB,
+        "sglang_reserve_base_gb": RESERVE_BASE_MIB / GIB,
+        "sglang_reserve_gb_per_chunk_token": RESERVE_MIB_PER_ACTIVATION_TOKEN / GIB,
         "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
         "pool_pressure_usage": 0.9,
     },
@@ -194,6 +221,11 @@ MEM_FRACTION_TOO_LOW = Rule(
         "available_gpu_mem_too_high_gb": "guide (newest, Chinese translation): '10-20 GB: too "
         "high, increase --mem-fraction-static'",
         "available_gpu_mem_target_gb": "ours: the middle of the guide's 5-8 GB 'good' band",
+        "sglang_reserve_base_gb": "SGLang 0.5.23 arg_groups/memory_hook.py: its default "
+        "--mem-fraction-static reserves 512 MB of constant metadata",
+        "sglang_reserve_gb_per_chunk_token": "SGLang 0.5.23 arg_groups/memory_hook.py: plus 1.5 "
+        "MB per token of max(chunked_prefill_size, 2048) for activations; a raise leaves at "
+        "least that free (6.5 GB at 4096 tokens: the guide's middle)",
         "mem_fraction_max": "ours: past 0.95 activations have no room on any GPU we know",
         "pool_pressure_usage": "ours: the guide's high token usage; below it, with nothing "
         "retracted or waiting, the pool is not what limits the server",
@@ -356,12 +388,35 @@ def _floor2(value: float) -> float:
     return math.floor(value * 100 + 1e-9) / 100
 
 
+def raise_target(inp: RuleInput) -> tuple[float, str]:
+    """The free memory a raise leaves, in GB, and what sets it: the middle of the guide's band,
+    or more where the server's prefill chunk needs more. SGLang's own memory settings (0.5.3+)
+    reserve 512 MB + 1.5 MB per token of the chunk (at least 2048) for activations: 6.5 GB at
+    4096 tokens, the guide's middle; 24.5 GB at 16384, which a raise to 6.5 GB free would take
+    from the prefill."""
+    th, config = inp.thresholds, inp.config
+    guide = th["available_gpu_mem_target_gb"]
+    chunk = config.chunked_prefill_size if config is not None else None
+    if not chunk or chunk <= 0:
+        return guide, f"the guide's {guide:g} GB"
+    need = th["sglang_reserve_base_gb"] + th["sglang_reserve_gb_per_chunk_token"] * max(
+        chunk, MIN_ACTIVATION_TOKENS
+    )
+    if need <= guide:
+        return guide, f"the guide's {guide:g} GB"
+    return need, (
+        f"{need:g} GB is what --chunked-prefill-size {chunk}'s prefill needs by SGLang's own "
+        "memory settings (512 MB + 1.5 MB per token): no surplus past it for the KV pool"
+    )
+
+
 def raise_mem_fraction(inp: RuleInput) -> Action:
-    """current + (free - target) / GPU memory: hand the surplus to the KV pool, capped."""
+    """current + (free - target) / GPU memory: hand the surplus over what the guide's band and
+    the prefill chunk need (`raise_target`) to the KV pool, capped."""
     surplus = surplus_memory(inp)
     th, free = inp.thresholds, surplus[0] if surplus else 0.0
     total = gpu_memory_gb(inp.config)
-    delta = _floor2((free - th["available_gpu_mem_target_gb"]) / (total or LARGEST_GPU_GB))
+    delta = _floor2((free - raise_target(inp)[0]) / (total or LARGEST_GPU_GB))
     delta = max(0.01, delta)  # the guide's own step is 0.01
     gpu_note = (
         ""
