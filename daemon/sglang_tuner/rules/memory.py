@@ -199,7 +199,8 @@ MEM_FRACTION_TOO_LOW = Rule(
     ),
     severity=Severity.WARNING,
     summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
-    action="Raise --mem-fraction-static by the surplus over ~6.5 GB, as a share of GPU memory.",
+    action="Raise --mem-fraction-static by the surplus over ~6.5 GB (or over what the prefill "
+    "chunk needs, past 4096 tokens), as a share of GPU memory.",
     source=MEMORY_SOURCE,
     signals=(
         STARTUP_AVAILABLE_GPU_MEM_GB,
@@ -242,7 +243,8 @@ MEM_FRACTION_TOO_HIGH = Rule(
     ),
     verifies=(RESTARTS,),  # a crash fix is judged by the crashes
     severity=Severity.WARNING,
-    summary="Under 5 GB free after startup, or the server restarted after OOM errors.",
+    summary="Under 5 GB free after startup at a hand-set fraction, or the server restarted "
+    "after OOM errors.",
     action="Lower --mem-fraction-static back into the 5-8 GB band (after OOMs: 0.8, then 0.7).",
     source=MEMORY_SOURCE + "; " + OOM_SOURCE + " (General OOM)",
     signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, *GPU_OOM_SIGNALS),
