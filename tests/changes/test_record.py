@@ -355,6 +355,24 @@ def test_verify_judges_a_flag_change_once_the_warm_after_window_is_complete():
     assert dataclasses.replace(judged, after_window=None, verdict=None) == change
 
 
+def test_verify_holds_a_latency_to_the_buckets_it_was_read_from():
+    # gen throughput flat; the TTFT p99 read 210 s before and 380 s after, both in SGLang's
+    # (200, 400] bucket: no measured cost, so no `hurt` (without the bounds it is one)
+    def judge(resolution):
+        window, log = Window(200), _log()
+        _serve(window, 5.0, 300.0, gen_throughput=4000.0, ttft_p99_seconds=210.0)
+        _restart_at_330(log, window)
+        _serve(window, 335.0, 660.0, gen_throughput=4000.0, ttft_p99_seconds=380.0)
+        judged = log.verify(window, 660.0, 6, resolution)
+        assert judged is not None and judged.verdict is not None
+        return judged.verdict
+
+    assert judge(None).verdict == HURT
+    held = judge({s.TTFT_P99_SECONDS: (100.0, 200.0, 400.0, float("inf"))})
+    assert held.verdict == NO_CHANGE
+    assert "within the histogram's resolution" in held.reason
+
+
 def test_verify_judges_a_change_once_only():
     window = Window(200)
     _serve(window, 5.0, 300.0, gen_throughput=4000.0)
