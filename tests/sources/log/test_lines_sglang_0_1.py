@@ -119,6 +119,14 @@ def test_each_gpu_bracket_is_its_own_scheduler_summed_like_dp_ranks():
         assert values[s.PREFIX_CACHE_HIT_RATIO] == 0.75
 
 
+def test_gpu_bracket_behind_a_wrappers_stamp_still_tells_the_schedulers_apart():
+    lines = [
+        f"[2024-07-01 10:00:0{g}] " + DECODE_0_2.format(k="", g=g, r=g + 1, q=0) for g in (0, 1, 0)
+    ]
+    counts = scan_lines(lines)
+    assert {rank: load.running for rank, load in counts.load.items()} == {"gpu0": 1, "gpu1": 2}
+
+
 def test_0_1_startup_summary_and_retraction_are_read():
     counts = scan_lines([RANK_0_1, RANK_0_1.replace("Rank 0", "Rank 1"), RETRACT_0_1])
     assert counts.max_total_num_tokens == 21814

@@ -154,6 +154,7 @@ class LogScanner:
         self._retract_second: tuple[str | None, ...] = ()
         self._retract_seen: dict[tuple[str, str, str], dict[str, int]] = {}
         self._prefixed = False  # a line with SGLang's prefix was read: unprefixed ones are not
+        self._gpus = False  # a "[gpu_id=N] " line was read: its schedulers are told by GPU
 
     def feed(self, lines: Iterable[str]) -> None:
         """Read lines in order, as a tool wrote them (its wrapping is taken off)."""
@@ -210,9 +211,11 @@ class LogScanner:
             # a second bracket: 0.1.x's "[gpu=0] ", or SGLang's prefix behind a wrapper's
             # ("[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] ", "[pod/sglang-0/sglang] ")
             if line[at : at + 1] == "[":
+                self._gpus = self._gpus or line.startswith("[gpu", at)
                 at = _after_bracket(line, at)
             if not self._prefixed:  # from then on, an unprefixed line is no signal
                 self._prefixed = line[1:2].isdigit()
+                self._gpus = self._gpus or line.startswith("[gpu")
         else:  # never a signal in a log with prefixes (a traceback's line, a prompt's)
             at = -1 if self._prefixed else 0
         if (
@@ -252,7 +255,7 @@ class LogScanner:
             if not (without and "accept len" in line):
                 self._decode_lines += 1
                 self._without_graph += without
-        rank = _dp_rank(line)
+        rank = _gpu(line) if self._gpus else _dp_rank(line)
         self._latest[f"{stream}/{rank}" if stream else rank] = line
 
     def _prefill(self, line: str, at: int, stream: str) -> None:
@@ -267,7 +270,7 @@ class LogScanner:
         elif tokens := _FILL_TOKENS.search(line, at):  # 0.1.x: cached first
             self._new_tokens += int(tokens.group(2))
             self._cached_tokens += int(tokens.group(1))
-        rank = _scheduler(line, stream)
+        rank = _scheduler(line, stream, self._gpus)
         latest = self._latest.get(rank)
         # a decode line's load is the fuller: kept over a prefill's ("Prefill batch", 0.1.17's
         # "Prefil batch", 0.1.x's "new fill batch" all hold "il batch")
@@ -333,9 +336,10 @@ def _after_bracket(line: str, at: int) -> int:
     return close + 2 if close > 0 else at
 
 
-def _scheduler(line: str, stream: str) -> str:
-    """The scheduler a batch line is from: its process's stream and its DP rank."""
-    rank = _dp_rank(line)
+def _scheduler(line: str, stream: str, gpus: bool) -> str:
+    """The scheduler a batch line is from: its process's stream and its DP rank (with `gpus`,
+    the GPU its 0.1.17-0.2.13 line names)."""
+    rank = _gpu(line) if gpus else _dp_rank(line)
     return f"{stream}/{rank}" if stream else rank
 
 
@@ -349,21 +353,21 @@ def _dp_rank(line: str) -> str:
     end = line.find("] ")
     at = line.find(" DP", 0, end) if end > 0 else -1
     if at < 0:
-        return _gpu(line, end) if end > 0 else ""
+        return ""
     stop = at + 3
     while stop < end and line[stop].isdigit():
         stop += 1
     return line[at + 3 : stop]
 
 
-def _gpu(line: str, end: int) -> str:
+def _gpu(line: str) -> str:
     """0.1.17-0.2.13's scheduler: "gpuN" for a line that opens with "[gpu_id=N] " or "[gpu=N] "
-    (also behind a wrapper's bracket), else ""."""
-    at = 0 if line.startswith("[gpu") else end + 2 if line.startswith("[gpu", end + 2) else -1
+    (also behind a wrapper's bracket), else its DP rank."""
+    at = line.find("[gpu", 0, 2 * _PREFIX_CHARS)
     if at < 0:
-        return ""
+        return _dp_rank(line)
     close = line.find("]", at)
-    equals = line.find("=", at, close)
+    equals = line.find("=", at, close) if close > 0 else -1
     return "gpu" + line[equals + 1 : close] if equals > 0 else ""
 
 
