@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from helpers import evaluate, window_from
-from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.memory import KV_CACHE_PRESSURE, MEM_FRACTION_TOO_HIGH, MEM_FRACTION_TOO_LOW
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
@@ -98,6 +98,43 @@ def test_mem_fraction_too_low_leaves_what_the_prefill_chunk_needs():
     small = ServerConfig(mem_fraction_static=0.8, gpu_model=H100, chunked_prefill_size=4096)
     out = evaluate(MEM_FRACTION_TOO_LOW, _startup(15.0), config=small)
     assert isinstance(out, Finding) and out.action.text == "--mem-fraction-static 0.8 -> 0.9"
+
+
+def test_mem_fraction_too_low_estimates_free_memory_from_sglangs_pool_sizing():
+    # SGLang 0.4.10 reports no free memory: its pool leaves GPU memory x (1 - fraction) free,
+    # less its CUDA graphs (2 MiB per batch size): 80 x 0.58 - 160 x 2 MiB = 46.1 GB
+    config = ServerConfig(
+        version="0.4.10", mem_fraction_static=0.42, gpu_model=H100, cuda_graph_max_bs=160,
+        chunked_prefill_size=8192,
+    )  # fmt: skip
+    view = window_from(num_running_reqs="10x10")
+    out = evaluate(MEM_FRACTION_TOO_LOW, view, config=config)
+    assert isinstance(out, Finding) and out.confidence == Confidence.MEDIUM
+    assert out.evidence.startswith("free memory estimated from SGLang's pool sizing 46.09 GB")
+    # (46.09 - 12.5 GB for the 8192-token chunk) / 80 = +0.41
+    assert out.action.text == "--mem-fraction-static 0.42 -> 0.83"
+    # without the GPU nothing is estimated
+    unknown = evaluate(MEM_FRACTION_TOO_LOW, view, config=replace(config, gpu_model=None))
+    assert isinstance(unknown, NoData)
+
+
+def test_mem_fraction_too_low_on_a_small_card_weighs_the_surplus_against_the_pool():
+    l4 = ServerConfig(mem_fraction_static=0.54, gpu_model="NVIDIA L4", chunked_prefill_size=2048)
+    # 9.1 GB free is under the guide's 10 GB, but 2.6 GB spare is 65 % more of a 4 GB pool
+    small_pool = window_from(
+        startup_available_gpu_mem_gb="9.1x10", startup_kv_pool_gb="4.0x10",
+        num_running_reqs="10x10", num_queue_reqs="50x10", token_usage="0.95x10",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, small_pool, config=l4)
+    assert isinstance(out, Finding)
+    assert out.evidence == (
+        "startup available_gpu_mem 9.10 GB, 2.6 GB over what a raise leaves: 65% of the 4.0 GB "
+        "KV pool"
+    )
+    assert out.action.text == "--mem-fraction-static 0.54 -> 0.64"  # (9.1 - 6.5) / 24: +0.10
+    # the same 9.1 GB beside a 60 GB pool is 4 %: the guide's band holds
+    big_pool = window_from(startup_available_gpu_mem_gb="9.1x10", startup_kv_pool_gb="60x10")
+    assert isinstance(evaluate(MEM_FRACTION_TOO_LOW, big_pool, config=l4), Pass)
 
 
 def test_mem_fraction_too_high_fires_under_5_gb():

@@ -22,6 +22,7 @@ from sglang_tuner.model.signals import (
     RESTARTS,
     RETRACTIONS_PER_MINUTE,
     STARTUP_AVAILABLE_GPU_MEM_GB,
+    STARTUP_KV_POOL_GB,
     TOKEN_USAGE,
 )
 from sglang_tuner.predict.crash_fix import crash_fix, reported
@@ -58,26 +59,41 @@ _NO_STARTUP_MEM = (
 
 
 def _check_mem_too_low(inp: RuleInput) -> Outcome:
-    """Startup fact: available_gpu_mem at or above 10 GB (else DCGM's free memory, lowest over
-    the window, at or above 10 GB)."""
+    """Startup fact: available_gpu_mem (else DCGM's free memory, lowest over the window, else
+    the estimate from SGLang's pool sizing) at or above 10 GB — or, on a card whose whole KV
+    pool is a few GB, a surplus over what a raise leaves of at least a tenth of the pool."""
     surplus = surplus_memory(inp)
     if surplus is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
     free, what = surplus
-    if free < inp.thresholds["available_gpu_mem_too_high_gb"]:
-        return Pass(detail=f"{what} {free:.2f} GB")
     target, why = raise_target(inp)
+    relative = _surplus_of_pool(inp, free - target)
+    if free < inp.thresholds["available_gpu_mem_too_high_gb"] and not relative:
+        return Pass(detail=f"{what} {free:.2f} GB")
     total = gpu_memory_gb(inp.config) or LARGEST_GPU_GB
     if free - target < 0.01 * total:
         return Pass(detail=f"{what} {free:.2f} GB: {why}")
     calm = _pool_not_binding(inp)
     if calm:
         return Pass(detail=f"{what} {free:.2f} GB, but {calm}: a larger pool would sit empty")
-    evidence = f"{what} {free:.2f} GB, above the guide's 5-8 GB band"
+    evidence = f"{what} {free:.2f} GB, " + (relative or "above the guide's 5-8 GB band")
     action = raise_mem_fraction(inp)
     prediction = _predict_fraction(inp, action)
     action = predicted(action, prediction)
-    return Finding(evidence, action, Confidence.HIGH, severity=severity_for(prediction, INFO))
+    sure = Confidence.MEDIUM if what == ESTIMATED else Confidence.HIGH
+    return Finding(evidence, action, sure, severity=severity_for(prediction, INFO))
+
+
+def _surplus_of_pool(inp: RuleInput, surplus_gb: float) -> str:
+    """The surplus said relative to the KV pool ('' under `surplus_share_of_pool` of it, or
+    with the pool's size unknown): the guide's 10 GB is for a card with a 40-60 GB pool."""
+    pool = inp.view.last(STARTUP_KV_POOL_GB)
+    if pool is None or pool <= 0 or surplus_gb < inp.thresholds["surplus_share_of_pool"] * pool:
+        return ""
+    return (
+        f"{surplus_gb:.1f} GB over what a raise leaves: {surplus_gb / pool:.0%} of the "
+        f"{pool:.1f} GB KV pool"
+    )
 
 
 def _predict_fraction(inp: RuleInput, action: Action) -> Prediction:
@@ -205,6 +221,7 @@ MEM_FRACTION_TOO_LOW = Rule(
     signals=(
         STARTUP_AVAILABLE_GPU_MEM_GB,
         GPU_FB_FREE_GB,
+        STARTUP_KV_POOL_GB,
         TOKEN_USAGE,
         RETRACTIONS_PER_MINUTE,
         NUM_QUEUE_REQS,
@@ -216,6 +233,7 @@ MEM_FRACTION_TOO_LOW = Rule(
         "sglang_reserve_gb_per_chunk_token": RESERVE_MIB_PER_ACTIVATION_TOKEN / GIB,
         "mem_fraction_max": 0.95,  # past it activations have no room on any GPU
         "pool_pressure_usage": 0.9,
+        "surplus_share_of_pool": 0.1,
     },
     check=_check_mem_too_low,
     provenance={
@@ -230,6 +248,9 @@ MEM_FRACTION_TOO_LOW = Rule(
         "mem_fraction_max": "ours: past 0.95 activations have no room on any GPU we know",
         "pool_pressure_usage": "ours: the guide's high token usage; below it, with nothing "
         "retracted or waiting, the pool is not what limits the server",
+        "surplus_share_of_pool": "ours: the guide's 10 GB gate, relative: on an 80 GB card its "
+        "3.5 GB over the 6.5 GB target is 6-9 % of a 40-60 GB KV pool; on a 24 GB card with a "
+        "4 GB pool, 2.6 GB spare is 65 % more pool, which the absolute gate never sees",
     },
     needs_up=False,  # judged from the window's events and startup facts, also while down
     needs_window=False,
@@ -367,15 +388,41 @@ def startup_available_gb(inp: RuleInput) -> float | None:
     return value
 
 
+ESTIMATED = "free memory estimated from SGLang's pool sizing"
+
+
 def surplus_memory(inp: RuleInput) -> tuple[float, str] | None:
     """(free GB, what says so): startup available_gpu_mem, else the DCGM exporter's free
     framebuffer, lowest over the window (a running server only ever holds more than at startup,
-    so this never overstates the surplus)."""
+    so this never overstates the surplus), else the estimate from SGLang's own pool sizing."""
     value = startup_available_gb(inp)
     if value is not None:
         return value, "startup available_gpu_mem"
     dcgm = inp.view.min(GPU_FB_FREE_GB)
-    return None if dcgm is None else (dcgm, "free GPU memory (DCGM), lowest over the window")
+    if dcgm is not None:
+        return dcgm, "free GPU memory (DCGM), lowest over the window"
+    estimate = estimated_free_gb(inp)
+    return None if estimate is None else (estimate, ESTIMATED)
+
+
+# SGLang's own estimate of CUDA graph memory per captured batch size (memory settings, 0.5.3+:
+# `graph max bs x 2` MiB), and the graph batch it captures up to when the server does not say.
+GRAPH_MIB_PER_BS = 2.0
+UNREPORTED_GRAPH_BS = 256
+
+
+def estimated_free_gb(inp: RuleInput) -> float | None:
+    """Free memory after startup where no reading says it, from how SGLang sizes its pool
+    (`ModelRunner.profile_max_num_token`, 0.4.x-0.5.x: pool = free after weights - GPU memory x
+    (1 - fraction)): GPU memory x (1 - --mem-fraction-static) stays free, less the CUDA graphs
+    (SGLang's own 2 MiB per captured batch size). None without the GPU or the fraction."""
+    config, total, fraction = inp.config, gpu_memory_gb(inp.config), _mem_fraction(inp)
+    if config is None or total is None or fraction is None:
+        return None
+    graphs = 0.0
+    if not config.disable_cuda_graph:
+        graphs = (config.cuda_graph_max_bs or UNREPORTED_GRAPH_BS) * GRAPH_MIB_PER_BS / GIB
+    return total * (1 - fraction) - graphs
 
 
 # With the GPU unknown, size the step for the largest GPU we know: the smallest, safest step.
