@@ -304,3 +304,19 @@ def test_data_parallel_without_the_physics_is_no_prediction_and_keeps_its_warnin
     out = evaluate(PREFER_DATA_PARALLEL, view, config=config)
     assert isinstance(out, Finding) and out.severity is Severity.WARNING
     assert out.action.prediction is not None and out.action.prediction.gain is None
+
+
+def test_a_cut_pool_that_holds_less_than_today_predicts_the_smaller_batch():
+    # 20 running at token usage 0.6 (34,101 of 56,835 tokens) with nothing waiting: the pool
+    # does not bind today, but 0.5 -> 0.4 leaves ~22,000 tokens: what runs now no longer fits
+    roomy = window_from(
+        num_running_reqs="20x20", num_queue_reqs="0x20", token_usage="0.6x20",
+        gen_throughput="400x20", itl_p50_seconds="0.04x20", startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    inp = rule_input(MEM_FRACTION_TOO_HIGH, roomy, config=L40S_AT_HALF)
+    cut = predict_pool_change(inp, 0.4)
+    assert "holds less than the 34,101 in use today" in cut.basis
+    assert cut.gain is not None and cut.gain < -0.1  # fewer running: fewer tokens/s
+    # a cut that still holds today's use moves nothing
+    slight = predict_pool_change(inp, 0.48)
+    assert slight.gain == 0.0 and "does not bind" in slight.basis

@@ -468,6 +468,21 @@ def pool_binds(inp: RuleInput, obs: Observed) -> str:
     )
 
 
+def _smaller_pool_binds(obs: Observed, pool: float, new_pool: float) -> tuple[float, str] | None:
+    """(batch, why) where a cut pool would hold less than the running requests use today at the
+    usage from which admission binds (None: it still holds them, or the pool grows): the
+    batch shrinks with it and the rest wait."""
+    used = obs.usage * pool
+    room = _BINDING_USAGE * new_pool
+    if new_pool >= pool or obs.usage <= 0 or obs.batch <= 0 or used <= room:
+        return None
+    batch = obs.batch * room / used
+    return batch, (
+        f"the pool {pool:,.0f} -> {new_pool:,.0f} tokens holds less than the {used:,.0f} in use "
+        f"today (token usage p50 {obs.usage:.2f}): the batch falls to {batch:.0f} per rank"
+    )
+
+
 def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
     """--mem-fraction-static current -> new: the pool grows (or shrinks) by the freed memory;
     where the pool binds the batch while requests wait, the batch follows it."""
@@ -490,6 +505,9 @@ def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
     new_pool = pool + pools[1] - pools[0]
     binds = pool_binds(inp, obs)
     if not binds:
+        smaller = _smaller_pool_binds(obs, pool, new_pool)
+        if smaller is not None:
+            return _ranged(inp, model, *smaller)
         why = f"the KV pool does not bind the batch (queue p50 {obs.queue:.0f} per rank, "
         why += f"token usage p50 {obs.usage:.2f}): a larger pool would sit empty"
         return _unchanged(inp, why)
