@@ -201,8 +201,10 @@ def test_a_tail_rise_inside_one_doubling_bucket_is_no_measurement_and_no_cost():
     )  # fmt: skip
     ttft = next(m for m in verdict.metrics if m.metric == "ttft_p99_seconds")
     assert ttft.verdict == INCONCLUSIVE and verdict.verdict == NO_CHANGE
-    assert "within the histogram's resolution, not a measurement: ttft_p99_seconds +81% " \
+    assert (
+        "within the histogram's resolution, not a measurement: ttft_p99_seconds +81% "
         "(bounds 200, 400)" in verdict.reason
+    )
 
 
 def test_a_tail_rise_across_a_whole_bucket_is_still_measured():

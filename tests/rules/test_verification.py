@@ -295,7 +295,9 @@ def test_reverting_a_memory_raise_states_the_itl_it_gives_back():
     p99 = MetricVerdict("itl_p99_seconds", "hurt", 4.0, 3.5, 4.5, 0.3, 1.2)
     prediction = predict_revert(_hurt("online", slower, p50, p99))
     assert prediction.effects["ITL p50"] == (
-        pytest.approx(-0.5), pytest.approx(1 / 2.1 - 1), pytest.approx(1 / 1.9 - 1)
+        pytest.approx(-0.5),
+        pytest.approx(1 / 2.1 - 1),
+        pytest.approx(1 / 1.9 - 1),
     )
     assert prediction.effects["ITL p99"][0] == pytest.approx(-0.75)
     # and the TTFT p99 it costs: back from 5 s to 10 s

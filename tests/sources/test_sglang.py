@@ -206,10 +206,13 @@ def test_signal_mapper_keeps_the_first_of_a_repeated_series_and_counts_the_repea
 def test_signal_mapper_keeps_the_bucket_bounds_each_latency_quantile_is_read_from() -> None:
     def page(counts: tuple[int, ...]) -> str:
         bounds = ("100.0", "200.0", "400.0", "+Inf")
-        return "".join(
-            f'sglang:time_to_first_token_seconds_bucket{{le="{le}",tp_rank="0"}} {n}\n'
-            for le, n in zip(bounds, counts, strict=True)
-        ) + f"sglang:time_to_first_token_seconds_count{{tp_rank=\"0\"}} {counts[-1]}\n"
+        return (
+            "".join(
+                f'sglang:time_to_first_token_seconds_bucket{{le="{le}",tp_rank="0"}} {n}\n'
+                for le, n in zip(bounds, counts, strict=True)
+            )
+            + f'sglang:time_to_first_token_seconds_count{{tp_rank="0"}} {counts[-1]}\n'
+        )
 
     mapper = SignalMapper()
     mapper.update(page((0, 0, 0, 0)), 0.0)
