@@ -135,6 +135,8 @@ class Run:
     client_advice: list[str] = field(default_factory=list)  # reported, not applied
     still_advised: list[str] = field(default_factory=list)  # warning/critical left at the end
     info_advice: list[str] = field(default_factory=list)
+    # advice the plan held back at the end, with why (e.g. the service level it would break)
+    held: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -306,6 +308,11 @@ def _finish(tuner: Tuner, name: str, run: Run) -> None:
             run.still_advised.append(line)
         elif advice.action.flag:
             run.info_advice.append(line)
+    plan = ev.plans.get(name)
+    run.held = [
+        f"{h.rule}: {h.action.text} — {h.reason}"
+        for h in (plan.held if plan else ()) if h.severity in APPLIED and h.action.flag
+    ]  # fmt: skip
 
 
 # -- report ------------------------------------------------------------------------------------

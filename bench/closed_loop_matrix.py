@@ -75,6 +75,7 @@ def run_case(seed: int, spread: float) -> dict[str, Any]:
         return cell
     cell["changes"] = [_change(c, case.profile) for c in run.changes]
     cell["still_advised"] = run.still_advised
+    cell["held"] = run.held
     if case.misset:
         cell["best_gain"] = best_single(case)
         flag = "--" + case.misset[0].replace("_", "-")
@@ -82,6 +83,10 @@ def run_case(seed: int, spread: float) -> dict[str, Any]:
             ch["severity"] in {str(s) for s in APPLIED} and any(f.startswith(flag) or
             f == case.misset[0] for f in ch["flags"]) for ch in cell["changes"]
         ) or any(flag in line for line in run.still_advised)  # fmt: skip
+        # a warning the plan held back, saying the trade (a service level it would break)
+        cell["warned_held"] = not cell["warned"] and any(
+            line.split(" — ")[0].find(flag) >= 0 for line in run.held
+        )
     return cell
 
 

@@ -33,12 +33,17 @@ SERVICE_LEVELS: Mapping[str, Mapping[str, float]] = {
 
 
 def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """Each objective's measured change (objectives a crash-looping start cannot give: absent)."""
+    """Each objective's measured change (objectives a crash-looping start cannot give: absent;
+    so are the latencies of a start that crashed and restarted less after the change: before,
+    only the requests that finished between crashes had a latency at all)."""
     out: dict[str, float] = {}
+    looped = before["restarts"] > 0 and after["restarts"] < before["restarts"]
     for objective, name in FIELD.items():
         b, a = before[name], after[name]
         if objective == "crashes":
             out[objective] = a - b
+        elif looped and objective != "tok/s":
+            continue
         elif b and not math.isnan(b) and not math.isnan(a):
             out[objective] = (a - b) / b
     return out
@@ -179,6 +184,7 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "margins": len(margins),
         "margins_within": sum(1 for ch in margins if agrees(ch)),
         "need_warning": len(need), "warned": sum(1 for c in need if c["warned"]),
+        "warned_held": sum(1 for c in need if c.get("warned_held")),
         "no_prediction": sum(1 for _c, ch in changes if ch["predicted"] is None),
         "multi_objective": sum(1 for _c, ch in changes if len(ch["predicted_by"]) > 1),
     }  # fmt: skip
@@ -195,7 +201,8 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         f"> 25 % ITL p50 or start crashes: {f['harmful']}; not stated in advance: "
         f"{f['harmful_unstated']}",
         f"- starts whose best single change gains ≥ 5 %: {f['need_warning']}; warned: "
-        f"{f['warned']}",
+        f"{f['warned']}; held back with the trade stated (a service level of the daemon's it "
+        f"would break): {f['warned_held']}",
         f"- throughput/latency changes within ±5 pp on every objective they predict: "
         f"{f['tl_within']} of {f['tl_predicted']} predicted ({share:.0%}); "
         f"{f['tl_changes']} applied; crash and OOM-margin changes apart: {f['margins']} "
@@ -217,6 +224,7 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
     lines += [
         f"  - seed {c['seed']} {c['name']} {c['version']} {c['profile']}: {c['start']} "
         f"(setting it back: {_pct(c['best_gain'])} %)"
+        + (f"; held: {next(h for h in c['held'] if h)}" if c.get("warned_held") else "")
         for c in cells
         if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN and not c["warned"]
     ]
