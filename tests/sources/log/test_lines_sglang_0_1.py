@@ -44,6 +44,12 @@ PREFILL_0_2 = (
     "[gpu{k}={g}] Prefill batch. #new-seq: 1, #new-token: 500, #cached-token: 1500, "
     "cache hit rate: 40.00%, #running-req: 3, #queue-req: 2"
 )
+# 0.2.14-0.3.1.post1, managers/tp_worker.py, with --enable-mixed-chunk: the decode requests run
+# in the prefill batch in its label ("token usage" added from 0.3.1.post2, scheduler.py from 0.3.3)
+MIXED_0_2_14 = (
+    "[12:00:00 TP0] Prefill batch(mixed #running-req: 5). #new-seq: 1, #new-token: 500, "
+    "#cached-token: 100, cache hit rate: 10.00%, #queue-req: 4"
+)
 # 0.1.3-0.1.16, router/model_rpc.py: the startup summary, one per TP rank
 RANK_0_1 = (
     "Rank 0: max_total_num_token=21814, max_prefill_num_token=3636, context_len=32768, "
@@ -127,6 +133,12 @@ def test_gpu_bracket_behind_a_wrappers_stamp_still_tells_the_schedulers_apart():
     assert {rank: load.running for rank, load in counts.load.items()} == {"gpu0": 1, "gpu1": 2}
 
 
+def test_mixed_prefill_line_of_0_2_14_to_0_3_5_is_a_prefill_with_its_running_requests():
+    counts = scan_lines([MIXED_0_2_14])
+    assert (counts.prefill_new_tokens, counts.prefill_cached_tokens) == (500, 100)
+    assert counts.load == {"": BatchLoad(5, 4)}
+
+
 def test_0_1_startup_summary_and_retraction_are_read():
     counts = scan_lines([RANK_0_1, RANK_0_1.replace("Rank 0", "Rank 1"), RETRACT_0_1])
     assert counts.max_total_num_tokens == 21814
@@ -144,7 +156,7 @@ def test_a_prompt_that_quotes_a_batch_line_is_no_batch_line_in_a_prefixed_log():
 
 
 def test_batch_lines_of_every_version_are_batch_lines_and_others_are_not():
-    batch = [DECODE_0_1_3, FILL_0_1_3, PREFIL_0_1_17, DECODE_0_2, PREFILL_0_2]
+    batch = [DECODE_0_1_3, FILL_0_1_3, PREFIL_0_1_17, DECODE_0_2, PREFILL_0_2, MIXED_0_2_14]
     assert all(is_batch_line(line) for line in batch)
     assert not is_batch_line("Cache not flushed because there are pending requests. #queue-req: 1")
     assert not is_batch_line(RANK_0_1)

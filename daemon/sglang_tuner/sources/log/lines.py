@@ -36,6 +36,9 @@ _RETRACT = re.compile(
 )
 # "Decode batch. " (<= 0.5.3), "Decode batch [N], " (0.5.4), "Decode batch, " (0.5.4.post1+)
 _BATCH_ENDS = frozenset({". ", ", ", " ["})
+# and "Prefill batch(mixed #running-req: N). " (0.2.14-0.3.5, --enable-mixed-chunk)
+_PREFILL_ENDS = _BATCH_ENDS | {"(m"}
+_MIXED = "(mixed #running-req: "
 # SGLang 0.1.x printed its messages bare (logging format "%(message)s", no time, no rank):
 # 0.1.3-0.1.16 (srt/managers/router/model_rpc.py), every 20 (from 0.1.16: 40) decode steps,
 #   "#running-req: N, #token: N, token usage: F, [gen throughput (token/s): F, ]#queue-req: N"
@@ -227,7 +230,7 @@ class LogScanner:
         elif (
             at >= 0
             and line.startswith("Prefill batch", at)
-            and line[at + 13 : at + 15] in _BATCH_ENDS
+            and line[at + 13 : at + 15] in _PREFILL_ENDS
         ):
             self._prefill(line, at, stream)
         elif at >= 0 and line.startswith(_OLD_BATCH, at):  # 0.1.x
@@ -379,6 +382,9 @@ def batch_fields(line: str) -> dict[str, str]:
         at = line.find("#running-req: ")
         return _fields(line[at:], ", ") if at >= 0 else {}
     rest = line[at + 6 :].lstrip(".,[]0123456789 ")  # ". ", ", ", " [N], " (0.5.4)
+    if rest.startswith(_MIXED):  # the decode requests run in this batch
+        running, _, rest = rest[len(_MIXED) :].partition("). ")
+        return {"#running-req": running, **_fields(rest, ", ")}
     if rest.startswith("#seq: "):  # 0.1.x's fill line: ". " between its fields
         return {_FILL_FIELDS.get(key, key): value for key, value in _fields(rest, ". ").items()}
     return _fields(rest, ", ")
