@@ -28,12 +28,36 @@ DOCUMENT = json.loads(
 )
 
 
-def test_catalogue_covers_every_release_from_0_4_0_to_0_5_23() -> None:
+def test_catalogue_covers_every_release_from_0_1_3_to_0_5_23() -> None:
     read = DOCUMENT["versions_read"]
-    assert read[0] == "0.4.0" and read[-1] == "0.5.23"
-    assert {"0.4.6.post5", "0.5.4.post3", "0.5.10.post1"} <= set(read)
-    assert len(read) + len(DOCUMENT["versions_failed"]) >= 90
+    assert read[0] == "0.1.3" and read[-1] == "0.5.23"
+    assert {"0.1.16", "0.2.7", "0.3.6.post3", "0.4.6.post5", "0.5.4.post3", "0.5.10.post1"} <= set(
+        read
+    )
+    assert len(read) + len(DOCUMENT["versions_failed"]) >= 150
     assert len(DOCUMENT["messages"]) > 3000
+
+
+def test_catalogue_holds_the_0_1_and_0_2_batch_lines_as_load_signals() -> None:
+    """Their modules (managers/router/, managers/controller/) are read: the batch lines the log
+    reader reads by hand are SGLang's own, in the releases that print them."""
+    for line, versions in (
+        ("#running-req: 9, #token: 5230, token usage: 0.24, #queue-req: 57", "0.1.3..0.1.15"),
+        (
+            "new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172. #remaining_req: 57. "
+            "#running_req: 9. tree_cache_hit_rate: 69.16%.",
+            "0.1.11..0.1.17",  # 0.1.17 kept the old module beside the new one, unused
+        ),
+        (
+            "[gpu=0] Decode batch. #running-req: 4, #token: 400, token usage: 0.10, "
+            "gen throughput (token/s): 100.00, #queue-req: 2",
+            "0.2.7..0.2.13",
+        ),
+    ):
+        message = lookup(line)
+        assert message is not None, line
+        assert (message.verdict.cls, message.verdict.kind) == (SIGNAL, "load"), line
+        assert message.versions == versions
 
 
 def test_every_extracted_message_is_classified() -> None:

@@ -2,6 +2,7 @@
 pattern is, which versions print it. Sources are written here; nothing is downloaded."""
 
 from sglang_tuner.sources.log.messages.extract import (
+    _reading_order,
     _spans,
     area_of,
     module_messages,
@@ -73,6 +74,21 @@ def test_only_the_server_modules_are_read() -> None:
     assert area_of("sglang/srt/mem_cache/storage/mooncake_store/x.py") is None
     assert area_of("sglang/test/test_utils.py") is None
     assert area_of("sglang/srt/layers/linear.py") is None
+
+
+def test_the_server_modules_of_releases_before_0_2_7_are_read_by_their_old_names() -> None:
+    assert area_of("sglang/srt/managers/router/model_rpc.py") == "model_runner"  # 0.1.3-0.1.16
+    assert area_of("sglang/srt/managers/controller/tp_worker.py") == "model_runner"  # -0.2.6
+    assert area_of("sglang/srt/managers/controller/cuda_graph_runner.py") == "cuda_graph"
+    assert area_of("sglang/srt/managers/controller/manager_single.py") == "scheduler"
+    assert area_of("sglang/srt/managers/policy_scheduler.py") == "scheduler"  # 0.2.7-0.3.x
+    assert area_of("sglang/srt/memory_pool.py") == "memory"
+    assert area_of("sglang/srt/managers/data_parallel_controller.py") is None  # 0.4's: not read
+
+
+def test_releases_from_0_4_0_are_read_first_so_they_name_a_messages_module() -> None:
+    read = _reading_order(["0.1.3", "0.3.6.post3", "0.4.0", "0.4.0.post1", "0.5.23"])
+    assert read == ["0.4.0", "0.4.0.post1", "0.5.23", "0.1.3", "0.3.6.post3"]
 
 
 def test_versions_are_kept_as_runs_of_consecutive_releases() -> None:

@@ -251,7 +251,10 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         "batch_line",
         SIGNAL,
         "load",
-        _w("decode batch|prefill batch|#running-req|#queue-req|token usage|gen throughput"),
+        _w(
+            "decode batch|prefill batch|#running-req|#queue-req|token usage|gen throughput|"
+            "fill batch|#running_req"  # 0.1.x: "new fill batch. ... #running_req: N"
+        ),
         calls=_SAYS,
     ),
     KeywordRule("retraction", SIGNAL, "retraction", _w("retract"), calls=_SAYS),
@@ -260,7 +263,7 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         SIGNAL,
         "memory",
         _w(
-            "avail mem|mem usage|memory pool|kv cache is allocated|max_total_num_tokens|"
+            "avail mem|mem usage|memory pool|kv cache is allocated|max_total_num_token|"
             "mem_fraction_static|memory|#tokens|k size|cache"
         ),
         calls=_SAYS,

@@ -1,6 +1,6 @@
 """Generate `sglang_messages.json`: every message SGLang's server can print, from its wheels.
 
-    python -m sglang_tuner.sources.log.messages.extract [--wheels DIR] [--first 0.4.0]
+    python -m sglang_tuner.sources.log.messages.extract [--wheels DIR] [--first 0.1.3]
 
 Downloads each release's wheel from PyPI (`pip download --no-deps sglang==X`, cached in DIR,
 default ~/.cache/sglang-wheels), parses the server's modules with `ast` (scheduler, model runner,
@@ -28,7 +28,8 @@ from sglang_tuner.sources.log.messages.patterns import ANCHOR_MIN, WILD, Pattern
 
 DATA_FILE = Path(__file__).resolve().parent / "sglang_messages.json"
 DEFAULT_WHEELS = Path.home() / ".cache" / "sglang-wheels"
-FIRST, LAST = "0.4.0", "0.5.23"
+FIRST, LAST = "0.1.3", "0.5.23"  # 0.1.3: the first release on PyPI
+MODULES_FROM = "0.4.0"  # the tree's layout as it is today (srt/managers/scheduler.py) began
 # The server's modules, by area (the first matching path wins).
 AREAS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cuda_graph", re.compile(r"^sglang/srt/(model_executor|speculative)/.*graph.*\.py$")),
@@ -40,6 +41,25 @@ AREAS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("scheduler", re.compile(r"^sglang/srt/managers/scheduler_components/\w+\.py$")),
     ("server_args", re.compile(r"^sglang/srt/(server_args|arg_groups/[\w/]+)\.py$")),
     ("http", re.compile(r"^sglang/srt/(server|entrypoints/http_server)\.py$")),
+    # Before 0.2.7 the server lived under managers/router/ (0.1.3-0.1.16: model_rpc.py, the
+    # scheduler and TP worker in one) and managers/controller/ (0.1.17-0.2.6), the pool in
+    # srt/memory_pool.py (to 0.2.6); 0.2.7-0.3.x named its scheduler modules as below.
+    ("cuda_graph", re.compile(r"^sglang/srt/managers/controller/cuda_graph_runner\.py$")),
+    (
+        "memory",
+        re.compile(r"^sglang/srt/(memory_pool|managers/(router|controller)/radix_cache)\.py$"),
+    ),
+    (
+        "model_runner",
+        re.compile(r"^sglang/srt/managers/(router|controller)/(model_\w+|tp_worker)\.py$"),
+    ),
+    (
+        "scheduler",
+        re.compile(
+            r"^sglang/srt/managers/(router/(scheduler|infer_batch|manager)|controller/(infer_batch"
+            r"|schedule_heuristic|manager_\w+|dp_worker)|policy_scheduler|controller_\w+)\.py$"
+        ),
+    ),
 )
 _LOG_CALLS = {
     "error": "error",
@@ -64,7 +84,7 @@ class Message:
     call: str  # raise, assert, error, warning, info
     exception: str  # the raised type ("" for log lines)
     area: str
-    module: str  # the first module it was seen in
+    module: str  # the first module it was seen in (`_reading_order`)
     refs: set[str] = field(default_factory=set)  # names formatted into it
     versions: list[str] = field(default_factory=list)
 
@@ -299,12 +319,19 @@ def _spans(versions: list[str], order: list[str]) -> str:
     return ", ".join(order[a] if a == b else f"{order[a]}..{order[b]}" for a, b in runs)
 
 
+def _reading_order(versions: list[str]) -> list[str]:
+    """Releases from `MODULES_FROM` on first, then the older ones: a message is named by the
+    module of the first release that prints it in today's layout of the tree, an older module
+    only for a message no release from `MODULES_FROM` prints."""
+    return sorted(versions, key=lambda v: (_key(v) < _key(MODULES_FROM), _key(v)))
+
+
 def collect(versions: list[str], wheels: Path) -> dict[str, Any]:
     """The data file's content for `versions` (read from `wheels`, downloaded when missing)."""
     merged: dict[tuple[str, str, str, str], Message] = {}
     fields: set[str] = set()
     read, failed = [], []
-    for version in versions:
+    for version in _reading_order(versions):
         path = wheel(version, wheels)
         try:
             found, version_fields = wheel_messages(path) if path else ([], set())
@@ -322,7 +349,7 @@ def collect(versions: list[str], wheels: Path) -> dict[str, Any]:
             kept.refs |= message.refs
             if version not in kept.versions:
                 kept.versions.append(version)
-    return _document(read, failed, fields, merged.values())
+    return _document(sorted(read, key=_key), sorted(failed, key=_key), fields, merged.values())
 
 
 def _document(
