@@ -110,6 +110,27 @@ def test_startup_not_enough_memory_takes_the_value_sglangs_own_message_names():
     assert out.action.suggested == "0.65"
 
 
+def test_startup_not_enough_memory_below_zero_lowers_the_chunk_that_ate_the_card():
+    # SGLang 0.5.17 on a 24 GB L4 with --chunked-prefill-size 16384 and the fraction unset: its
+    # memory settings reserve 0.5 + 16384 x 1.5 MB = 24.5 GB, so its own fraction is negative
+    line = (
+        "[2026-01-05 10:00:00] RuntimeError: Not enough memory. Please try to increase "
+        "--mem-fraction-static. Current value: mem_fraction_static=-0.12"
+    )
+    args = scan_lines([line]).server_args
+    assert args is not None and args["mem_fraction_static"] == -0.12
+    config = replace(
+        parse_server_info(args), version="0.5.17", gpu_model="NVIDIA L4", chunked_prefill_size=16384
+    )
+    out = evaluate(STARTUP_NOT_ENOUGH_MEMORY, STARTUP_CRASH, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--chunked-prefill-size 16384 -> 2048"  # SGLang's own for an L4
+    assert "SGLang's own --mem-fraction-static came out at -0.12" in out.action.expected
+    assert "(24.5 GB of a 24 GB GPU)" in out.action.expected
+    # never a negative fraction as the value to restart with
+    assert all(not v.startswith("-") for v in out.action.flags().values())
+
+
 def test_startup_between_a_fraction_too_low_and_one_too_high_names_the_other_levers():
     history = FlagHistory(
         failing={"mem_fraction_static": FlagOutcome(0.85, 10.0, "decode_oom_events")},

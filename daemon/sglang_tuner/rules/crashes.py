@@ -43,7 +43,7 @@ from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
 from sglang_tuner.rules.cuda_graph import graph_flag
 from sglang_tuner.rules.oom import ONE_CRASH, crash_check, lower_max_running
-from sglang_tuner.rules.sglang.defaults import default_graph_max_bs
+from sglang_tuner.rules.sglang.defaults import default_chunked_prefill_size, default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 
@@ -275,6 +275,32 @@ def _raise_above(inp: RuleInput, required: float) -> Action:
     return with_expected(action, f"the server starts: SGLang asked for above {required:g}")
 
 
+def _reserve_ate_the_card(inp: RuleInput, fraction: float) -> Action:
+    """SGLang's own fraction came out at or below zero: its memory settings (0.5.3+) reserve
+    512 MB + 1.5 MB per token of the chunked prefill size, and a chunk sized for a large card
+    takes more than a small card has. Its default chunk for this GPU sizes the reserve to
+    fit; unknown, the chunk is what to lower."""
+    config = inp.config
+    chunk = config.chunked_prefill_size if config is not None else None
+    version = config.version if config is not None else None
+    total = gpu_memory_gb(config)
+    default = default_chunked_prefill_size(version, total)
+    reserve = f"{0.5 + 1.5 * max(chunk or 0, 2048) / 1024:.1f} GB" if chunk else "its reserve"
+    why = (
+        f"SGLang's own {MEM_FLAG} came out at {fraction:g}: its memory settings reserve 512 MB + "
+        f"1.5 MB per --chunked-prefill-size token for activations ({reserve}"
+        + (f" of a {total:g} GB GPU)" if total else ")")
+    )
+    if chunk and default and chunk > default:
+        action = flag_action("--chunked-prefill-size", chunk, default, inp)
+        expected = f"the server starts: {why}; at {default}, SGLang's default here, it fits"
+        return with_expected(action, expected)
+    return Action(
+        f"{why}: lower --chunked-prefill-size, or set {MEM_FLAG} explicitly", None, None, None,
+        "the chunk or the GPU's memory is unknown",
+    )  # fmt: skip
+
+
 def _raise_for_the_pool(inp: RuleInput) -> Action:
     """SGLang's own "raise above Y" when it said it; else raise by a fixed step (a failed start
     costs a full model load), capped; past the cap the model does not fit this way."""
@@ -283,6 +309,8 @@ def _raise_for_the_pool(inp: RuleInput) -> Action:
     if required is not None:
         return _raise_above(inp, required)
     crashed = _crashed_value(inp, "mem_fraction_static", too_low=True)
+    if crashed is not None and crashed <= 0:
+        return _reserve_ate_the_card(inp, crashed)
     ceiling, why = _ceiling(inp)
     if crashed is not None and crashed >= ceiling - 1e-9:
         return _no_fit(

@@ -71,7 +71,7 @@ _AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
 _REQUIRED = re.compile(r"Raise --mem-fraction-static above ([0-9.]*[0-9])")
 _UNDER = re.compile(
     r"(?:under --mem-fraction-static=|Current value: (?:self\.server_args\.)?mem_fraction_static=)"
-    r"([0-9.]*[0-9])"
+    r"(-?[0-9.]*[0-9])"  # negative where SGLang's own formula found no room at all
 )
 _PROCESS_START = re.compile(r"server_args=|Init torch distributed begin")
 _CAPTURE_BEGIN = re.compile(r"Capture [\w -]*?graph begin", re.IGNORECASE)
