@@ -149,7 +149,9 @@ def _unpriced_is_a_hint(outcome: Outcome) -> Outcome:
     """A cap whose tokens/s cost this server's window cannot tell (no server model, and ITL
     did not vary with the batch enough to fit) is a hint, never applied: a smaller batch
     always costs throughput, and by how much is exactly what is unknown."""
-    prediction = outcome.action.prediction if isinstance(outcome, Finding) else None
+    if not isinstance(outcome, Finding):
+        return outcome
+    prediction = outcome.action.prediction
     if prediction is None or TOKENS in prediction.effects:
         return outcome
     return replace(outcome, severity=Severity.INFO)
