@@ -215,14 +215,34 @@ def test_record_a_restart_with_the_same_flags_is_a_restart_and_credits_no_advice
 def test_record_a_flag_set_or_cleared_shows_unset_on_the_other_side():
     window = Window(10)
     log = _log()
+    # /server_info names every argument, null where the launch command left it out
     change = log.record(
-        ServerConfig(mem_fraction_static=0.85),
-        ServerConfig(chunked_prefill_size=4096),
+        ServerConfig(
+            mem_fraction_static=0.85,
+            raw={"mem_fraction_static": 0.85, "chunked_prefill_size": None},
+        ),
+        ServerConfig(
+            chunked_prefill_size=4096,
+            raw={"mem_fraction_static": None, "chunked_prefill_size": 4096},
+        ),
         window,
         10.0,
     )
     assert change.before == {"--chunked-prefill-size": "unset", "--mem-fraction-static": "0.85"}
     assert change.after == {"--chunked-prefill-size": "4096", "--mem-fraction-static": "unset"}
+
+
+def test_record_a_read_that_never_named_a_flag_is_no_change_of_it():
+    # the first read came from a crash line ("Current value: mem_fraction_static=0.95"); the
+    # next from /server_info with every argument: only the fraction can be compared
+    partial = ServerConfig(mem_fraction_static=0.95, raw={"mem_fraction_static": 0.95})
+    full = ServerConfig(
+        mem_fraction_static=0.95, chunked_prefill_size=16384, enable_torch_compile=False,
+        raw={"mem_fraction_static": 0.95, "chunked_prefill_size": 16384,
+             "enable_torch_compile": False},
+    )  # fmt: skip
+    change = _log().record(partial, full, Window(10), 10.0)
+    assert change.kind == RESTART and change.before == {} and change.after == {}
 
 
 def test_record_an_upgrade_is_a_change_but_its_revert_names_only_flags():

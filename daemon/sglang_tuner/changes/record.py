@@ -92,6 +92,21 @@ def flag_values(config: ServerConfig) -> dict[str, str]:
     return out
 
 
+_FIELD_OF = {flag: field for field, flag in {**CHANGE_FLAGS, "version": "version"}.items()}
+
+
+def reported(old: ServerConfig, flag: str, new: ServerConfig) -> bool:
+    """Whether both reads say something of `flag`: a value, or its setting reported as unset
+    (`/server_info` and the launch line's `ServerArgs` name every argument, null where the
+    command left it out). A read that never named it (the startup summary alone, a crash
+    line's 'Current value') does not know it: that is no change from or to 'unset'."""
+    field = _FIELD_OF.get(flag, flag)
+    return all(
+        getattr(config, field, None) is not None or any(k.startswith(field) for k in config.raw)
+        for config in (old, new)
+    )
+
+
 def attribute(after: Mapping[str, str], asked: Mapping[str, tuple[str, str]]) -> str | None:
     """The rule whose suggested values are all in `after` (`asked`: flag -> (value, rule))."""
     rules: dict[str, bool] = {}
@@ -143,7 +158,7 @@ class ChangeLog:
         """A restart seen between two config reads; the window still holds the time before.
         `asked_stated`: per rule, the costs its advice stated (a trade, judged as one)."""
         old_flags, new_flags = flag_values(old), flag_values(new)
-        keys = old_flags.keys() | new_flags.keys()
+        keys = {k for k in old_flags.keys() | new_flags.keys() if reported(old, k, new)}
         changed = sorted(k for k in keys if old_flags.get(k) != new_flags.get(k))
         before = summarize(window.view(restarted_at - 1e-6, self.window_seconds), self._names())
         warm = warm_seconds(before, self.warmup_seconds, self.window_seconds)
