@@ -214,7 +214,8 @@ MEM_FRACTION_TOO_LOW = Rule(
         "matrix (docs/performance.md) compares prediction and measurement per model and GPU"
     ),
     severity=Severity.WARNING,
-    summary="10-20 GB stay free after startup: the KV cache pool could be larger.",
+    summary="10-20 GB (on a small card, a tenth of its KV pool) stay free after startup: the KV "
+    "cache pool could be larger.",
     action="Raise --mem-fraction-static by the surplus over ~6.5 GB (or over what the prefill "
     "chunk needs, past 4096 tokens), as a share of GPU memory.",
     source=MEMORY_SOURCE,
