@@ -34,6 +34,7 @@ from sglang_tuner.model.advice import (
 from sglang_tuner.model.next_change import Plan, Step
 from sglang_tuner.model.scrape import SCRAPE_FAILURE_REASONS, QueryStatus
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.service_levels import AppliedLevels, Level
 from sglang_tuner.rule import Rule
 
 NOW = 1_795_000_000.0
@@ -143,6 +144,11 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             "gpu-a": Plan(
                 "gpu-a",
                 next=Step("scheduler_too_conservative", Severity.WARNING, ADVICE.action, "s"),
+                service_levels=AppliedLevels("online", (
+                    Level("TTFT p99", 2.0, "default", False), Level("ITL p50", 0.05, "set"),
+                    Level("tok/s", 1000.0, "set"),
+                )),
+                measured={"TTFT p99": 3.1, "ITL p50": 0.04},  # tok/s not measured yet
             )
         },  # fmt: skip
         verdict_counts={"gpu-a": {"helped": 1}},
@@ -370,6 +376,15 @@ def test_collector_exports_each_advice_with_its_change_and_the_next_change(regis
         "current": "1", "suggested": "0.3",
     }  # fmt: skip
     assert _value(registry, "sglang_tuner_next_change_info", **nxt) == 1
+
+
+def test_collector_exports_each_service_level_and_whether_the_window_meets_it(registry) -> None:
+    met, bound = "sglang_tuner_service_level_met", "sglang_tuner_service_level_bound"
+    assert _value(registry, met, target="gpu-a", objective="TTFT p99", source="default") == 0
+    assert _value(registry, met, target="gpu-a", objective="ITL p50", source="set") == 1
+    assert _value(registry, met, target="gpu-a", objective="tok/s", source="set") is None
+    assert _value(registry, bound, target="gpu-a", objective="TTFT p99") == 2.0
+    assert _value(registry, bound, target="gpu-a", objective="tok/s") == 1000.0
 
 
 def test_collector_daemon_counters_from_evaluation(registry: Page) -> None:

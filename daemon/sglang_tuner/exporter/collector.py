@@ -20,6 +20,7 @@ from sglang_tuner.exporter.families import (
 )
 from sglang_tuner.exporter.labels import advice_labels, change_labels, target_info
 from sglang_tuner.model.advice import AlertState, Health, Severity
+from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import QUERY_FAILURE_REASONS, SCRAPE_FAILURE_REASONS, QueryStatus
 from sglang_tuner.model.signals import EXPORTED_AS
 from sglang_tuner.rule import Rule
@@ -176,6 +177,18 @@ def _add_advice(families: Mapping[str, Family], ev: Evaluation, external_url: st
             act = plan.next.action
             info = {"rule": plan.next.rule, "action": act.text, **change_labels(act)}
             add_info(families, "sglang_tuner_next_change", [target], info)
+        _add_service_levels(families, target, plan)
+
+
+def _add_service_levels(families: Mapping[str, Family], target: str, plan: Plan) -> None:
+    """Each level the plan holds changes to, and whether the window meets it (where measured)."""
+    for level in plan.service_levels.levels:
+        add(families, "sglang_tuner_service_level_bound", [target, level.objective], level.bound)
+        now = plan.measured.get(level.objective)
+        if now is not None:
+            met = 1.0 if level.met_by(now) else 0.0
+            labels = [target, level.objective, level.source]
+            add(families, "sglang_tuner_service_level_met", labels, met)
 
 
 def _add_rules(

@@ -157,6 +157,20 @@ SPECS: Mapping[str, Spec] = {
         "Per target, the plan's next change: the rule, the flag, its current and suggested value.",
         _T,
     ),
+    "sglang_tuner_service_level_met": _gauge(
+        "Per target and objective (tok/s, TTFT p99, ITL p50, ITL p99): 1 while the window's "
+        "median meets the service level the plan holds changes to, 0 while it breaks it; "
+        "`source` says whose level it is (set, default, inferred).",
+        "target",
+        "objective",
+        "source",
+    ),
+    "sglang_tuner_service_level_bound": _gauge(
+        "Per target and objective, the service level itself: seconds at most for a latency, "
+        "tokens per second at least for tok/s (the `objective` label says which).",
+        "target",
+        "objective",
+    ),
     "sglang_tuner_change_effect_ratio": _gauge(
         "After/before ratio of a metric over the latest judged change of a flag (1 = no effect).",
         "target",
