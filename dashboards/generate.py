@@ -240,6 +240,12 @@ def _health_panels() -> list[AnyPanel]:
             "rules apply depend on both.",
             [(version, "{{sglang_version}} / {{profile}}")],
         ).text_mode(BigValueTextMode.NAME),
+        single(
+            "Service levels broken",
+            "Objectives (tok/s, TTFT p99, ITL p50, ITL p99) whose window median breaks the "
+            "service level the plan holds changes to (sglang_tuner_service_level_met == 0).",
+            [(f"count(sglang_tuner_service_level_met{TARGET} == 0) or vector(0)", "broken")],
+        ),
         listing(
             "Advice firing and the change to make",
             "Advice firing for this server with its change (flag, current, suggested). "
