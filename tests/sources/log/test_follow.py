@@ -466,3 +466,32 @@ def test_log_follower_says_each_crash_in_words_at_the_poll_that_decided_it(tmp_p
     assert report.message == "RuntimeError: NCCL error: unhandled system error"
     follower.poll(20.0)
     assert follower.crashes == ()
+
+
+def test_a_follower_attached_after_startup_still_reads_the_startup_memory(tmp_path: Path) -> None:
+    # the daemon starts after the server: the weights', pool's and graphs' lines between the
+    # launch line and the summary are read once, so the pool's size is known (not only the
+    # free memory the summary names)
+    log = tmp_path / "sglang.log"
+    stamp = "[2026-10-12 07:00:00 TP0] "
+    log.write_text(
+        "".join(
+            stamp + line + "\n"
+            for line in (
+                "server_args=ServerArgs(model_path='Qwen/Qwen3-8B', chunked_prefill_size=2048)",
+                "Load weight begin. avail mem=21.50 GB",
+                "Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=13.20 GB,"
+                " mem usage=8.30 GB.",
+                "KV Cache is allocated. #tokens: 54296, K size: 2.00 GB, V size: 2.00 GB",
+                "Memory pool end. avail mem=9.30 GB",
+                "max_total_num_tokens=54296, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+                "max_running_requests=2048, context_len=40960, available_gpu_mem=9.14 GB",
+                "Decode batch, #running-req: 15, #token: 48000, token usage: 0.89, cuda graph: "
+                "True, gen throughput (token/s): 300.00, #queue-req: 700",
+            )
+        )
+    )
+    values = LogFollower(log).poll(1.0)
+    assert values["startup_kv_pool_gb"] == 4.0
+    assert values["startup_available_gpu_mem_gb"] == 9.14
+    assert values["startup_weights_gb"] == 8.3

@@ -139,7 +139,8 @@ def last_startup_lines(
 ) -> list[str]:
     """The last launch line (`server_args=ServerArgs(...)`) and the last startup summary line
     (`max_total_num_tokens=…`) from here to the end of `handle` (or to offset `end`), in file
-    order, each cut at MAX_LINE_BYTES: read a chunk at a time, no line is held longer."""
+    order, each cut at MAX_LINE_BYTES: read a chunk at a time, no line is held longer. Where the
+    summary follows the launch line within STARTUP_BLOCK_BYTES, every line between them too."""
     found: dict[bytes, tuple[int, bytes]] = {}
     carry, offset, skipping = b"", 0, False  # offset: where `carry` starts in the file
     left = math.inf if end is None else end - handle.tell()
@@ -161,7 +162,28 @@ def last_startup_lines(
             offset, data, skipping = offset + len(data), b"", True
         carry = data
     _note_marks(carry, offset, found)
+    block = _startup_block(handle, found)
+    if block is not None:
+        return block
     return [line.decode("utf-8", errors="replace") for _, line in sorted(found.values())]
+
+
+# The startup of one process, launch line to summary, read whole when it is at most this long:
+# the weights', KV pool's and CUDA graphs' lines between them are the memory facts
+# (`startup.py`) a daemon that attaches to a running server would otherwise never see.
+STARTUP_BLOCK_BYTES = 1024 * 1024
+
+
+def _startup_block(handle: BinaryIO, found: dict[bytes, tuple[int, bytes]]) -> list[str] | None:
+    """Every line from the last launch line to the startup summary after it, each cut at
+    MAX_LINE_BYTES (None: either is missing, out of order, or the span is too long)."""
+    launch, summary = found.get(_LAUNCH_MARK), found.get(_STARTUP_MARK)
+    if launch is None or summary is None or not 0 <= summary[0] - launch[0] <= STARTUP_BLOCK_BYTES:
+        return None
+    handle.seek(launch[0])
+    data = handle.read(summary[0] - launch[0] + len(summary[1]))
+    lines = data.split(b"\n")
+    return [line[:MAX_LINE_BYTES].decode("utf-8", errors="replace") for line in lines if line]
 
 
 def _note_marks(data: bytes, offset: int, found: dict[bytes, tuple[int, bytes]]) -> None:
