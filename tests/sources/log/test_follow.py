@@ -495,3 +495,28 @@ def test_a_follower_attached_after_startup_still_reads_the_startup_memory(tmp_pa
     assert values["startup_kv_pool_gb"] == 4.0
     assert values["startup_available_gpu_mem_gb"] == 9.14
     assert values["startup_weights_gb"] == 8.3
+
+
+def test_the_startup_block_starts_at_the_weights_without_a_launch_line(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_bytes(
+        b"decode\n"
+        b"Load weight end. type=X, dtype=torch.bfloat16, avail mem=13.20 GB, mem usage=8.30 GB.\n"
+        b"KV Cache is allocated. #tokens: 54296, K size: 2.00 GB, V size: 2.00 GB\n"
+        b"max_total_num_tokens=54296, available_gpu_mem=9.14 GB\n"
+        b"decode\n"
+    )
+    with log.open("rb") as handle:
+        lines = last_startup_lines(handle, chunk_bytes=16)
+    assert [line[:20] for line in lines] == [
+        "Load weight end. typ",
+        "KV Cache is allocate",
+        "max_total_num_tokens",
+    ]
+    # a launch line after the summary (a restart under way) keeps the marks alone
+    with log.open("ab") as f:
+        f.write(b"server_args=ServerArgs(chunked_prefill_size=4096)\n")
+    with log.open("rb") as handle:
+        lines = last_startup_lines(handle)
+    assert lines[-1] == "server_args=ServerArgs(chunked_prefill_size=4096)"
+    assert not any(line.startswith("KV Cache") for line in lines)

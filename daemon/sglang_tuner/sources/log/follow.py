@@ -33,7 +33,10 @@ __all__ = [
 
 _STARTUP_MARK = b"max_total_num_tokens="
 _LAUNCH_MARK = b"server_args=ServerArgs("
-_MARKS = (_LAUNCH_MARK, _STARTUP_MARK)
+# A process's weights begin loading: where its startup block starts when the launch line is
+# not in the file (rotated away, or a wrapper that drops it)
+_WEIGHTS_MARK = b"Load weight "
+_MARKS = (_LAUNCH_MARK, _STARTUP_MARK, _WEIGHTS_MARK)
 MAX_READ_BYTES = 8 * 1024 * 1024  # of lines per poll; the rest is read at the next poll
 # Read per poll at most, the skipped rest of lines too long included: a 200 MB line is passed
 # over in one poll, never held (a line is cut at MAX_LINE_BYTES as it is read).
@@ -175,9 +178,13 @@ STARTUP_BLOCK_BYTES = 1024 * 1024
 
 
 def _startup_block(handle: BinaryIO, found: dict[bytes, tuple[int, bytes]]) -> list[str] | None:
-    """Every line from the last launch line to the startup summary after it, each cut at
-    MAX_LINE_BYTES (None: either is missing, out of order, or the span is too long)."""
+    """Every line from the last launch line (else the last weights line) to the startup
+    summary after it, each cut at MAX_LINE_BYTES (None: either is missing, out of order, or the
+    span is too long)."""
     launch, summary = found.get(_LAUNCH_MARK), found.get(_STARTUP_MARK)
+    weights = found.get(_WEIGHTS_MARK)
+    if launch is None and weights is not None:
+        launch = weights
     if launch is None or summary is None or not 0 <= summary[0] - launch[0] <= STARTUP_BLOCK_BYTES:
         return None
     handle.seek(launch[0])
