@@ -37,7 +37,7 @@ def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
     so are the latencies of a start that crashed and restarted less after the change: before,
     only the requests that finished between crashes had a latency at all)."""
     out: dict[str, float] = {}
-    looped = before["restarts"] > 0 and after["restarts"] < before["restarts"]
+    looped = _looped(before, after)
     for objective, name in FIELD.items():
         b, a = before[name], after[name]
         if objective == "crashes":
@@ -47,6 +47,12 @@ def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
         elif b and not math.isnan(b) and not math.isnan(a):
             out[objective] = (a - b) / b
     return out
+
+
+def _looped(before: Mapping[str, float], after: Mapping[str, float]) -> bool:
+    """The start crashed and the change made it crash less: its latencies before are those of
+    the few requests that finished between crashes."""
+    return before["restarts"] > 0 and after["restarts"] < before["restarts"]
 
 
 def predicted(change: Mapping[str, Any]) -> dict[str, tuple[float, float | None, float | None]]:
@@ -73,6 +79,8 @@ def harms(change: Mapping[str, Any], profile: str) -> list[str]:
             out.append(objective)
     if change["before"]["restarts"] == 0 and change["after"]["restarts"] > 0:
         out.append("crashes")
+    if _looped(change["before"], change["after"]):
+        return out  # a crash loop's latencies were no level kept (see `measured`)
     for name, limit in SERVICE_LEVELS[profile].items():
         b, a = change["before"][name], change["after"][name]
         if b <= limit < a:
