@@ -200,6 +200,31 @@ def test_an_oom_of_an_unknown_phase_says_what_each_phase_would_ask_with_no_value
     )
 
 
+# A CUDA OOM raised in the serving loop's forward thread, prefill or decode not said (0.4.x
+# tp_worker_overlap_thread.py, as sgl-project/sglang threads show it; paths shortened).
+SERVING_OOM = [
+    "Traceback (most recent call last):",
+    '  File "/env/sglang/srt/managers/tp_worker_overlap_thread.py", line 111, in '
+    "forward_thread_func",
+    "    with torch.get_device_module(self.device).stream(self.forward_stream):",
+    '  File "/env/torch/cuda/__init__.py", line 618, in _set_stream_by_id',
+    "    torch._C._cuda_setStream(",
+    "RuntimeError: CUDA error: out of memory",
+]
+
+
+def test_an_oom_while_serving_gets_the_guides_step_for_either_phase():
+    step = _next_change(SERVING_OOM)
+    assert step.rule == "crash_diagnosed"
+    assert step.action.flag == "--mem-fraction-static" and step.action.suggested == "0.8"
+    assert "crash during serving, out of memory" in step.action.note
+    assert step.action.expected.startswith("no more out-of-memory crashes while serving")
+    # an OOM whose traceback shows a process still loading stays without a value
+    loading = [SERVING_OOM[0], '  File "/env/sglang/srt/model_executor/model_runner.py", '
+               "line 233, in load_model", SERVING_OOM[-1]]  # fmt: skip
+    assert _next_change(loading).action.suggested is None
+
+
 # SGLang's piecewise CUDA graph failure (its runner prints the workaround, then the scheduler's
 # traceback follows from every rank).
 PIECEWISE = [

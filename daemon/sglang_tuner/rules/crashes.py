@@ -7,6 +7,7 @@ try to increase --mem-fraction-static" asks for the opposite of every other OOM 
 """
 
 import math
+from dataclasses import replace
 
 from sglang_tuner.model.advice import (
     Action,
@@ -42,6 +43,7 @@ from sglang_tuner.predict.crash_fix import crash_fix, reported
 from sglang_tuner.predict.server_model import CRASHES
 from sglang_tuner.rule import Rule, RuleInput, flag_action, with_expected, with_note
 from sglang_tuner.rules.cuda_graph import graph_flag
+from sglang_tuner.rules.memory import MEM_FRACTION_TOO_HIGH, lower_mem_fraction
 from sglang_tuner.rules.oom import ONE_CRASH, crash_check, lower_max_running
 from sglang_tuner.rules.sglang.defaults import default_chunked_prefill_size, default_graph_max_bs
 from sglang_tuner.rules.sglang.graph_sizes import captured_batch_sizes
@@ -459,9 +461,10 @@ def _sglangs_workaround(report: CrashReport, said: str) -> Action:
     )
 
 
-def _what_to_do(report: CrashReport) -> Action:
+def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
     """A crash no tuning rule knows is named, with what to check; a flag only where SGLang's
-    own message printed it as the workaround."""
+    own message printed it as the workaround, or the guide's own step for an OOM while
+    serving whatever its phase."""
     said = crash_named(report)
     if report.workaround_flag:
         return _sglangs_workaround(report, said)
@@ -478,6 +481,8 @@ def _what_to_do(report: CrashReport) -> Action:
             f"{said}. Correct {where} in the launch command (SGLang's message says how)",
             expected="the server starts: it refused its flags before serving",
         )
+    if report.kind == "oom" and report.phase == "serving":
+        return _general_oom(inp, said)
     if report.kind == "oom":
         return Action(
             f"{said}. The log does not say which of SGLang's memory users ran out, so no flag "
@@ -491,6 +496,19 @@ def _what_to_do(report: CrashReport) -> Action:
         "flag value is suggested",
         expected="no flag change until the cause is known",
     )
+
+
+def _general_oom(inp: RuleInput, said: str) -> Action:
+    """The guide's step for an OOM in prefill or decode alike (Avoid Out-of-Memory Errors: "reduce
+    --mem-fraction-static to 0.8 or 0.7 ... helps prevent OOM errors during both prefill and
+    decoding"): the log shows the serving loop ran out, not which pass."""
+    ladder = {**MEM_FRACTION_TOO_HIGH.thresholds, **inp.thresholds}  # its 0.8 / 0.7 steps
+    action = lower_mem_fraction(replace(inp, thresholds=ladder))
+    action = with_note(action, f"{said}: the log does not say prefill or decode")
+    return with_expected(
+        action, "no more out-of-memory crashes while serving: a smaller KV pool leaves the "
+        "forward passes room (the guide's step for either phase); fewer requests fit at once",
+    )  # fmt: skip
 
 
 def _check_crash_diagnosed(inp: RuleInput) -> Outcome:
@@ -509,7 +527,7 @@ def _check_crash_diagnosed(inp: RuleInput) -> Outcome:
     confidence = Confidence.HIGH if sure else Confidence.MEDIUM
     # a refused request the log ends in is said, but the server itself did not fail
     refused = latest.cls == NOT_TUNING and latest.kind == "request"
-    return Finding(evidence, _what_to_do(latest), confidence, 1.0, max(1, inp.view.count),
+    return Finding(evidence, _what_to_do(latest, inp), confidence, 1.0, max(1, inp.view.count),
                    Severity.INFO if refused else None)  # fmt: skip
 
 
@@ -520,7 +538,9 @@ CRASH_DIAGNOSED = Rule(
     summary="The server crashed of something no tuning rule fixes: the crash named from the log.",
     action="Act on what the crash is: not a tuning problem (its kind), a configuration error "
     "(the flag it names), or an unclassified crash (its phase and last line); a flag value only "
-    "where SGLang's own message printed it as the workaround.",
+    "where SGLang's own message printed it as the workaround, or for an out-of-memory crash "
+    "while serving (prefill or decode not said) the guide's step for both: a lower "
+    "--mem-fraction-static.",
     source="ours: every crash a log ends in gets a name, from SGLang's message catalogue "
     "(0.4.0-0.5.23) and the generic families (docs/log-messages.md)",
     check=_check_crash_diagnosed,

@@ -113,6 +113,13 @@ _INIT_FUNCS = frozenset(
     " init_torch_distributed _create_buffers initialize".split()
 )
 _POOL_FUNCS = frozenset({"init_memory_pool", "_create_buffers", "profile_max_num_token"})
+# Frames of the serving loop, which run forward passes (0.4-0.5 scheduler.py's event loops and
+# run_batch, tp_worker.py's forward_batch_generation, 0.4's tp_worker_overlap_thread.py): a
+# crash under them happened while serving, prefill or decode not said.
+_SERVING_FUNCS = frozenset(
+    "event_loop_normal event_loop_overlap run_batch forward_batch_generation"
+    " forward_thread_func forward_thread_func_".split()
+)
 # Startup lines that say which stage a starting process is in (every version 0.4-0.5).
 _STAGES = (
     ("Load weight begin", "load"),
@@ -303,6 +310,8 @@ class CrashTracker:
             record.init = True
             record.stage = "pool_sizing" if func in _POOL_FUNCS else record.stage or "load"
             self._unplaced_oom = False  # an init OOM: no kind of ours
+        elif func in _SERVING_FUNCS and not record.init:
+            record.stage = record.stage or "serving"
         said = frame_phase(filename, func)
         if said is not None and self._unplaced_oom:  # the traceback after the OOM line says
             self._unplaced_oom = False
@@ -406,8 +415,10 @@ class CrashTracker:
         return record.stage
 
     def _where(self, record: _Record | None) -> str:
-        """The phase a crash happened in: its frames, else the server's phase."""
-        if record is not None and (named := self._frames_phase(record)):
+        """The phase a crash happened in: its frames, else the server's phase (a serving-loop
+        frame alone yields to the batch the server ran last)."""
+        named = self._frames_phase(record) if record is not None else ""
+        if named and not (named == "serving" and self.last_batch is not None):
             return named
         if self.phase is Phase.CAPTURE:
             return "capture"
