@@ -144,10 +144,14 @@ def _evaluation(with_down_target: bool = True) -> Evaluation:
             "gpu-a": Plan(
                 "gpu-a",
                 next=Step("scheduler_too_conservative", Severity.WARNING, ADVICE.action, "s"),
-                service_levels=AppliedLevels("online", (
-                    Level("TTFT p99", 2.0, "default", False), Level("ITL p50", 0.05, "set"),
-                    Level("tok/s", 1000.0, "set"),
-                )),
+                service_levels=AppliedLevels(
+                    "online",
+                    (
+                        Level("TTFT p99", 2.0, "default", False),
+                        Level("ITL p50", 0.05, "set"),
+                        Level("tok/s", 1000.0, "set"),
+                    ),
+                ),
                 measured={"TTFT p99": 3.1, "ITL p50": 0.04},  # tok/s not measured yet
             )
         },  # fmt: skip
