@@ -54,6 +54,21 @@ def test_batch_too_large_for_latency_computes_the_batch_from_a_fit_of_itl_on_bat
     assert "linear fit of ITL on batch over 20 samples" in out.action.expected
 
 
+def test_a_fitted_cap_never_claims_a_smaller_batch_gains_tokens_per_second():
+    # a fit with a negative intercept (ITL -20 ms + 0.4 ms per request): read against today's
+    # ITL it made 200 -> 125 requests "+25 % decode tokens/s"; b / ITL(b) never grows as b falls
+    steep = window_from(
+        itl_p50_seconds=" ".join(f"{-0.02 + 0.0004 * b:.4f}" for b in range(100, 310, 10)),
+        num_running_reqs_max_rank=" ".join(str(b) for b in range(100, 310, 10)),
+    )
+    out = evaluate(
+        BATCH_TOO_LARGE_FOR_LATENCY, steep, config=ServerConfig(max_running_requests=512)
+    )
+    assert isinstance(out, Finding) and out.action.prediction is not None
+    tokens = out.action.prediction.effects["tok/s"][0]
+    assert tokens <= 0 and "decode tokens/s about +0%" in out.action.expected
+
+
 def test_batch_too_large_for_latency_speaks_per_rank_under_data_parallelism():
     for dp in (2, 4):  # each DP rank is its own scheduler: the flag is per rank
         config = ServerConfig(

@@ -25,7 +25,7 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import Row, frequently
-from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target
+from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target, itl_fit
 from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap, wait_for_a_slot
 from sglang_tuner.predict.units import (
     batch_signal,
@@ -109,7 +109,13 @@ def _fitted_cap(inp: RuleInput, batch: float, itl: float, target: float) -> Acti
             "with the batch enough to fit: a decode step's fixed weight read is unknown)"
         )
     else:
-        cost = (per_rank / predicted) / (batch / itl) - 1
+        # the fit's own ratio between the two batches, applied to the ITL read today (the fit
+        # may sit off today's reading); b / (a + s b) never falls as b grows, so a smaller batch
+        # never gains tokens/s (a fit read against today's ITL once claimed +295 %)
+        fit = itl_fit(inp)
+        at_now = fit[0] + fit[1] * batch if fit is not None else 0.0
+        predicted = itl * predicted / at_now if at_now > 0 else predicted
+        cost = min(0.0, (per_rank / predicted) / (batch / itl) - 1)
         cost_text = f"decode tokens/s about {cost:+.0%}"
     ranks = ranks_per_flag(inp.config)
     ttft = wait_for_a_slot(inp, ranks, batch, per_rank, 1 + (cost or 0.0))
