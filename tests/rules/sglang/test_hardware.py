@@ -17,7 +17,10 @@ from sglang_tuner.rules.sglang.hardware import GpuFacts, gpu_facts, model_params
         ("NVIDIA RTX A4000", GpuFacts("ampere", 16.0)),
         ("NVIDIA L40S", GpuFacts("ada", 48.0)),
         ("NVIDIA L4", GpuFacts("ada", 24.0)),
-        ("NVIDIA GeForce RTX 4090", GpuFacts("ada", None)),
+        ("NVIDIA GeForce RTX 4090", GpuFacts("ada", 24.0)),  # NVIDIA's spec sheet
+        ("NVIDIA GeForce RTX 4080 SUPER", GpuFacts("ada", 16.0)),
+        ("NVIDIA GeForce RTX 4070 Ti", GpuFacts("ada", None)),  # 12 or 16 GB: said by no name
+        ("NVIDIA GeForce RTX 3090", GpuFacts("ampere", 24.0)),
         ("NVIDIA B200", GpuFacts("blackwell", 180.0)),
         ("NVIDIA GB200", GpuFacts("blackwell", 186.0)),
     ],

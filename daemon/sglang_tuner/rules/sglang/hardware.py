@@ -34,11 +34,14 @@ _GPUS: tuple[tuple[str, str, float | None], ...] = (
     ("A40", "ampere", 48.0),
     ("A30", "ampere", 24.0),
     ("A10", "ampere", 24.0),
+    ("RTX 3090", "ampere", 24.0),
     ("RTX 30", "ampere", None),
     ("L40S", "ada", 48.0),
     ("L40", "ada", 48.0),
     ("L4", "ada", 24.0),
     ("RTX 6000 ADA", "ada", 48.0),
+    ("RTX 4090", "ada", 24.0),
+    ("RTX 4080", "ada", 16.0),
     ("RTX 40", "ada", None),
 )
 _MEMORY_RE = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
