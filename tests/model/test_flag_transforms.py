@@ -25,9 +25,12 @@ from sglang_tuner.sources.log.server_args import parse_server_args
 from sglang_tuner.sources.server_info import parse_server_info
 
 CATALOGUE = Path(__file__).parents[2] / "daemon/sglang_tuner/sources/log/messages"
-# Every release whose wheel the message catalogue read (0.4.0 - 0.5.23).
+# Every release whose wheel the message catalogue read that has attention DP (0.4.0 - 0.5.23;
+# the catalogue reads back to 0.1.3, before `--enable-dp-attention` existed).
 VERSIONS: tuple[str, ...] = tuple(
-    json.loads((CATALOGUE / "sglang_messages.json").read_text())["versions_read"]
+    v
+    for v in json.loads((CATALOGUE / "sglang_messages.json").read_text())["versions_read"]
+    if in_span(v, "0.4.0")
 )
 CHUNK, CONS, RUNNING = (
     "--chunked-prefill-size",
