@@ -33,7 +33,10 @@ def test_choice_action_unknown_current_with_and_without_default():
     assert action.note == "current value unknown (x); assumed SGLang's default auto"
     action = choice_action("--attention-backend", None, "fa3", _inp())
     assert action.text == "--attention-backend ? -> fa3"
-    assert action.note == "current value unknown (/server_info did not report it)"
+    assert (
+        action.note
+        == "current value unknown (neither /server_info nor the log's launch line said it)"
+    )
 
 
 @pytest.mark.parametrize(

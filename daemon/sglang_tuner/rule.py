@@ -208,9 +208,17 @@ def frequently_evidence(freq: Frequency, inp: RuleInput, signals: tuple[str, ...
     return f"{head}; {stats}" if stats else head
 
 
+NOT_SAID = "neither /server_info nor the log's launch line said it"
+
+
+def config_unknown(inp: RuleInput) -> str:
+    """Why the server's flags are unknown: the reading's error, else that nothing said them."""
+    return inp.config_error or NOT_SAID
+
+
 def unknown_current(inp: RuleInput, default: str | None) -> str:
     """The note saying why the current value is unknown and which default was assumed."""
-    why = inp.config_error or "/server_info did not report it"
+    why = config_unknown(inp)
     assumed = f"; assumed SGLang's default {default}" if default is not None else ""
     return f"current value unknown ({why}){assumed}"
 

@@ -216,7 +216,9 @@ SERVING_OOM = [
 def test_an_oom_while_serving_gets_the_guides_step_for_either_phase():
     step = _next_change(SERVING_OOM)
     assert step.rule == "crash_diagnosed"
-    assert step.action.flag == "--mem-fraction-static" and step.action.suggested == "0.8"
+    # the current fraction is unknown (no launch line): lower, with no value that could be a raise
+    assert step.action.flag == "--mem-fraction-static" and step.action.suggested is None
+    assert step.action.text.startswith("lower --mem-fraction-static below what runs now")
     assert "crash during serving, out of memory" in step.action.note
     assert step.action.expected.startswith("no more out-of-memory crashes while serving")
     # an OOM whose traceback shows a process still loading stays without a value

@@ -62,7 +62,10 @@ def test_mem_fraction_too_low_unknown_current_value_noted():
         "(read mem_fraction_static from /server_info or the log's launch line)"
     )
     assert out.action.suggested is None  # never "+0.1": argparse would read it as 0.1
-    assert out.action.note == "current value unknown (/server_info did not report it)"
+    assert (
+        out.action.note
+        == "current value unknown (neither /server_info nor the log's launch line said it)"
+    )
 
 
 def test_mem_fraction_too_low_reads_server_info_when_metrics_lack_it():
@@ -207,8 +210,19 @@ def test_mem_fraction_too_high_restart_without_oom_is_not_enough():
 def test_mem_fraction_too_high_unknown_current_value_noted():
     out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=None, config_error="http_401")
     assert isinstance(out, Finding)
-    assert out.action.text == "--mem-fraction-static ? -> 0.8"
+    # a step of the ladder from an unknown value could be a raise: the direction only
+    assert out.action.text.startswith("lower --mem-fraction-static below what runs now")
+    assert (out.action.flag, out.action.suggested) == ("--mem-fraction-static", None)
     assert out.action.note == "current value unknown (http_401)"
+
+
+def test_mem_fraction_too_high_unknown_current_steps_down_from_sglangs_own_default():
+    # SGLang 0.4.6 on one GPU sets 0.88 itself: the guide's 0.8 is below it, said as assumed
+    config = ServerConfig(version="0.4.6", tp_size=1, gpu_model="NVIDIA H100 80GB HBM3")
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=config)
+    assert isinstance(out, Finding)
+    assert (out.action.current, out.action.suggested) == ("0.88", "0.8")
+    assert "assumed SGLang's default 0.88" in out.action.note
 
 
 def test_mem_fraction_too_high_silent_in_good_band():

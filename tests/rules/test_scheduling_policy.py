@@ -52,7 +52,7 @@ def test_lpm_without_prefix_reuse_old_default_is_lpm():
     assert isinstance(out, Finding)
     assert out.action.text == "--schedule-policy lpm -> fcfs"
     assert out.action.note == (
-        "current value unknown (/server_info did not report it); assumed SGLang's default lpm"
+        "current value unknown (neither /server_info nor the log's launch line said it); assumed SGLang's default lpm"
     )
 
 
@@ -100,7 +100,9 @@ def test_fcfs_with_prefix_reuse_unknown_policy_assumes_fcfs_default():
     config = ServerConfig(version="0.5.9")
     out = evaluate(FCFS_WITH_PREFIX_REUSE, _window(0.7, 50), config=config)
     assert isinstance(out, Finding)
-    assert out.action.note.startswith("current value unknown (/server_info did not report it); ")
+    assert out.action.note.startswith(
+        "current value unknown (neither /server_info nor the log's launch line said it); "
+    )
 
 
 def test_fcfs_with_prefix_reuse_no_data_with_too_few_samples():

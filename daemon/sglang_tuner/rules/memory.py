@@ -32,14 +32,16 @@ from sglang_tuner.rule import (
     RuleInput,
     choice_action,
     confidence_for,
+    config_unknown,
     flag_action,
     format_duration,
     predicted,
+    unknown_current,
     with_expected,
     with_note,
 )
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
-from sglang_tuner.rules.sglang.defaults import is_default
+from sglang_tuner.rules.sglang.defaults import default_for, is_default
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 from sglang_tuner.rules.sglang.mem_fraction import (
     GIB,
@@ -475,7 +477,7 @@ def raise_mem_fraction(inp: RuleInput) -> Action:
     )
     current = _mem_fraction(inp)
     if current is None:  # no machine value: a step from an unknown value is not a value
-        why = inp.config_error or "/server_info did not report it"
+        why = config_unknown(inp)
         note = f"current value unknown ({why})" + (f"; {gpu_note}" if gpu_note else "")
         look_up = "read mem_fraction_static from /server_info or the log's launch line"
         return Action(f"{MEM_FLAG}: {delta:g} above today's value ({look_up})", MEM_FLAG,
@@ -506,12 +508,33 @@ def lower_mem_fraction(inp: RuleInput) -> Action:
     return flag_action(MEM_FLAG, current, suggested, inp)
 
 
+def _ladder_from_default(inp: RuleInput, steps: list[float]) -> Action:
+    """The ladder's step with the current fraction unknown: from SGLang's own default where the
+    version, GPU and flags give it (said as assumed), else the direction only. A step of the
+    ladder written as a value could be a raise: SGLang's default runs from 0.69 (a 16384-token
+    chunk on an 80 GB card, 0.5.3+) to 0.93, so the value is left to the one who can read it."""
+    config = inp.config
+    default = default_for(MEM_FLAG, config, gpu_memory_gb(config)) if config else None
+    if isinstance(default, float):
+        below = [s for s in steps if s < default - 1e-9]
+        if below:
+            return flag_action(MEM_FLAG, None, below[-1], inp, default=default)
+    ladder = " then ".join(f"{s:g}" for s in reversed(steps))
+    return Action(
+        f"lower {MEM_FLAG} below what runs now (its value is unknown here: read "
+        f"mem_fraction_static in the launch line, the server_args= log line or /server_info); "
+        f"the guide's steps are {ladder}, each only where it is below the current value",
+        MEM_FLAG,
+        note=unknown_current(inp, None),
+    )
+
+
 def _mem_fraction_ladder(inp: RuleInput) -> Action:
     """One step down the guide's ladder (0.8, then 0.7); past 0.7 other knobs take over."""
     current = _mem_fraction(inp)
     steps = sorted((inp.thresholds["mem_fraction_step_1"], inp.thresholds["mem_fraction_floor"]))
     if current is None:
-        return flag_action(MEM_FLAG, None, steps[-1], inp)
+        return _ladder_from_default(inp, steps)
     below = [s for s in steps if s < current - 1e-9]
     if not below:
         return Action(

@@ -13,7 +13,7 @@ from sglang_tuner.model.signals import (
     REQUEST_RATE,
 )
 from sglang_tuner.model.window import frequently
-from sglang_tuner.rule import Rule, RuleInput, confidence_for, format_duration
+from sglang_tuner.rule import Rule, RuleInput, confidence_for, config_unknown, format_duration
 from sglang_tuner.rules.sglang.flags import has_flag
 
 SOURCE = "Monitoring and Metrics / Enable Metrics Collection"
@@ -86,7 +86,7 @@ def _check_first_rank(inp: RuleInput) -> Outcome:
     """dp > 1 but fewer scheduler series sets than ranks: the rest are invisible."""
     config = inp.config
     if config is None:
-        return NoData(f"server config unknown ({inp.config_error})", inp.view.window_seconds)
+        return NoData(f"server config unknown ({config_unknown(inp)})", inp.view.window_seconds)
     dp = max(config.dp_size or 1, config.attention_dp_size() or 1)  # 0.5.22+: attn_dp_size
     if dp <= 1:
         return Pass(detail="one DP rank")

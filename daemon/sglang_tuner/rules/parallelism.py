@@ -3,7 +3,14 @@
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.signals import NUM_QUEUE_REQS, NUM_RUNNING_REQS, TOKEN_USAGE
 from sglang_tuner.predict.server_model import predict_data_parallel, severity_for
-from sglang_tuner.rule import Rule, RuleInput, choice_action, predicted, with_expected
+from sglang_tuner.rule import (
+    Rule,
+    RuleInput,
+    choice_action,
+    config_unknown,
+    predicted,
+    with_expected,
+)
 from sglang_tuner.rules.sglang.backends import (
     is_hybrid_attention,
     is_mla_or_nsa,
@@ -17,7 +24,7 @@ _NO_GPU = "GPU model unknown: set the target's gpu_model or dcgm_url"
 
 
 def _config_missing(inp: RuleInput) -> NoData:
-    return NoData(f"server config unknown ({inp.config_error})", inp.view.window_seconds)
+    return NoData(f"server config unknown ({config_unknown(inp)})", inp.view.window_seconds)
 
 
 def _to_data_parallel(inp: RuleInput) -> Action:

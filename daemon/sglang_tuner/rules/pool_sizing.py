@@ -12,7 +12,7 @@ from sglang_tuner.model.signals import (
     STARTUP_KV_POOL_GB,
     STARTUP_WEIGHTS_GB,
 )
-from sglang_tuner.rule import Rule, RuleInput
+from sglang_tuner.rule import Rule, RuleInput, config_unknown
 
 _NEEDS = (STARTUP_FREE_BEFORE_LOAD_GB, STARTUP_FREE_AFTER_LOAD_GB, STARTUP_KV_POOL_GB)
 _NO_LINES = (
@@ -47,7 +47,7 @@ def _check_pool_sizing(inp: RuleInput) -> Outcome:
         return NoData(_NO_LINES, view.window_seconds)
     fraction = inp.config.mem_fraction_static if inp.config is not None else None
     if fraction is None:
-        why = inp.config_error or "neither /server_info nor the log's launch line said it"
+        why = config_unknown(inp)
         return NoData(f"mem_fraction_static unknown ({why})", _RETRY_SECONDS)
     before, after = view.last(STARTUP_FREE_BEFORE_LOAD_GB), view.last(STARTUP_FREE_AFTER_LOAD_GB)
     pool = view.last(STARTUP_KV_POOL_GB)

@@ -18,6 +18,7 @@ from sglang_tuner.rule import (
     Rule,
     RuleInput,
     confidence_for,
+    config_unknown,
     format_duration,
     format_value,
     predicted,
@@ -63,7 +64,7 @@ def _not_judgeable(inp: RuleInput) -> Outcome | None:
     """Pass/NoData when HiCache or the radix cache settle it, or the counter cannot exist."""
     config = inp.config
     if config is None:
-        return NoData(f"HiCache state unknown ({inp.config_error})", inp.view.window_seconds)
+        return NoData(f"HiCache state unknown ({config_unknown(inp)})", inp.view.window_seconds)
     if config.enable_hierarchical_cache:
         return Pass(detail="HiCache is on already: evicted prefixes go to host memory")
     if config.disable_radix_cache:

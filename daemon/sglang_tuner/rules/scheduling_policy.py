@@ -16,6 +16,7 @@ from sglang_tuner.rule import (
     Rule,
     RuleInput,
     choice_action,
+    config_unknown,
     format_value,
     judged,
     predicted,
@@ -42,7 +43,7 @@ def current_policy(inp: RuleInput) -> tuple[str | None, str]:
 def _not_judgeable(inp: RuleInput, policy: str) -> Outcome | None:
     """NoData/Pass when the policy is another one or the prefix hits are unknown."""
     if inp.config is None:
-        why = f"the schedule policy is unknown ({inp.config_error})"
+        why = f"the schedule policy is unknown ({config_unknown(inp)})"
         return NoData(why, inp.view.window_seconds)
     current, default = current_policy(inp)
     if (current or default) != policy:

@@ -82,7 +82,9 @@ def test_corpus_has_fifty_three_real_excerpts_with_provenance():
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["file"])
 def test_corpus_next_change_is_never_one_the_thread_shows_wrong(entry):
-    rule, _ = _next(entry)
+    rule, flag = _next(entry)
+    if flag is not None and str(entry.get("fix_flag") or "").startswith(flag):
+        return  # the very flag the thread changed (its direction: bench/corpus_score.py)
     assert rule not in HARMFUL.get(entry["kind"], set()), f"{entry['file']}: {rule}"
 
 

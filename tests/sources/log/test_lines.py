@@ -101,6 +101,23 @@ def test_log_scanner_a_later_startup_replaces_the_facts_of_the_earlier_one():
     assert (counts.max_total_num_tokens, counts.available_gpu_mem_gb) == (300000, None)
 
 
+def test_log_scanner_reads_the_free_memory_the_capture_left_where_no_summary_says_it():
+    # 0.4.x prints no available_gpu_mem in its summary; a paste may end at the capture
+    scanner = LogScanner()
+    scanner.feed(
+        [
+            "[2025-03-28 04:27:07 TP0] Memory pool end. avail mem=0.07 GB",
+            "[2025-03-28 04:27:08 TP0] Capture cuda graph begin. This can take up to several "
+            "minutes. avail mem=0.07 GB",
+            "[2025-03-28 04:27:12 TP0] Capture cuda graph end. Time elapsed: 4.00 s. "
+            "avail mem=0.00 GB. mem usage=0.00 GB.",
+        ]
+    )
+    assert scanner.take().available_gpu_mem_gb == 0.0
+    scanner.feed(["[2025-03-28 04:27:13 TP0] max_total_num_tokens=46045, context_len=8192"])
+    assert scanner.take().available_gpu_mem_gb == 0.0  # the same start's reading
+
+
 def test_scan_lines_counts_unprefixed_retractions_every_time():
     assert scan_lines([RETRACT.format(n=2)] * 3).retracted_reqs == 6
 

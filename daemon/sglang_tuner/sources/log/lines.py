@@ -66,6 +66,10 @@ _GRAPH_LABELS = frozenset({"cuda", "cpu", "npu", "musa"})
 # max_total_num_token=N, max_prefill_num_token=N, context_len=N, ..."
 _MAX_TOKENS = re.compile(r"(?:Rank \d+: )?(?<![.\w])max_total_num_tokens?=(\d+)")
 _AVAILABLE = re.compile(r"\bavailable_gpu_mem=([0-9.]+) GB")
+# "Capture cuda graph end. Time elapsed: 4.00 s. [mem usage=0.36 GB. ]avail mem=2.1 GB": the free
+# memory after the graphs, which is what SGLang's summary line calls available_gpu_mem (0.4.7+),
+# read before it and in the versions whose summary does not print it.
+_AVAIL_MEM = re.compile(r"\bavail mem=([0-9.]+) ?GB")
 # "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.94. Raise
 # --mem-fraction-static above 0.942 (minimum viable = ...)": the fraction the weights need.
 _REQUIRED = re.compile(r"Raise --mem-fraction-static above ([0-9.]*[0-9])")
@@ -147,6 +151,7 @@ class LogScanner:
         self.startup = StartupMemory()
         self.max_total_num_tokens: int | None = None
         self.available_gpu_mem_gb: float | None = None
+        self._capture_free_gb: float | None = None  # the free memory this start's graphs left
         self._retracted = self._decode_lines = self._without_graph = 0
         self._latest: dict[str, str] = {}  # DP rank -> its latest batch line since the take
         self._server_args: dict[str, Any] = {}  # the latest launch line's, and its summary's
@@ -290,7 +295,9 @@ class LogScanner:
         elif match := _MAX_TOKENS.match(line, at):
             available = _AVAILABLE.search(line)  # absent before v0.4.7
             self.max_total_num_tokens = int(match.group(1))
-            self.available_gpu_mem_gb = float(available.group(1)) if available else None
+            # else what this start's capture left (the same reading, taken before the summary)
+            free = float(available.group(1)) if available else self._capture_free_gb
+            self.available_gpu_mem_gb, self._capture_free_gb = free, None
             self._server_args.update(summary_values(line))
             self._new_args = True
             self.crash.process_start(Phase.SERVING)
@@ -303,6 +310,8 @@ class LogScanner:
             self.crash.phase, self.crash.last_batch = Phase.CAPTURE, None
         elif _CAPTURE_END.match(line, at):
             self.crash.phase = Phase.STARTUP
+            if free := _AVAIL_MEM.search(line, at):  # the last capture's (a draft model's after)
+                self.available_gpu_mem_gb = self._capture_free_gb = float(free.group(1))
         else:
             return False
         return True
