@@ -208,7 +208,7 @@ def test_mem_fraction_too_high_restart_without_oom_is_not_enough():
 
 
 def test_mem_fraction_too_high_unknown_current_value_noted():
-    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=None, config_error="http_401")
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(0.5), config=None, config_error="http_401")
     assert isinstance(out, Finding)
     # a step of the ladder from an unknown value could be a raise: the direction only
     assert out.action.text.startswith("lower --mem-fraction-static below what runs now")
@@ -219,10 +219,25 @@ def test_mem_fraction_too_high_unknown_current_value_noted():
 def test_mem_fraction_too_high_unknown_current_steps_down_from_sglangs_own_default():
     # SGLang 0.4.6 on one GPU sets 0.88 itself: the guide's 0.8 is below it, said as assumed
     config = ServerConfig(version="0.4.6", tp_size=1, gpu_model="NVIDIA H100 80GB HBM3")
-    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=config)
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(0.5), config=config)
     assert isinstance(out, Finding)
     assert (out.action.current, out.action.suggested) == ("0.88", "0.8")
     assert "assumed SGLang's default 0.88" in out.action.note
+
+
+def test_mem_fraction_too_high_leaves_an_unknown_fraction_that_may_be_sglangs_own():
+    # 3.5 GB free is what SGLang's own default leaves on many cards: with the fraction unknown,
+    # only a reading below what any default leaves (1 GB) says a hand-set fraction is too high
+    out = evaluate(MEM_FRACTION_TOO_HIGH, _startup(3.5), config=None)
+    assert isinstance(out, Pass) and "unknown" in out.detail
+    assert isinstance(evaluate(MEM_FRACTION_TOO_HIGH, _startup(0.4), config=None), Finding)
+
+
+def test_mem_fraction_too_low_waits_for_load_on_a_startup_only_excerpt():
+    config = ServerConfig(mem_fraction_static=0.8, gpu_model=H100)
+    view = window_from(startup_available_gpu_mem_gb="15x10")
+    out = evaluate(MEM_FRACTION_TOO_LOW, view, config=config)
+    assert isinstance(out, NoData) and "no load seen yet" in out.reason
 
 
 def test_mem_fraction_too_high_silent_in_good_band():
@@ -340,9 +355,10 @@ def test_mem_fraction_too_high_counts_sglangs_reserve_for_many_ranks():
     from sglang_tuner.model.server_config import ServerConfig
 
     view = window_from(startup_available_gpu_mem_gb="6x10")
-    alone = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(tp_size=1))
+    one = ServerConfig(tp_size=1, mem_fraction_static=0.85)
+    alone = evaluate(MEM_FRACTION_TOO_HIGH, view, config=one)
     assert isinstance(alone, Pass)  # 6 GB: inside the guide's band on one GPU
-    wide = evaluate(MEM_FRACTION_TOO_HIGH, view, config=ServerConfig(tp_size=16))
+    wide = evaluate(MEM_FRACTION_TOO_HIGH, view, config=replace(one, tp_size=16))
     assert isinstance(wide, Finding)  # tp 16: SGLang itself keeps 2 GB more for communication
     assert "under 7 GB (the guide's 5 GB + SGLang's 2 GB for 16 ranks' communication)" in (
         wide.evidence

@@ -52,7 +52,8 @@ def test_lpm_without_prefix_reuse_old_default_is_lpm():
     assert isinstance(out, Finding)
     assert out.action.text == "--schedule-policy lpm -> fcfs"
     assert out.action.note == (
-        "current value unknown (neither /server_info nor the log's launch line said it); assumed SGLang's default lpm"
+        "current value unknown (neither /server_info nor the log's launch line said it); "
+        "assumed SGLang's default lpm"
     )
 
 

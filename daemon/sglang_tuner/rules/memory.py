@@ -18,6 +18,7 @@ from sglang_tuner.model.signals import (
     DECODE_OOM_EVENTS,
     GPU_FB_FREE_GB,
     NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
     PREFILL_OOM_EVENTS,
     RESTARTS,
     RETRACTIONS_PER_MINUTE,
@@ -78,6 +79,11 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     calm = _pool_not_binding(inp)
     if calm:
         return Pass(detail=f"{what} {free:.2f} GB, but {calm}: a larger pool would sit empty")
+    if not _load_seen(inp):
+        return NoData(
+            f"{what} {free:.2f} GB, but no load seen yet: whether the KV pool binds is unknown",
+            inp.view.window_seconds,
+        )
     evidence = f"{what} {free:.2f} GB, " + (relative or "above the guide's 5-8 GB band")
     action = raise_mem_fraction(inp)
     prediction = _predict_fraction(inp, action)
@@ -106,6 +112,16 @@ def _predict_fraction(inp: RuleInput, action: Action) -> Prediction:
     except ValueError:
         return no_prediction(inp.profile, "the current --mem-fraction-static is unknown")
     return predict_pool_change(inp, new)
+
+
+def _load_seen(inp: RuleInput) -> bool:
+    """Whether the window holds any reading of the server's load (a startup-only excerpt
+    holds none: whether the pool binds is then unknown, not "maybe")."""
+    view = inp.view
+    readings = (TOKEN_USAGE, NUM_RUNNING_REQS, NUM_QUEUE_REQS)
+    return any(view.last(s) is not None for s in readings) or bool(
+        view.total(RETRACTIONS_PER_MINUTE)
+    )
 
 
 def _pool_not_binding(inp: RuleInput) -> str:
@@ -141,6 +157,9 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
     if free is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
     floor, why = _free_floor(inp)
+    unknown = _mem_fraction(inp) is None and not ooms  # an OOM says the free memory is short
+    if unknown and free >= th["unknown_fraction_floor_gb"]:
+        return Pass(detail=f"available_gpu_mem {free:.2f} GB, {_MAYBE_OWN}")
     if free >= floor:
         return Pass(detail=f"available_gpu_mem {free:.2f} GB")
     own = _sglang_own_default(inp)
@@ -148,6 +167,12 @@ def _check_mem_too_high(inp: RuleInput) -> Outcome:
         return Pass(detail=f"available_gpu_mem {free:.2f} GB, under {why}, but {own}")
     evidence = f"startup available_gpu_mem {free:.2f} GB, under {why}: OOM risk"
     return Finding(evidence, _with_cost(inp, lower_mem_fraction(inp)), Confidence.HIGH)
+
+
+_MAYBE_OWN = (
+    "but --mem-fraction-static is unknown: SGLang's own default leaves this little on small "
+    "cards, and the guide's band is for a hand-set fraction"
+)
 
 
 def _sglang_own_default(inp: RuleInput) -> str:
@@ -228,6 +253,7 @@ MEM_FRACTION_TOO_LOW = Rule(
         TOKEN_USAGE,
         RETRACTIONS_PER_MINUTE,
         NUM_QUEUE_REQS,
+        NUM_RUNNING_REQS,
     ),  # fmt: skip
     thresholds={
         "available_gpu_mem_too_high_gb": 10.0,
@@ -274,6 +300,7 @@ MEM_FRACTION_TOO_HIGH = Rule(
     signals=(STARTUP_AVAILABLE_GPU_MEM_GB, RESTARTS, *GPU_OOM_SIGNALS),
     thresholds={
         "available_gpu_mem_too_low_gb": 5.0,
+        "unknown_fraction_floor_gb": 1.0,
         "reserve_gb_per_rank": RESERVE_MIB_PER_RANK / GIB,
         "sglang_reserve_base_gb": RESERVE_BASE_MIB / GIB,
         "sglang_reserve_gb_per_chunk_token": RESERVE_MIB_PER_ACTIVATION_TOKEN / GIB,
@@ -288,6 +315,10 @@ MEM_FRACTION_TOO_HIGH = Rule(
         "_handle_gpu_memory_settings): tp x pp x 128 MiB kept free for communication buffers",
         "available_gpu_mem_too_low_gb": "guide (newest, Chinese translation): '< 5 GB: too low, "
         "risk of OOM'",
+        "unknown_fraction_floor_gb": "ours: from SGLang's own defaults; with the fraction unknown "
+        "it may be SGLang's, which leaves 12 % of one GPU free before its CUDA graphs (0.88 by "
+        "its tp table, 0.3-0.4.6: 1.4 GB on a 12 GB card) and 2.8-3.5 GB later (0.4.8+ tiers "
+        "and formula); under 1 GB after the graphs no default leaves on a card of 12 GB or more",
         "sglang_reserve_base_gb": "SGLang 0.5.23 arg_groups/memory_hook.py: its default "
         "--mem-fraction-static reserves 512 MB of constant metadata",
         "sglang_reserve_gb_per_chunk_token": "SGLang 0.5.23 arg_groups/memory_hook.py: plus 1.5 "
