@@ -162,7 +162,7 @@ def test_torch_compile_small_batch_no_data_without_config():
         config=None,
         config_error="http_401",
     )
-    assert isinstance(out, NoData) and out.reason == "http_401"
+    assert isinstance(out, NoData) and out.reason == "torch.compile unknown (http_401)"
 
 
 def test_torch_compile_small_batch_no_data_when_model_size_unknown():

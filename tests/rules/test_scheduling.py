@@ -23,7 +23,22 @@ def test_scheduler_too_conservative_fires_when_usage_low_and_queue_nonempty():
     assert out.severity is Severity.INFO
 
 
-def test_scheduler_too_conservative_computes_the_value_for_the_usage_target_in_one_step():
+def test_scheduler_too_conservative_not_when_prefill_batches_are_cut_at_one_size():
+    # the Prefill batch lines at the largest #new-token: a token budget cuts the batches
+    # (SGLang's PrefillAdder), which the conservativeness does not change
+    config = ServerConfig(schedule_conservativeness=1.0)
+    cut = window_from(
+        token_usage="0.5x20", num_queue_reqs="40x20", num_running_reqs="60x20",
+        prefill_full_ratio="1x20",
+    )  # fmt: skip
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, cut, config=config)
+    assert isinstance(out, Pass) and "prefill token budget" in out.detail
+    mixed = window_from(
+        token_usage="0.5x20", num_queue_reqs="40x20", num_running_reqs="60x20",
+        prefill_full_ratio="0.3x20",
+    )  # fmt: skip
+    assert isinstance(evaluate(SCHEDULER_TOO_CONSERVATIVE, mixed, config=config), Finding)
+
     # u = 0.8, T = 0.9: reservations x 0.8 * 0.1 / (0.9 * 0.2) = 0.444
     view = window_from(token_usage="0.8x20", num_queue_reqs="40x20", num_running_reqs="60x20")
     config = ServerConfig(schedule_conservativeness=1.0)

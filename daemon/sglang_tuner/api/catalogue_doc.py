@@ -123,9 +123,10 @@ FEEDS: dict[str, tuple[str, str]] = {
     ),
     s.EVICTED_TOKENS_RATE: ("`sglang:evicted_tokens_total`", "—"),
     s.CUDA_GRAPH_FALSE_RATIO: ("—", f"{_LOG_DECODE} (`cuda graph: False`)"),
+    s.PREFILL_FULL_RATIO: ("—", f"{_LOG_PREFILL} (`#new-token` at the largest seen)"),
     s.STARTUP_AVAILABLE_GPU_MEM_GB: (
         "`sglang:startup_available_gpu_memory_gb`",
-        "the startup summary (`available_gpu_mem`)",
+        "the startup summary (`available_gpu_mem`), else `Capture cuda graph end. ... avail mem=`",
     ),
     s.GPU_FB_FREE_GB: ("the DCGM exporter's `DCGM_FI_DEV_FB_FREE`", "—"),
     s.STARTUP_FREE_BEFORE_LOAD_GB: ("—", "`Load weight begin. avail mem=`"),

@@ -38,6 +38,10 @@ E2E_P99_SECONDS: Final = "e2e_p99_seconds"
 QUEUE_TIME_P50_SECONDS: Final = "queue_time_p50_seconds"
 QUEUE_TIME_P99_SECONDS: Final = "queue_time_p99_seconds"
 PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finished requests
+# Log only: the share of Prefill batch lines whose #new-token is within 10 % of the largest one
+# this process printed (from its third such line on): batches cut at one size are cut by a
+# prefill token budget (--chunked-prefill-size, --max-prefill-tokens), not by the pool.
+PREFILL_FULL_RATIO: Final = "prefill_full_ratio"
 
 # Startup facts and events.
 STARTUP_AVAILABLE_GPU_MEM_GB: Final = "startup_available_gpu_mem_gb"
@@ -123,6 +127,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     QUEUE_TIME_P50_SECONDS,
     QUEUE_TIME_P99_SECONDS,
     PROMPT_TOKENS_MEAN,
+    PREFILL_FULL_RATIO,
     STARTUP_AVAILABLE_GPU_MEM_GB,
     MEM_FRACTION_REQUIRED,
     *STARTUP_MEMORY_SIGNALS,
@@ -143,6 +148,7 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     PREFIX_CACHE_HIT_RATIO: ("ratio", "prefix_cache_hit", 1.0),
     CUDA_GRAPH_PASS_RATIO: ("ratio", "cuda_graph_pass", 1.0),
     CUDA_GRAPH_FALSE_RATIO: ("ratio", "cuda_graph_false_in_log", 1.0),
+    PREFILL_FULL_RATIO: ("ratio", "prefill_batches_full_in_log", 1.0),
     NUM_USED_TOKENS: ("tokens", "used", 1.0),
     MAX_TOTAL_NUM_TOKENS: ("tokens", "pool", 1.0),
     PROMPT_TOKENS_MEAN: ("tokens", "prompt_mean", 1.0),

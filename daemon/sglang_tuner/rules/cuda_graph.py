@@ -20,6 +20,7 @@ from sglang_tuner.rule import (
     Rule,
     RuleInput,
     confidence_for,
+    config_unknown,
     flag_action,
     format_duration,
     idle,
@@ -173,7 +174,11 @@ def _check_compile(inp: RuleInput) -> Outcome:
     e.g. 'Llama-3.1-8B'), and the per-rank batch <= 32 in most busy samples."""
     config, th = inp.config, inp.thresholds
     if config is None or config.enable_torch_compile is None:
-        why = inp.config_error or "/server_info did not report enable_torch_compile"
+        why = (
+            f"torch.compile unknown ({config_unknown(inp)})"
+            if config is None
+            else "/server_info did not report enable_torch_compile"
+        )
         return NoData(why, inp.view.window_seconds)
     if config.enable_torch_compile:
         return Pass(detail="torch.compile is on")

@@ -11,6 +11,7 @@ from sglang_tuner.model.signals import (
     EVICTED_TOKENS_RATE,
     NUM_QUEUE_REQS,
     NUM_RUNNING_REQS,
+    PREFILL_FULL_RATIO,
     PREFIX_CACHE_HIT_RATIO,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
@@ -138,6 +139,13 @@ def _not_too_conservative(inp: RuleInput) -> str | None:
         return f"the batch is at --max-running-requests ({cap} per rank): capped, not conservative"
     if current is not None and current <= inp.thresholds["conservativeness_floor"]:
         return f"--schedule-conservativeness is already {current:g}, the guide's lowest value"
+    full = inp.view.quantile(PREFILL_FULL_RATIO, 0.5)
+    if full is not None and full >= inp.thresholds["prefill_full_ratio"]:
+        return (
+            f"{full:.0%} of the Prefill batch lines are cut at one size (#new-token within 10 % "
+            "of the largest): the queue waits on the prefill token budget (--chunked-prefill-"
+            "size, --max-prefill-tokens), which --schedule-conservativeness does not change"
+        )
     rates = inp.view.values(RETRACTIONS_PER_MINUTE)
     if not rates:
         return None
@@ -205,16 +213,27 @@ SCHEDULER_TOO_CONSERVATIVE = Rule(
     action="Lower --schedule-conservativeness (the guide suggests about 0.3).",
     source=SOURCE,
     check=_check_conservative,
-    signals=(TOKEN_USAGE, NUM_QUEUE_REQS, NUM_RUNNING_REQS, RETRACTIONS_PER_MINUTE),
+    signals=(
+        TOKEN_USAGE,
+        NUM_QUEUE_REQS,
+        NUM_RUNNING_REQS,
+        RETRACTIONS_PER_MINUTE,
+        PREFILL_FULL_RATIO,
+    ),  # fmt: skip
     requires=(TOKEN_USAGE, NUM_QUEUE_REQS),
     thresholds={
         "token_usage_target": 0.9,
         "conservativeness_floor": 0.3,
         "retractions_per_minute": 1.0,
         "retraction_samples_ratio": 0.1,
+        "prefill_full_ratio": 0.8,
     },
     provenance={
         "token_usage_target": "guide (all versions): 'token usage > 0.9 means good utilization'",
+        "prefill_full_ratio": "SGLang's PrefillAdder (0.4-0.5): a batch stops at the first budget "
+        "spent (the pool's, scaled by the conservativeness; --max-prefill-tokens; "
+        "--chunked-prefill-size); ours: four in five batches at one size are cut by the token "
+        "budgets, not the pool",
         "conservativeness_floor": "guide (all versions): 'decrease to a value like 0.3'",
         "retractions_per_minute": "guide (newest): 'occasional retractions (~1 per minute) are "
         "acceptable'",

@@ -127,6 +127,8 @@ def load_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
         values[s.PREFIX_CACHE_HIT_RATIO] = counts.prefill_cached_tokens / prompt
     if seconds is not None and seconds > 0 and counts.prefill_lines:
         values[s.PROMPT_TOKENS_RATE] = prompt / seconds
+    if counts.prefill_sized_lines:
+        values[s.PREFILL_FULL_RATIO] = counts.prefill_full_lines / counts.prefill_sized_lines
     return values
 
 

@@ -137,6 +137,8 @@ class LogCounts:
     load: Mapping[str, BatchLoad] = field(default_factory=dict)
     prefill_lines: int = 0
     prefill_new_tokens: int = 0  # tokens computed by prefill batches
+    prefill_full_lines: int = 0  # of them, with #new-token within 10 % of the largest seen
+    prefill_sized_lines: int = 0  # of them, judged so (this process's third such line on)
     prefill_cached_tokens: int = 0  # tokens served from the prefix cache
     crashes: tuple[CrashDiagnosis, ...] = ()  # each crash since the take, said in words
     # the latest process's startup lines: weights, KV pool, free memory (startup.py)
@@ -158,6 +160,8 @@ class LogScanner:
         self._new_args = False
         self._required: float | None = None
         self._prefills = self._new_tokens = self._cached_tokens = 0
+        self._full = self._sized = 0  # prefill lines at the largest #new-token, and judged
+        self._largest, self._prefills_seen = 0, 0  # over this process's prefill lines
         # every TP rank prints a retraction: deduplicated within one log second
         self._retract_second: tuple[str | None, ...] = ()
         self._retract_seen: dict[tuple[str, str, str], dict[str, int]] = {}
@@ -189,12 +193,15 @@ class LogScanner:
             load={rank: load for rank, line in self._latest.items() if (load := batch_load(line))},
             prefill_lines=self._prefills,
             prefill_new_tokens=self._new_tokens,
+            prefill_full_lines=self._full,
+            prefill_sized_lines=self._sized,
             prefill_cached_tokens=self._cached_tokens,
             crashes=self.crash.take_diagnoses(),
             startup_memory=self.startup.facts(),
         )
         self._retracted = self._decode_lines = self._without_graph = 0
         self._prefills = self._new_tokens = self._cached_tokens = 0
+        self._full = self._sized = 0
         self._latest = {}
         self._new_args, self._required = False, None
         return counts
@@ -266,18 +273,32 @@ class LogScanner:
         rank = _gpu(line) if self._gpus else _dp_rank(line)
         self._latest[f"{stream}/{rank}" if stream else rank] = line
 
+    def _batch_size(self, new: int) -> None:
+        """A prefill batch's new tokens against the largest this process printed: SGLang's
+        `PrefillAdder` stops adding at the first budget spent (the pool's, scaled by
+        --schedule-conservativeness; --max-prefill-tokens; --chunked-prefill-size), and only the
+        two token budgets cut batches at one size whatever the prompts are."""
+        self._largest = max(self._largest, new)
+        self._prefills_seen += 1
+        if self._prefills_seen >= 3 and self._largest >= 512:
+            self._sized += 1
+            self._full += new >= 0.9 * self._largest
+
     def _prefill(self, line: str, at: int, stream: str) -> None:
         """A Prefill batch line (0.1.x: a fill batch line): its tokens, and its load where no
         decode line follows."""
         crash = self.crash
         crash.phase, crash.last_batch, crash.last_ts = Phase.SERVING, CrashKind.PREFILL_OOM, None
         self._prefills += 1
+        new = None
         if tokens := _PREFILL_TOKENS.search(line, at):
-            self._new_tokens += int(tokens.group(1))
-            self._cached_tokens += int(tokens.group(2))
+            new, cached = int(tokens.group(1)), int(tokens.group(2))
         elif tokens := _FILL_TOKENS.search(line, at):  # 0.1.x: cached first
-            self._new_tokens += int(tokens.group(2))
-            self._cached_tokens += int(tokens.group(1))
+            new, cached = int(tokens.group(2)), int(tokens.group(1))
+        if new is not None:
+            self._new_tokens += new
+            self._cached_tokens += cached
+            self._batch_size(new)
         rank = _scheduler(line, stream, self._gpus)
         latest = self._latest.get(rank)
         # a decode line's load is the fuller: kept over a prefill's ("Prefill batch", 0.1.17's
@@ -303,6 +324,7 @@ class LogScanner:
             self.crash.process_start(Phase.SERVING)
         elif line.startswith("server_args=", at) and has_server_args(line):
             self._server_args, self._new_args = parse_server_args(line), True
+            self._largest = self._prefills_seen = 0  # a new process: its own budgets
             self.crash.process_start(Phase.STARTUP)
         elif _PROCESS_START.match(line, at):
             self.crash.process_start(Phase.STARTUP)
