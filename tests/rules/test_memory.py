@@ -377,3 +377,28 @@ def test_mem_fraction_too_low_silent_while_the_pool_is_not_what_limits():
     )
     out = evaluate(MEM_FRACTION_TOO_LOW, busy, config=ServerConfig(mem_fraction_static=0.5))
     assert isinstance(out, Finding)
+
+
+def test_mem_fraction_too_low_hands_a_large_chunks_reserve_back_to_the_pool():
+    # 0.5.3+: SGLang's own fraction reserves 1.5 MB per chunk token; at 16384 on an L40S that
+    # is 24 GB kept free, which no raise of the fraction may take: the chunk goes back to
+    # SGLang's default for the card, and SGLang's fraction rises by itself at the restart
+    base = ServerConfig(
+        version="0.5.9", gpu_model="NVIDIA L40S", tp_size=1, cuda_graph_max_bs=32,
+        chunked_prefill_size=16384, model_path="meta-llama/Llama-3.1-8B-Instruct",
+    )  # fmt: skip
+    own = estimate_mem_fraction_static(base, gpu_memory_gb(base))
+    assert own is not None and 0.43 < own < 0.46  # torch's 44.39 GiB, not the 48 GB sold
+    config = replace(base, mem_fraction_static=own)
+    busy = window_from(
+        startup_available_gpu_mem_gb="23.8x20", token_usage="0.95x20", num_queue_reqs="700x20",
+        num_running_reqs="15x20",
+    )  # fmt: skip
+    out = evaluate(MEM_FRACTION_TOO_LOW, busy, config=config)
+    assert isinstance(out, Finding)
+    assert out.action.text == "--chunked-prefill-size 16384 -> 4096"
+    assert "leave --mem-fraction-static unset" in out.action.note
+    assert "the KV pool binds" in out.evidence
+    # a hand-set fraction is not recomputed by SGLang: no chunk change then
+    hand = replace(base, mem_fraction_static=0.6)
+    assert not isinstance(evaluate(MEM_FRACTION_TOO_LOW, busy, config=hand), Finding)

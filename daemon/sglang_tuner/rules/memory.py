@@ -1,6 +1,7 @@
 """Guide sections "Tune Memory Allocation" and "Avoid Out-of-Memory Errors"."""
 
 import math
+from dataclasses import replace
 
 from sglang_tuner.model.advice import (
     Action,
@@ -42,6 +43,7 @@ from sglang_tuner.rule import (
     with_note,
 )
 from sglang_tuner.rules.scheduling import DEFAULT_CONSERVATIVENESS
+from sglang_tuner.rules.sglang.backends import is_mla_or_nsa
 from sglang_tuner.rules.sglang.defaults import default_for, is_default
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
 from sglang_tuner.rules.sglang.mem_fraction import (
@@ -50,8 +52,11 @@ from sglang_tuner.rules.sglang.mem_fraction import (
     RESERVE_BASE_MIB,
     RESERVE_MIB_PER_ACTIVATION_TOKEN,
     RESERVE_MIB_PER_RANK,
+    estimate_mem_fraction_static,
 )
+from sglang_tuner.rules.sglang.versions import in_span
 
+CHUNK_FLAG = "--chunked-prefill-size"
 MEMORY_SOURCE = "Hyperparameter Tuning / Tune Memory Allocation"
 OOM_SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors"
 AVAILABLE_TARGET_GB = 6.5  # the middle of the guide's 5-8 GB "good" band
@@ -75,6 +80,11 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
         return Pass(detail=f"{what} {free:.2f} GB")
     total = gpu_memory_gb(inp.config) or LARGEST_GPU_GB
     if free - target < 0.01 * total:
+        smaller = _smaller_chunk(inp) if _load_seen(inp) and not _pool_not_binding(inp) else None
+        if smaller is not None:
+            evidence = f"{what} {free:.2f} GB, {why}; the KV pool binds"
+            return Finding(evidence, smaller, Confidence.HIGH, severity=severity_for(
+                smaller.prediction or no_prediction(inp.profile, ""), INFO))  # fmt: skip
         return Pass(detail=f"{what} {free:.2f} GB: {why}")
     calm = _pool_not_binding(inp)
     if calm:
@@ -90,6 +100,35 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     action = predicted(action, prediction)
     sure = Confidence.MEDIUM if what == ESTIMATED else Confidence.HIGH
     return Finding(evidence, action, sure, severity=severity_for(prediction, INFO))
+
+
+def _smaller_chunk(inp: RuleInput) -> Action | None:
+    """Where --mem-fraction-static is SGLang's own (0.5.3+: its formula reserves 1.5 MB per
+    token of the prefill chunk) and the chunk is above SGLang's default for the GPU, the chunk
+    back to that default: SGLang's fraction, computed again at the restart, hands the chunk's
+    surplus reserve to the KV pool (None: not that case, or the new fraction is unknown)."""
+    config = inp.config
+    gpu = gpu_memory_gb(config)
+    if config is None or gpu is None or not in_span(config.version, "0.5.3"):
+        return None
+    chunk, fraction = config.chunked_prefill_size, _mem_fraction(inp)
+    default = default_for(CHUNK_FLAG, config, gpu)
+    if not isinstance(default, int) or not chunk or chunk <= default or fraction is None:
+        return None
+    if not is_default(MEM_FLAG, fraction, config, gpu):
+        return None
+    mla = is_mla_or_nsa(config.model_path)
+    new = estimate_mem_fraction_static(replace(config, chunked_prefill_size=default), gpu, mla=mla)
+    if new is None or new < fraction + 0.01:
+        return None
+    action = flag_action(CHUNK_FLAG, chunk, default, inp)
+    action = with_note(action, f"leave {MEM_FLAG} unset: SGLang sets it to about {new:g}")
+    action = with_expected(
+        action, f"SGLang's own {MEM_FLAG} {fraction:g} -> about {new:g} (its reserve for the "
+        f"prefill chunk shrinks by {1.5 * (chunk - default) / 1024:.1f} GB): a larger KV pool; "
+        f"long prompts prefilled in {chunk // default}x as many chunks",
+    )  # fmt: skip
+    return predicted(action, predict_pool_change(inp, new))
 
 
 def _surplus_of_pool(inp: RuleInput, surplus_gb: float) -> str:

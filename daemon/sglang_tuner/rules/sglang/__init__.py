@@ -3,5 +3,6 @@ spellings and accepted values, defaults, attention backends, the `--mem-fraction
 formula, CUDA-graph sizes, what names say about the GPU and model. Read from SGLang's source.
 Pure.
 
-May import: `model`.
+May import: `model`, and the physics package `sglang_physics` (the cards' memory as torch
+reports it, which SGLang's defaults key on).
 """

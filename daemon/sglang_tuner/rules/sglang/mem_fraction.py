@@ -11,6 +11,8 @@ from the card's name, not torch) and assumes a text-only model (VLMs get a furth
 from collections.abc import Mapping
 from typing import Any
 
+from sglang_physics.gpu import GPUS
+
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.versions import in_span
 
@@ -104,6 +106,16 @@ def _fraction_046(tp_size: int, gpu_memory_gb: float) -> float:
     return next(fraction for least, fraction in _BY_TP_046 if tp_size >= least)
 
 
+def reported_gib(gpu_model: str | None, gpu_memory_gb: float) -> float:
+    """The GPU's memory as SGLang reads it (torch's total, in GiB: an L40S sold as 48 GB reports
+    44.39 GiB), which its defaults key on, for the cards the physics knows by their reported
+    name; else the card's stated size."""
+    for gpu in GPUS.values():
+        if gpu_model == gpu.name:
+            return gpu.memory_gib
+    return gpu_memory_gb
+
+
 def estimate_mem_fraction_static(
     config: ServerConfig, gpu_memory_gb: float | None, *, mla: bool = False
 ) -> float | None:
@@ -116,6 +128,7 @@ def estimate_mem_fraction_static(
     version = config.version
     if gpu_memory_gb is None or _unmodelled(config):
         return None
+    gpu_memory_gb = reported_gib(config.gpu_model, gpu_memory_gb)
     if in_span(version, "0.5.3"):
         reserved = _reserved_mib(config, gpu_memory_gb, mla)
         total = gpu_memory_gb * GIB
