@@ -14,7 +14,7 @@ scheduler on it, and the daemon's predictor uses the same model to predict one s
 from .attention import backend_efficiency, default_backend, supported_backends
 from .deployment import Deployment
 from .gpu import GPUS, Gpu, gpu_named
-from .graphs import default_capture_sizes, padded_rows
+from .graphs import default_capture_sizes, padded_rows, prefill_graph_sizes
 from .memory import MemorySplit, kv_bytes_per_token, kv_pool_tokens, memory_split
 from .model import MODELS, ModelSpec, model_named
 from .perturbation import Perturbation
@@ -40,5 +40,6 @@ __all__ = [
     "memory_split",
     "model_named",
     "padded_rows",
+    "prefill_graph_sizes",
     "supported_backends",
 ]

@@ -22,6 +22,15 @@ def default_capture_sizes(max_bs: int, append_max_bs: bool = True) -> list[int]:
     return sizes
 
 
+def prefill_graph_sizes(max_tokens: int) -> int:
+    """How many token counts SGLang's prefill (piecewise) CUDA graphs capture up to
+    `max_tokens`; its --mem-fraction-static formula reserves 8 MiB for each (0.5.8+; the graphs
+    are on by default from 0.5.10)."""
+    grid = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+            *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]  # fmt: skip
+    return sum(1 for size in grid if size <= max_tokens)
+
+
 def padded_rows(batch: int, sizes: Sequence[int]) -> int:
     """The captured size `batch` is padded to, or 0 when it is above every size (eager)."""
     i = bisect_left(sizes, batch)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sglang_physics import default_backend, default_capture_sizes
+from sglang_physics import default_backend, default_capture_sizes, prefill_graph_sizes
 
 from .catalogue import Version
 from .gpus import Gpu
@@ -16,6 +16,7 @@ APPEND_MAX_BS_SINCE: Version = (0, 5, 17)  # the capture list then always ends a
 # 0.5.20 arg_groups/memory_hook.py: 20-35 GB cards (A10, RTX 4090/5090) get a 4096-token chunk
 # and graphs up to 48 (160 at tp >= 4), where 0.5.4-0.5.19 gave 2048 and 24 / 80
 SMALL_TIER_SINCE: Version = (0, 5, 20)
+PREFILL_GRAPHS_SINCE: Version = (0, 5, 10)  # piecewise prefill graphs on by default
 GIB_MIB = 1024
 
 
@@ -28,7 +29,8 @@ def resolve_knobs(knobs: Knobs, gpu: Gpu, version: Version, llm: LlmSpec | None 
         knobs, chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs, attention_backend=backend
     )
     if not knobs.mem_fraction_static:
-        resolved = replace(resolved, mem_fraction_static=_auto_fraction(resolved, gpu, version))
+        fraction = _auto_fraction(resolved, gpu, version, llm or LlmSpec())
+        resolved = replace(resolved, mem_fraction_static=fraction)
     return _dp_attention(resolved)
 
 
@@ -70,8 +72,10 @@ def _default_max_bs(gpu: Gpu, tp: int, version: Version) -> int:
     )
 
 
-def _auto_fraction(knobs: Knobs, gpu: Gpu, version: Version) -> float:
-    """--mem-fraction-static when unset: (GPU memory - reserved) / GPU memory."""
+def _auto_fraction(knobs: Knobs, gpu: Gpu, version: Version, llm: LlmSpec) -> float:
+    """--mem-fraction-static when unset: (GPU memory - reserved) / GPU memory; from 0.5.10 the
+    reserve also holds the prefill (piecewise) CUDA graphs, on by default without attention DP
+    or torch.compile: 8 MiB per captured token count up to the chunk, 1.5 GiB for MLA models."""
     mem, tp = gpu.memory_mib, knobs.tp_size
     if version < NEW_DEFAULTS_SINCE:  # 0.4.10: reserved GB by memory band
         bands = ((20, 2.8 + tp / 10), (35, 2.8 + tp / 10), (90, 9.5 + tp / 2), (160, 12 + tp / 2))
@@ -80,6 +84,11 @@ def _auto_fraction(knobs: Knobs, gpu: Gpu, version: Version) -> float:
     # 0.5.9 _handle_gpu_memory_settings; 0.5.17/0.5.23 move the graph term to reserve_for_graph_mb
     reserved = 512 + max(knobs.chunked_prefill_size, 2048) * 1.5 + knobs.cuda_graph_max_bs * 2
     reserved += tp / 8 * 1024
+    if version >= PREFILL_GRAPHS_SINCE and not knobs.enable_dp_attention:
+        if not knobs.enable_torch_compile:
+            tokens = knobs.chunked_prefill_size
+            tokens = tokens if tokens > 0 else knobs.max_prefill_tokens
+            reserved += 1.5 * 1024 if llm.is_mla else prefill_graph_sizes(tokens) * 8
     if mem > 60 * GIB_MIB:
         reserved = max(reserved, 10 * 1024)
     return round((mem - reserved) / mem, 3)

@@ -11,7 +11,7 @@ from the card's name, not torch) and assumes a text-only model (VLMs get a furth
 from collections.abc import Mapping
 from typing import Any
 
-from sglang_physics.gpu import GPUS
+from sglang_physics import GPUS, prefill_graph_sizes
 
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.rules.sglang.versions import in_span
@@ -42,13 +42,6 @@ def _unmodelled(config: ServerConfig) -> bool:
         or raw.get("moe_a2a_backend") == "deepep"
         or (raw.get("enable_piecewise_cuda_graph") and in_span(config.version, "0.5.6", "0.5.8"))
     )
-
-
-def _prefill_graph_sizes(max_tokens: int) -> int:
-    """How many token counts the prefill (piecewise) graphs capture up to `max_tokens`."""
-    grid = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
-            *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]  # fmt: skip
-    return sum(1 for size in grid if size <= max_tokens)
 
 
 def _prefill_graphs_on(config: ServerConfig, width: int) -> bool:
@@ -87,7 +80,7 @@ def _reserved_mib(config: ServerConfig, gpu_memory_gb: float, mla: bool) -> floa
         if mla and on_by_default:
             reserved += 1.5 * GIB
         else:
-            reserved += _prefill_graph_sizes(2048 if mla else tokens) * 8
+            reserved += prefill_graph_sizes(2048 if mla else tokens) * 8
     return max(reserved, 10 * GIB) if gpu_memory_gb > 60 else reserved
 
 
