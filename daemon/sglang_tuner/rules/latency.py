@@ -87,7 +87,14 @@ def _lower_max_running(inp: RuleInput) -> Action:
         action = with_note(action, whose) if whose else action
         return replace(with_expected(action, prediction.basis), prediction=prediction)
     action = _fitted_cap(inp, batch, itl, target)
+    if sized.startswith(UNREACHABLE):  # the physics says no cap meets it: a hint at most
+        action = with_note(action, f"{sized}: a cap cannot reach it; {FASTER}")
     return with_note(action, whose) if whose else action
+
+
+UNREACHABLE = "no batch meets"  # latency_cap's answer where even one request is too slow
+FASTER = "more tensor parallelism, a faster GPU or a smaller model can"
+NO_COST = 0.005  # a fitted cap priced within half a point of nothing has no price
 
 
 def _fitted_cap(inp: RuleInput, batch: float, itl: float, target: float) -> Action:
@@ -115,8 +122,15 @@ def _fitted_cap(inp: RuleInput, batch: float, itl: float, target: float) -> Acti
         fit = itl_fit(inp)
         at_now = fit[0] + fit[1] * batch if fit is not None else 0.0
         predicted = itl * predicted / at_now if at_now > 0 else predicted
-        cost = min(0.0, (per_rank / predicted) / (batch / itl) - 1)
-        cost_text = f"decode tokens/s about {cost:+.0%}"
+        raw = (per_rank / predicted) / (batch / itl) - 1
+        if raw < -NO_COST:
+            cost = raw
+            cost_text = f"decode tokens/s about {cost:+.0%}"
+        else:  # a fit with no fixed cost per step prices the smaller batch at nothing
+            cost_text = (
+                "decode tokens/s lower by an amount this window cannot tell (the fit finds no "
+                "fixed cost per step, so it prices a smaller batch at nothing, which it never is)"
+            )
     ranks = ranks_per_flag(inp.config)
     ttft = wait_for_a_slot(inp, ranks, batch, per_rank, 1 + (cost or 0.0))
     expected = (
@@ -154,11 +168,13 @@ def _check_batch(inp: RuleInput) -> Outcome:
 def _unpriced_is_a_hint(outcome: Outcome) -> Outcome:
     """A cap whose tokens/s cost this server's window cannot tell (no server model, and ITL
     did not vary with the batch enough to fit) is a hint, never applied: a smaller batch
-    always costs throughput, and by how much is exactly what is unknown."""
+    always costs throughput, and by how much is exactly what is unknown. So is a cap where
+    the server model finds that no batch meets the target (one request alone is slower)."""
     if not isinstance(outcome, Finding):
         return outcome
     prediction = outcome.action.prediction
-    if prediction is None or TOKENS in prediction.effects:
+    reachable = UNREACHABLE not in outcome.action.note
+    if reachable and (prediction is None or TOKENS in prediction.effects):
         return outcome
     return replace(outcome, severity=Severity.INFO)
 
