@@ -534,6 +534,52 @@ def predict_admission(inp: RuleInput, target_usage: float) -> Prediction:
     return _ranged(inp, model, batch, why)
 
 
+def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
+    """--chunked-prefill-size current -> new at today's batch: each prefill pass reads the
+    weights and pays its launch overhead once, so the prefill a decode step carries costs, per
+    token, the physics' pass over `new_chunk` tokens against one over today's; the decode step
+    itself (ITL p50) does not move. ITL p99 grows by the longer pass a token may wait behind;
+    TTFT p99 follows the new capacity (`ttft_change`). Needs ITL p50 to split the observed
+    step into decode and prefill."""
+    model = server_model(inp)
+    if isinstance(model, str):
+        return no_prediction(inp.profile, model)
+    current = inp.config.chunked_prefill_size if inp.config else None
+    if model.physics is None or not current or current <= 0 or not model.split_by_itl:
+        return no_prediction(
+            inp.profile,
+            "the prefill's price per token needs today's --chunked-prefill-size, a recognised "
+            "model and GPU, and ITL p50 to split the step into decode and prefill",
+        )
+    physics, obs = model.physics, model.obs
+    prefill = model.prefill_per_step(obs.batch)
+    if prefill <= 0:
+        return _unchanged(inp, "the window's steps carry no prefill: a new chunk changes none")
+    per_token = [physics.prefill_seconds(c) / c for c in (current, new_chunk)]
+    now = model.step(obs.batch)
+    after = now - prefill + prefill * per_token[1] / per_token[0]
+    ratio = now / after
+    gain = objective_gain(inp, obs, obs.batch, ratio)
+    effects = {THROUGHPUT: _spread(ratio - 1), ITL: (0.0, -FLOOR, FLOOR)}
+    p99 = itl_p99(inp)
+    if p99:
+        longer = physics.prefill_seconds(new_chunk) - physics.prefill_seconds(current)
+        effects[ITL_P99] = _spread(max(-0.9, longer / p99))
+    ttft = ttft_change(inp, obs, obs.batch, ratio)
+    if ttft is not None and ttft != UNBOUNDED:
+        effects[TTFT] = _spread(ttft)
+    why = (
+        f"prefill {per_token[0] * 1e6:.0f} -> {per_token[1] * 1e6:.0f} us per token in passes "
+        f"of {current} -> {new_chunk} tokens, {prefill / now:.0%} of today's step; "
+        f"{model.basis}"
+    )
+    spread = max(FLOOR, SPREAD * abs(gain))
+    prediction = Prediction(
+        objective(inp.profile), gain, gain - spread, gain + spread, why, effects
+    )
+    return queue_bound(prediction, inp, obs, obs.batch, ratio)
+
+
 def predict_graphs(
     inp: RuleInput, new_max_bs: int, uncovered: float, pool_fraction: float | None = None
 ) -> Prediction:

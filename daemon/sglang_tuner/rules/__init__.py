@@ -31,6 +31,7 @@ from sglang_tuner.rules.observability import (
 from sglang_tuner.rules.oom import DECODE_OOM, PREFILL_OOM
 from sglang_tuner.rules.parallelism import ATTENTION_BACKEND_FOR_GPU, PREFER_DATA_PARALLEL
 from sglang_tuner.rules.pool_sizing import KV_POOL_SIZING
+from sglang_tuner.rules.prefill_chunk import CHUNKED_PREFILL_TOO_SMALL
 from sglang_tuner.rules.prefix_cache import PREFIX_CACHE_EXCEEDS_POOL
 from sglang_tuner.rules.queue import QUEUE_EMPTY, QUEUE_TOO_LONG
 from sglang_tuner.rules.scheduling import RETRACTIONS_FREQUENT, SCHEDULER_TOO_CONSERVATIVE
@@ -54,6 +55,7 @@ ALL_RULES: tuple[Rule, ...] = (
     CRASH_DIAGNOSED,
     KV_CACHE_PRESSURE,
     KV_POOL_SIZING,
+    CHUNKED_PREFILL_TOO_SMALL,
     # Batching and CUDA graphs
     CUDA_GRAPH_NOT_COVERING,
     TORCH_COMPILE_SMALL_BATCH,

@@ -1,0 +1,133 @@
+"""Guide section "Avoid out-of-memory errors": a smaller `--chunked-prefill-size` "saves memory but
+slows down the prefill speed for long prompts". A chunk set below SGLang's own default for the
+GPU, with no prefill OOM to pay for, is that slowdown bought for nothing: each prefill pass
+reads the weights and pays its launch cost once, over fewer tokens.
+"""
+
+from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
+from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
+from sglang_tuner.model.signals import (
+    ITL_P50_SECONDS,
+    NUM_QUEUE_REQS,
+    PREFILL_FULL_RATIO,
+    PREFILL_OOM_EVENTS,
+    PROMPT_TOKENS_RATE,
+    STARTUP_AVAILABLE_GPU_MEM_GB,
+)
+from sglang_tuner.predict.server_model import predict_chunk_change, severity_for
+from sglang_tuner.rule import (
+    PREFILLING_ROLES,
+    Rule,
+    RuleInput,
+    config_unknown,
+    flag_action,
+    predicted,
+    with_expected,
+    with_note,
+)
+from sglang_tuner.rules.memory import startup_available_gb
+from sglang_tuner.rules.oom import default_chunked_prefill
+from sglang_tuner.rules.sglang.defaults import is_default
+from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
+
+SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors (chunked prefill)"
+CHUNK_FLAG = "--chunked-prefill-size"
+
+
+def _raise_to_default(inp: RuleInput, current: int, default: int) -> Action:
+    action = flag_action(CHUNK_FLAG, current, default, inp)
+    action = with_note(
+        action, f"{default} is SGLang's own value for this GPU; keep {current} only where it "
+        "was lowered for a prefill OOM (the guide's trade: memory for prefill speed)",
+    )  # fmt: skip
+    return with_expected(
+        action, f"prefill passes of up to {default} tokens instead of {current}: fewer weight "
+        "reads per prompt token, faster prefill; a longer pass for decode tokens to wait behind",
+    )  # fmt: skip
+
+
+def _check_small_chunk(inp: RuleInput) -> Outcome:
+    """The chunk below SGLang's default for the GPU, no prefill OOM in the window, prompts being
+    prefilled while requests wait or the batches are cut at the chunk; at a hand-set
+    --mem-fraction-static, the new chunk's activations (1.5 MB per token more, SGLang's own
+    reserve) within the free memory where that is known (SGLang's own fraction was sized for
+    its own chunk)."""
+    config, th = inp.config, inp.thresholds
+    if config is None:
+        return NoData(f"{CHUNK_FLAG} unknown ({config_unknown(inp)})", inp.view.window_seconds)
+    current, default = config.chunked_prefill_size, default_chunked_prefill(inp)
+    if current is None or default is None:
+        return NoData(f"{CHUNK_FLAG} or SGLang's default for the GPU unknown", 60.0)
+    if current <= 0 or current >= default:
+        return Pass(detail=f"{CHUNK_FLAG} {current}, SGLang's default {default}")
+    if inp.view.total(PREFILL_OOM_EVENTS):
+        return Pass(detail=f"a prefill OOM in the window: {CHUNK_FLAG} {current} stays")
+    if not inp.view.quantile(PROMPT_TOKENS_RATE, 0.5):
+        return Pass(detail="no prompt tokens prefilled in the window")
+    full = inp.view.quantile(PREFILL_FULL_RATIO, 0.5)
+    waiting = inp.view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0
+    if waiting <= 0 and (full is None or full < th["prefill_full_ratio"]):
+        return Pass(detail="nothing waits on prefill: no queue, batches not cut at the chunk")
+    free = startup_available_gb(inp)
+    need = th["reserve_base_gb"] + th["reserve_gb_per_token"] * (default - current)
+    fraction = config.mem_fraction_static
+    own = fraction is not None and is_default(MEM_FLAG, fraction, config, gpu_memory_gb(config))
+    if not own and free is not None and free < need + th["free_floor_gb"]:
+        return Pass(
+            detail=f"{free:.1f} GB free after startup: {default} tokens' activations need "
+            f"{need:.1f} GB more than {current}'s"
+        )
+    evidence = (
+        f"{CHUNK_FLAG} {current}, under SGLang's {default} for this GPU, with no prefill OOM; "
+        + (f"{waiting:.0f} requests waiting" if waiting > 0 else "")
+        + (f"{', ' if waiting > 0 else ''}{full:.0%} of prefill batches cut at one size"
+           if full is not None and full >= th["prefill_full_ratio"] else "")
+    )  # fmt: skip
+    action = _raise_to_default(inp, current, default)
+    prediction = predict_chunk_change(inp, default)
+    action = predicted(action, prediction)
+    return Finding(evidence, action, Confidence.HIGH, severity=severity_for(prediction, INFO))
+
+
+INFO = Severity.INFO
+
+CHUNKED_PREFILL_TOO_SMALL = Rule(
+    id="chunked_prefill_too_small",
+    roles=PREFILLING_ROLES,
+    # The finding's severity is the server model's: a warning where faster prefill is
+    # predicted to gain >= 5 % on the profile's objective, else (or without a prediction) info.
+    measured=(
+        "graded per server by the predicted gain (predict/server_model.py "
+        "predict_chunk_change: the physics' prefill pass per token at each chunk); the "
+        "closed-loop matrix (docs/performance.md) compares prediction and measurement"
+    ),
+    severity=Severity.WARNING,
+    summary="--chunked-prefill-size is below SGLang's default for the GPU with no prefill OOM "
+    "to pay for: prefill runs in needlessly small passes.",
+    action="Set --chunked-prefill-size back to SGLang's default for the GPU.",
+    source=SOURCE,
+    check=_check_small_chunk,
+    signals=(
+        PROMPT_TOKENS_RATE,
+        NUM_QUEUE_REQS,
+        PREFILL_FULL_RATIO,
+        PREFILL_OOM_EVENTS,
+        STARTUP_AVAILABLE_GPU_MEM_GB,
+        ITL_P50_SECONDS,
+    ),  # fmt: skip
+    thresholds={
+        "prefill_full_ratio": 0.8,
+        "reserve_base_gb": 0.0,
+        "reserve_gb_per_token": 1.5 / 1024,
+        "free_floor_gb": 1.0,
+    },
+    provenance={
+        "prefill_full_ratio": "ours: four in five prefill batches at one size are cut by a "
+        "token budget (SGLang's PrefillAdder), as scheduler_too_conservative reads it",
+        "reserve_base_gb": "SGLang 0.5.23 arg_groups/memory_hook.py: the 512 MB of metadata is "
+        "already held at today's chunk; only the difference counts",
+        "reserve_gb_per_token": "SGLang 0.5.23 arg_groups/memory_hook.py: 1.5 MB of activations "
+        "per chunk token",
+        "free_floor_gb": "ours: what stays free after the larger chunk's activations",
+    },
+)

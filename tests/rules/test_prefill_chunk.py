@@ -1,0 +1,58 @@
+"""chunked_prefill_too_small: a chunk below SGLang's default for the GPU, bought for no OOM."""
+
+from dataclasses import replace
+
+from helpers import evaluate, window_from
+from sglang_tuner.model.advice import Finding, NoData, Pass, Severity
+from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.rules.prefill_chunk import CHUNKED_PREFILL_TOO_SMALL
+
+# A 30B-A3B MoE on an H200 (SGLang 0.4.10, its own --mem-fraction-static for the card) with
+# prefill in 512-token passes while requests wait: 54 % of each step is prefill.
+SMALL = ServerConfig(
+    version="0.4.10", model_path="Qwen/Qwen3-30B-A3B", gpu_model="NVIDIA H200",
+    chunked_prefill_size=512, mem_fraction_static=0.911, cuda_graph_max_bs=256, tp_size=1,
+)  # fmt: skip
+BUSY = {
+    "num_running_reqs": "65x20", "num_queue_reqs": "191x20", "token_usage": "0.85x20",
+    "gen_throughput": "2000x20", "itl_p50_seconds": "0.015x20", "itl_p99_seconds": "0.06x20",
+    "prompt_tokens_rate": "20000x20", "startup_available_gpu_mem_gb": "11.5x20",
+}  # fmt: skip
+
+
+def test_a_chunk_under_sglangs_default_goes_back_to_it_with_its_gain_and_its_cost():
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, window_from(**BUSY), config=SMALL)
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    assert out.action.text == "--chunked-prefill-size 512 -> 8192"
+    p = out.action.prediction
+    assert p is not None and p.objective == "tok/s" and p.gain is not None and p.gain > 0.05
+    # the decode step itself does not move; a token may wait behind a longer prefill pass
+    assert p.effects["ITL p50"][0] == 0.0 and p.effects["ITL p99"][0] > 0.5
+    assert "trades ITL p99" in out.action.expected
+    assert "191 requests waiting" in out.evidence
+
+
+def test_the_chunk_stays_after_a_prefill_oom_or_at_the_default():
+    oom = window_from(**BUSY, prefill_oom_events="0x19 1")
+    assert isinstance(evaluate(CHUNKED_PREFILL_TOO_SMALL, oom, config=SMALL), Pass)
+    at_default = replace(SMALL, chunked_prefill_size=8192)
+    assert isinstance(
+        evaluate(CHUNKED_PREFILL_TOO_SMALL, window_from(**BUSY), config=at_default), Pass
+    )
+
+
+def test_nothing_waiting_on_prefill_is_no_advice():
+    calm = window_from(**{**BUSY, "num_queue_reqs": "0x20"})
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, calm, config=SMALL)
+    assert isinstance(out, Pass) and "nothing waits on prefill" in out.detail
+
+
+def test_a_hand_set_fraction_must_leave_room_for_the_larger_chunks_activations():
+    hand = replace(SMALL, mem_fraction_static=0.95)
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, window_from(**BUSY), config=hand)
+    assert isinstance(out, Pass) and "GB free after startup" in out.detail
+
+
+def test_without_the_servers_flags_it_cannot_judge():
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, window_from(**BUSY), config=None)
+    assert isinstance(out, NoData) and "--chunked-prefill-size unknown" in out.reason
