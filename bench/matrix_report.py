@@ -89,12 +89,27 @@ def harms(change: Mapping[str, Any], profile: str) -> list[str]:
 
 
 def stated(change: Mapping[str, Any], objective: str) -> bool:
-    """The prediction gave this cost (past its guard) before the change was applied."""
+    """The prediction gave this cost (past its guard, or past the matrix's service level from
+    where the metric stood) before the change was applied."""
+    if objective.startswith("SLO "):
+        return _level_crossing_stated(change, objective)
     p = change["predicted_by"].get(objective)
     if p is None or objective not in GUARDS:
         return False  # crashes and service levels: no prediction states them
     worse = -p[0] if objective == "tok/s" else p[0]
     return worse > GUARDS[objective]
+
+
+def _level_crossing_stated(change: Mapping[str, Any], harm: str) -> bool:
+    """'SLO itl_p50 <= 0.1': the metric's predicted change, applied to its value before the
+    change, passes the level (crashes and unpredicted metrics: never stated)."""
+    name, _, limit = harm[4:].partition(" <= ")
+    objective = next((o for o, field in FIELD.items() if field == name), None)
+    p = change["predicted_by"].get(objective) if objective else None
+    before = change["before"].get(name)
+    if p is None or before is None:
+        return False
+    return before * (1 + p[0]) > float(limit)
 
 
 def agrees(change: Mapping[str, Any]) -> bool | None:
