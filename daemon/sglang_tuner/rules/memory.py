@@ -74,17 +74,20 @@ def _check_mem_too_low(inp: RuleInput) -> Outcome:
     if surplus is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
     free, what = surplus
+    smaller = _smaller_chunk(inp) if _load_seen(inp) and not _pool_not_binding(inp) else None
+    if smaller is not None:  # before any raise: SGLang's own fraction grows by more
+        evidence = (
+            f"{what} {free:.2f} GB, the KV pool binds, and SGLang's own {MEM_FLAG} keeps "
+            f"1.5 MB per token of --chunked-prefill-size {smaller.current} for activations"
+        )
+        prediction = smaller.prediction or no_prediction(inp.profile, "")
+        return Finding(evidence, smaller, Confidence.HIGH, severity=severity_for(prediction, INFO))
     target, why = raise_target(inp)
     relative = _surplus_of_pool(inp, free - target)
     if free < inp.thresholds["available_gpu_mem_too_high_gb"] and not relative:
         return Pass(detail=f"{what} {free:.2f} GB")
     total = gpu_memory_gb(inp.config) or LARGEST_GPU_GB
     if free - target < 0.01 * total:
-        smaller = _smaller_chunk(inp) if _load_seen(inp) and not _pool_not_binding(inp) else None
-        if smaller is not None:
-            evidence = f"{what} {free:.2f} GB, {why}; the KV pool binds"
-            return Finding(evidence, smaller, Confidence.HIGH, severity=severity_for(
-                smaller.prediction or no_prediction(inp.profile, ""), INFO))  # fmt: skip
         return Pass(detail=f"{what} {free:.2f} GB: {why}")
     calm = _pool_not_binding(inp)
     if calm:

@@ -62,7 +62,7 @@ def _check_small_chunk(inp: RuleInput) -> Outcome:
         return Pass(detail=f"{CHUNK_FLAG} {current}, SGLang's default {default}")
     if inp.view.total(PREFILL_OOM_EVENTS):
         return Pass(detail=f"a prefill OOM in the window: {CHUNK_FLAG} {current} stays")
-    if not inp.view.quantile(PROMPT_TOKENS_RATE, 0.5):
+    if not inp.view.mean(PROMPT_TOKENS_RATE):
         return Pass(detail="no prompt tokens prefilled in the window")
     full = inp.view.quantile(PREFILL_FULL_RATIO, 0.5)
     waiting = inp.view.quantile(NUM_QUEUE_REQS, 0.5) or 0.0
