@@ -69,7 +69,9 @@ _NO_STARTUP_MEM = (
 def _check_mem_too_low(inp: RuleInput) -> Outcome:
     """Startup fact: available_gpu_mem (else DCGM's free memory, lowest over the window, else
     the estimate from SGLang's pool sizing) at or above 10 GB — or, on a card whose whole KV
-    pool is a few GB, a surplus over what a raise leaves of at least a tenth of the pool."""
+    pool is a few GB, a surplus over what a raise leaves of at least a tenth of the pool — with
+    load seen and the pool binding. First, where SGLang's own fraction (0.5.3+) is held down by
+    a prefill chunk above SGLang's default, the chunk goes back to the default instead."""
     surplus = surplus_memory(inp)
     if surplus is None:
         return NoData(_NO_STARTUP_MEM, inp.view.window_seconds)
@@ -185,7 +187,8 @@ GPU_OOM_SIGNALS = (PREFILL_OOM_EVENTS, DECODE_OOM_EVENTS, CUDA_GRAPH_CAPTURE_OOM
 
 
 def _check_mem_too_high(inp: RuleInput) -> Outcome:
-    """A restart with CUDA OOMs in the window, or startup available_gpu_mem under 5 GB."""
+    """A restart with CUDA OOMs in the window, or startup available_gpu_mem under 5 GB (with
+    the fraction unknown and no OOM: under 1 GB, below what any SGLang default leaves)."""
     th, free = inp.thresholds, startup_available_gb(inp)
     restarts = inp.view.total(RESTARTS) or 0.0
     ooms = sum(inp.view.total(signal) or 0.0 for signal in GPU_OOM_SIGNALS)
