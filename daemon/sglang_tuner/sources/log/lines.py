@@ -332,8 +332,8 @@ class LogScanner:
             self.crash.phase, self.crash.last_batch = Phase.CAPTURE, None
         elif _CAPTURE_END.match(line, at):
             self.crash.phase = Phase.STARTUP
-            if free := _AVAIL_MEM.search(line, at):  # the last capture's (a draft model's after)
-                self.available_gpu_mem_gb = self._capture_free_gb = float(free.group(1))
+            if left := _AVAIL_MEM.search(line, at):  # the last capture's (a draft model's after)
+                self.available_gpu_mem_gb = self._capture_free_gb = float(left.group(1))
         else:
             return False
         return True
