@@ -1,0 +1,68 @@
+"""The matrix's measurement noise: the same server measured twice, A/A.
+
+The closed-loop matrix (`closed_loop_matrix.py`) judges a change by `closed_loop.Figures.of`:
+the mean of `sglang_sim.measure` over traffic seeds 1 and 2, 10 simulated minutes each. This
+measures each drawn start (no change at all) under seeds 1-2 and again under seeds 3-4 and
+reports how often the two agree within ±5 points on each objective: no prediction can agree with
+a measurement more often than the measurement agrees with itself.
+
+    PYTHONPATH=daemon python bench/noise_floor.py --seed 31000 --runs 60 [--perturb 0.25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from matrix_cases import draw  # noqa: E402
+from matrix_report import AGREE, measured  # noqa: E402
+from sglang_sim.fleet import config_for  # noqa: E402
+from sglang_sim.measure import measure  # noqa: E402
+
+OBJECTIVES = ("tok/s", "TTFT p99", "ITL p50", "ITL p99")
+FIGURES = ("gen_throughput", "ttft_p99", "itl_p50", "itl_p99", "restarts")
+
+
+def twice(seed: int, spread: float) -> dict[str, float]:
+    """The start of case `seed` measured under traffic seeds (1, 2) and (3, 4): the relative
+    change between the two means on each objective, as the matrix computes a change."""
+    case = draw(seed, spread)
+    config = config_for(case.spec())
+    means = []
+    for seeds in ((1, 2), (3, 4)):
+        runs = [measure(config, seconds=600.0, seed=s) for s in seeds]
+        means.append({f: statistics.fmean(getattr(m, f) for m in runs) for f in FIGURES})
+    return measured(means[0], means[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=31000)
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--perturb", type=float, default=0.25)
+    args = parser.parse_args()
+    rows = []
+    for seed in range(args.seed, args.seed + args.runs):
+        try:
+            rows.append(twice(seed, args.perturb))
+        except Exception as error:  # noqa: BLE001 - a start that cannot run is skipped, said
+            print(f"seed {seed}: {error}", file=sys.stderr)
+    print(f"{len(rows)} starts measured twice (seeds {args.seed}..{args.seed + args.runs - 1}, "
+          f"perturb {args.perturb}):")  # fmt: skip
+    every = sum(all(abs(r.get(o, 0.0)) <= AGREE for o in OBJECTIVES) for r in rows)
+    print(f"| objective | A/A within ±{AGREE * 100:.0f} pp | median abs difference pp |")
+    print("|---|---:|---:|")
+    for o in OBJECTIVES:
+        diffs = [abs(r[o]) for r in rows if o in r]
+        within = sum(d <= AGREE for d in diffs)
+        median = statistics.median(diffs) * 100 if diffs else float("nan")
+        print(f"| {o} | {within} of {len(diffs)} | {median:.1f} |")
+    print(f"| every objective | {every} of {len(rows)} | |")
+
+
+if __name__ == "__main__":
+    main()
