@@ -48,9 +48,13 @@ def test_nothing_waiting_on_prefill_is_no_advice():
 
 
 def test_a_hand_set_fraction_must_leave_room_for_the_larger_chunks_activations():
+    # 512 -> 8192 needs (8192 - 2048) x 1.5 MB = 9 GB more (SGLang reserves at least 2048's)
     hand = replace(SMALL, mem_fraction_static=0.95)
-    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, window_from(**BUSY), config=hand)
-    assert isinstance(out, Pass) and "GB free after startup" in out.detail
+    tight = window_from(**{**BUSY, "startup_available_gpu_mem_gb": "6x20"})
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, tight, config=hand)
+    assert isinstance(out, Pass) and "need 9.0 GB more" in out.detail
+    roomy = window_from(**{**BUSY, "startup_available_gpu_mem_gb": "11.5x20"})
+    assert isinstance(evaluate(CHUNKED_PREFILL_TOO_SMALL, roomy, config=hand), Finding)
 
 
 def test_without_the_servers_flags_it_cannot_judge():

@@ -126,11 +126,16 @@ def _smaller_chunk(inp: RuleInput) -> Action | None:
     new = estimate_mem_fraction_static(replace(config, chunked_prefill_size=default), gpu, mla=mla)
     if new is None or new < fraction + 0.01:
         return None
+    freed = (
+        RESERVE_MIB_PER_ACTIVATION_TOKEN
+        * (max(chunk, MIN_ACTIVATION_TOKENS) - max(default, MIN_ACTIVATION_TOKENS))
+        / GIB
+    )
     action = flag_action(CHUNK_FLAG, chunk, default, inp)
     action = with_note(action, f"leave {MEM_FLAG} unset: SGLang sets it to about {new:g}")
     action = with_expected(
         action, f"SGLang's own {MEM_FLAG} {fraction:g} -> about {new:g} (its reserve for the "
-        f"prefill chunk shrinks by {1.5 * (chunk - default) / 1024:.1f} GB): a larger KV pool; "
+        f"prefill chunk shrinks by {freed:.1f} GB): a larger KV pool; "
         f"long prompts prefilled in {chunk // default}x as many chunks",
     )  # fmt: skip
     return predicted(action, predict_pool_change(inp, new))

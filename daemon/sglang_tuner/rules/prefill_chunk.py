@@ -25,13 +25,17 @@ from sglang_tuner.rule import (
     with_expected,
     with_note,
 )
-from sglang_tuner.rules.memory import startup_available_gb
+from sglang_tuner.rules.memory import CHUNK_FLAG, startup_available_gb
 from sglang_tuner.rules.oom import default_chunked_prefill
 from sglang_tuner.rules.sglang.defaults import is_default
 from sglang_tuner.rules.sglang.hardware import gpu_memory_gb
+from sglang_tuner.rules.sglang.mem_fraction import (
+    GIB,
+    MIN_ACTIVATION_TOKENS,
+    RESERVE_MIB_PER_ACTIVATION_TOKEN,
+)
 
 SOURCE = "Hyperparameter Tuning / Avoid Out-of-Memory Errors (chunked prefill)"
-CHUNK_FLAG = "--chunked-prefill-size"
 
 
 def _raise_to_default(inp: RuleInput, current: int, default: int) -> Action:
@@ -49,9 +53,9 @@ def _raise_to_default(inp: RuleInput, current: int, default: int) -> Action:
 def _check_small_chunk(inp: RuleInput) -> Outcome:
     """The chunk below SGLang's default for the GPU, no prefill OOM in the window, prompts being
     prefilled while requests wait or the batches are cut at the chunk; at a hand-set
-    --mem-fraction-static, the new chunk's activations (1.5 MB per token more, SGLang's own
-    reserve) within the free memory where that is known (SGLang's own fraction was sized for
-    its own chunk)."""
+    --mem-fraction-static, the new chunk's activations (SGLang's own reserve: 1.5 MB per token
+    of max(chunk, 2048), the difference) within the free memory where that is known (SGLang's
+    own fraction was sized for its own chunk)."""
     config, th = inp.config, inp.thresholds
     if config is None:
         return NoData(f"{CHUNK_FLAG} unknown ({config_unknown(inp)})", inp.view.window_seconds)
@@ -69,7 +73,8 @@ def _check_small_chunk(inp: RuleInput) -> Outcome:
     if waiting <= 0 and (full is None or full < th["prefill_full_ratio"]):
         return Pass(detail="nothing waits on prefill: no queue, batches not cut at the chunk")
     free = startup_available_gb(inp)
-    need = th["reserve_base_gb"] + th["reserve_gb_per_token"] * (default - current)
+    activations = [max(c, MIN_ACTIVATION_TOKENS) for c in (current, default)]  # SGLang's own
+    need = th["reserve_gb_per_token"] * (activations[1] - activations[0])
     fraction = config.mem_fraction_static
     own = fraction is not None and is_default(MEM_FLAG, fraction, config, gpu_memory_gb(config))
     if not own and free is not None and free < need + th["free_floor_gb"]:
@@ -117,17 +122,14 @@ CHUNKED_PREFILL_TOO_SMALL = Rule(
     ),  # fmt: skip
     thresholds={
         "prefill_full_ratio": 0.8,
-        "reserve_base_gb": 0.0,
-        "reserve_gb_per_token": 1.5 / 1024,
+        "reserve_gb_per_token": RESERVE_MIB_PER_ACTIVATION_TOKEN / GIB,
         "free_floor_gb": 1.0,
     },
     provenance={
         "prefill_full_ratio": "ours: four in five prefill batches at one size are cut by a "
         "token budget (SGLang's PrefillAdder), as scheduler_too_conservative reads it",
-        "reserve_base_gb": "SGLang 0.5.23 arg_groups/memory_hook.py: the 512 MB of metadata is "
-        "already held at today's chunk; only the difference counts",
         "reserve_gb_per_token": "SGLang 0.5.23 arg_groups/memory_hook.py: 1.5 MB of activations "
-        "per chunk token",
+        "per token of max(chunk, 2048); only the difference between the two chunks counts",
         "free_floor_gb": "ours: what stays free after the larger chunk's activations",
     },
 )
