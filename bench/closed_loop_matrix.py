@@ -77,12 +77,19 @@ def run_case(seed: int, spread: float) -> dict[str, Any]:
     cell["still_advised"] = run.still_advised
     cell["held"] = run.held
     if case.misset:
-        cell["best_gain"] = best_single(case)
+        cell["best_gain"], cell["best_harms"], cell["start_restarts"] = best_single(case)
         flag = "--" + case.misset[0].replace("_", "-")
+        applied = [ch for ch in cell["changes"] if ch["severity"] in {str(s) for s in APPLIED}]
         cell["warned"] = any(
-            ch["severity"] in {str(s) for s in APPLIED} and any(f.startswith(flag) or
-            f == case.misset[0] for f in ch["flags"]) for ch in cell["changes"]
+            any(f.startswith(flag) or f == case.misset[0] for f in ch["flags"]) for ch in applied
         ) or any(flag in line for line in run.still_advised)  # fmt: skip
+        # a start that crashed, stopped by a warning on another lever (a crash's other fix)
+        cell["crash_fixed"] = (
+            not cell["warned"]
+            and cell["start_restarts"] > 0
+            and any(ch["before"]["restarts"] > 0 and ch["after"]["restarts"] == 0 for ch in applied)
+        )
+        cell["warned"] = cell["warned"] or cell["crash_fixed"]
         # a warning the plan held back, saying the trade (a service level it would break)
         cell["warned_held"] = not cell["warned"] and any(
             line.split(" — ")[0].find(flag) >= 0 for line in run.held
@@ -90,21 +97,24 @@ def run_case(seed: int, spread: float) -> dict[str, Any]:
     return cell
 
 
-def best_single(case: Case) -> float | None:
-    """The gain of setting the mis-set flag back: tokens/s offline; online the larger fall of
-    TTFT p99 and ITL p50 (or the tokens/s gain), none where tokens/s falls past its guard."""
+def best_single(case: Case) -> tuple[float | None, list[str], float]:
+    """(gain, harms, restarts of the start) of setting the mis-set flag back. The gain:
+    tokens/s offline; online the larger fall of TTFT p99 and ITL p50 (or the tokens/s gain),
+    none where tokens/s falls past its guard. Its harms by the same guards an applied change
+    is held to (`matrix_report.harms`): a fix that only gains by breaking one is no warning
+    the daemon owes (`matrix_report.owed`)."""
     assert case.misset
     right = {k: v for k, v in case.flags.items() if k != case.misset[0]}
     bad, good = Figures.of(config_for(case.spec())), Figures.of(config_for(case.spec(right)))
     change = measured(asdict(bad), asdict(good))
+    costs = harms({"measured": change, "before": asdict(bad), "after": asdict(good)}, case.profile)
     tokens = change.get("tok/s")
     if bad.gen_throughput <= 0:
-        return 1.0 if good.gen_throughput > 0 else None  # a start that never served
-    if case.profile == "offline" or tokens is None:
-        return tokens
-    if tokens < -GUARDS["tok/s"]:
-        return tokens
-    return max(tokens, -change.get("TTFT p99", 0.0), -change.get("ITL p50", 0.0))
+        return (1.0 if good.gen_throughput > 0 else None), costs, bad.restarts  # never served
+    if case.profile == "offline" or tokens is None or tokens < -GUARDS["tok/s"]:
+        return tokens, costs, bad.restarts
+    gain = max(tokens, -change.get("TTFT p99", 0.0), -change.get("ITL p50", 0.0))
+    return gain, costs, bad.restarts
 
 
 def _change(c: Applied, profile: str) -> dict[str, Any]:

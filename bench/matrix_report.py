@@ -198,7 +198,8 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     tl = [ch for _c, ch in changes if not ch["stability"]]
     tl_pred = [ch for ch in tl if agrees(ch) is not None]
     margins = [ch for _c, ch in changes if ch["stability"]]
-    need = [c for c in ran if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN]
+    worth = [c for c in ran if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN]
+    need = [c for c in worth if owed(c)]
     return {
         "runs": len(ran), "errors": len(cells) - len(ran), "applied": len(changes),
         "harmful": len(harmful), "harmful_unstated": len(unstated),
@@ -208,6 +209,9 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "margins_within": sum(1 for ch in margins if agrees(ch)),
         "need_warning": len(need), "warned": sum(1 for c in need if c["warned"]),
         "warned_held": sum(1 for c in need if c.get("warned_held")),
+        "crash_fixed": sum(1 for c in need if c.get("crash_fixed")),
+        "not_owed": len(worth) - len(need),
+        "not_owed_held": sum(1 for c in worth if not owed(c) and c.get("warned_held")),
         "no_prediction": sum(1 for _c, ch in changes if ch["predicted"] is None),
         "multi_objective": sum(1 for _c, ch in changes if len(ch["predicted_by"]) > 1),
     }  # fmt: skip
@@ -223,9 +227,13 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         f"- applied changes that break a service level or cost > 10 % tok/s, > 50 % TTFT p99, "
         f"> 25 % ITL p50 or start crashes: {f['harmful']}; not stated in advance: "
         f"{f['harmful_unstated']}",
-        f"- starts whose best single change gains ≥ 5 %: {f['need_warning']}; warned: "
-        f"{f['warned']}; held back with the trade stated (a service level of the daemon's it "
-        f"would break): {f['warned_held']}",
+        f"- starts whose best single change gains ≥ 5 % within the guards its profile keeps: "
+        f"{f['need_warning']}; warned: {f['warned']} ({f['crash_fixed']} of them a crash "
+        f"stopped by a warning on another flag); held back with the trade stated (a service "
+        f"level of the daemon's it would break): {f['warned_held']}",
+        f"- starts whose best single change gains ≥ 5 % only by breaking a guard its profile "
+        f"keeps (not counted above): {f['not_owed']}; the daemon held {f['not_owed_held']} "
+        f"of them with the trade stated",
         f"- throughput/latency changes within ±5 pp on every objective they predict: "
         f"{f['tl_within']} of {f['tl_predicted']} predicted ({share:.0%}); "
         f"{f['tl_changes']} applied; crash and OOM-margin changes apart: {f['margins']} "
@@ -250,5 +258,24 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         + (f"; held: {next(h for h in c['held'] if h)}" if c.get("warned_held") else "")
         for c in cells
         if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN and not c["warned"]
+        and owed(c)
+    ]  # fmt: skip
+    lines.append("- starts whose fix breaks a guard its profile keeps (seed, server, start):")
+    lines += [
+        f"  - seed {c['seed']} {c['name']} {c['version']} {c['profile']}: {c['start']} "
+        f"(setting it back: {_pct(c['best_gain'])} %, harms {', '.join(c['best_harms'])})"
+        for c in cells
+        if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN and not owed(c)
     ]
     return lines
+
+
+def owed(cell: Mapping[str, Any]) -> bool:
+    """Whether setting the mis-set flag back is a warning the daemon owes: not where it breaks
+    a guard the profile keeps. Online keeps every guard and service level; offline asks for
+    throughput, so a latency cost is a trade to state (as an applied change may), while
+    tokens/s, crashes and service levels stay guards."""
+    costs = cell.get("best_harms") or []
+    if cell["profile"] == "online":
+        return not costs
+    return not [h for h in costs if h in {"tok/s", "crashes"} or h.startswith("SLO ")]

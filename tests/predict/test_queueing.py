@@ -34,6 +34,24 @@ def test_a_closed_loop_waits_its_population_over_the_new_capacity():
     assert CLOSED.ttft_p99_at(150.0, 1.2) == 3.5
 
 
+def test_a_closed_loop_capped_by_slots_waits_for_the_kth_departure_not_todays_bunching():
+    # 1,420 clients on a rank running 419 at 12.5 requests/s, TTFT p99 104 s of which the mean
+    # wait (1,001 / 12.5 = 80 s) explains 80: the rest is admission bunched by the pool.
+    # Capped at 177 slots, 1,243 wait, departures at 12.5 x 0.95: Gamma(1243)'s p99, plus
+    # what TTFT holds past the wait today (p50 82 s - 80 s)
+    bunched = Queue(arrivals=12.5, batch=419.0, waiting=1001.0, ttft_p99=104.0, closed=True,
+                    ttft_p50=82.0)  # fmt: skip
+    k, rate = 1420.0 - 177.0, 12.5 * 0.95
+    expected = (k + 2.326 * math.sqrt(k)) / rate + (82.0 - 1001.0 / 12.5)
+    assert math.isclose(bunched.ttft_p99_at(177.0, 0.95, slots=True), expected)
+    assert 110 < expected < 115  # the simulator measured 113.5 s for this cap
+    # the residual model carries today's 24 s of bunching over: 129 s
+    assert bunched.ttft_p99_at(177.0, 0.95) > expected + 10
+    # not a cap (the batch grows), or open arrivals: the slots change nothing
+    assert bunched.ttft_p99_at(500.0, 1.1, slots=True) == bunched.ttft_p99_at(500.0, 1.1)
+    assert OPEN.ttft_p99_at(50.0, 0.5, slots=True) == OPEN.ttft_p99_at(50.0, 0.5)
+
+
 def test_open_arrivals_wait_longer_as_they_near_the_capacity():
     # 50 slots completing 100 requests/s between them: the p99 wait grows toward saturation
     waits = [erlang_c_wait(rate, 2.0, 50) for rate in (60.0, 90.0, 97.0, 99.5)]

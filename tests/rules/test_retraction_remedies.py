@@ -106,3 +106,25 @@ def test_the_chosen_change_stops_most_retractions_on_the_simulator_at_little_thr
                     seconds=300.0)  # fmt: skip
     assert after.retractions_per_min < 0.5 * before.retractions_per_min
     assert after.gen_throughput >= 0.9 * before.gen_throughput
+
+
+def test_the_guides_change_from_sglangs_default_is_predicted_to_change_nothing_as_measured():
+    # from 1.0 the ratio's floor rises by a third and each retraction resets it from the kept
+    # batch: the storm's batch stays, so 1.3 is said to gain nothing (usage 0.84, not 0.9)
+    swinging = " ".join(["0.7 0.97"] * 10)
+    out = _storm(hit=0.02, token_usage=swinging)
+    assert isinstance(out, Finding)
+    assert "--schedule-conservativeness 1 -> 1.3: +0 % tok/s" in out.action.note
+    assert "admission, token usage and the batch (27 per rank) stay as they are" in out.action.note
+    # from 0.3 the floor is 4x higher: the pool fills toward 0.9
+    low = _storm(
+        hit=0.02, token_usage=swinging, config=replace(SERVER, schedule_conservativeness=0.3)
+    )
+    assert isinstance(low, Finding)
+    assert "a steadier admission keeps the pool near 0.9" in low.action.note + low.action.expected
+    # the simulator's storm: 1.0 -> 1.3 moves tokens/s and token usage by under 2 %
+    storm = SCENARIOS["retraction_storm"].for_version("0.5.23")
+    at = {c: measure(replace(storm, knobs=replace(storm.knobs, schedule_conservativeness=c)),
+                     seconds=300.0) for c in (1.0, 1.3)}  # fmt: skip
+    assert abs(at[1.3].gen_throughput / at[1.0].gen_throughput - 1) < 0.02
+    assert abs(at[1.3].token_usage - at[1.0].token_usage) < 0.02

@@ -17,7 +17,15 @@ client, told apart by what the window shows:
   P(wait > t) = C x exp(-(c mu - lambda) t).
 
 TTFT p99 = the wait's p99 + a residual that the wait does not explain (prefill, the spread of
-the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch. Today's
+the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch.
+
+A closed loop whose batch a change caps by slots (`--max-running-requests` under today's batch)
+is admitted one request per departure, as SGLang's `PrefillAdder` fills each freed slot: a
+request k places back waits for the k-th departure, which at departures as a Poisson stream of
+rate r is Gamma(k, r), its p99 about (k + 2.33 sqrt(k)) / r (`slot_wait`). Today's residual is
+then not carried over: most of it is the bunching of an admission that waits for free pool
+tokens (many requests admitted when a batch ends), which the slot cap replaces; what stays is
+the prefill, today's TTFT p50 less the mean wait (Little's law). Today's
 TTFT p99 is the window's (`pooled_p99`): each scrape interval's p50 and p99 pooled by its
 requests, not the median interval's p99, which misses a tail that comes in bursts. Pure: no
 I/O, no clock.
@@ -38,6 +46,7 @@ from sglang_tuner.model.window import WindowView
 
 UNBOUNDED = math.inf  # the queue grows for as long as the load lasts
 TAIL = 0.01  # p99: the wait exceeded by 1 % of requests
+Z_TAIL = 2.326  # the standard normal's 99th percentile: Gamma(k)'s p99 ~ k + Z sqrt(k) for k >> 1
 # A population of L requests arriving independently moves by about sqrt(L) (Poisson: a
 # coefficient of variation 1/sqrt(L)); one held to half of that, or to 2 %, is a closed loop.
 _HELD = 0.5
@@ -53,6 +62,7 @@ class Queue:
     waiting: float  # waiting requests per rank
     ttft_p99: float  # seconds
     closed: bool  # the requests in the server held steady: a fixed client concurrency
+    ttft_p50: float | None = None  # seconds, the window's median interval's
 
     @property
     def population(self) -> float:
@@ -82,17 +92,36 @@ class Queue:
         today = self.wait(self.batch, 1.0)
         return today if math.isfinite(today) else 0.0
 
-    def ttft_p99_at(self, batch: float, ratio: float) -> float:
+    def ttft_p99_at(self, batch: float, ratio: float, slots: bool = False) -> float:
         """TTFT p99 at `batch` slots and tokens/s x `ratio`: the wait plus today's residual (a
-        wait today longer than TTFT p99 itself, the rate read low: scaled instead)."""
+        wait today longer than TTFT p99 itself, the rate read low: scaled instead). `slots`:
+        the change caps the batch by slots below today's (`slot_wait`, closed loops only)."""
+        if slots and self.closed and batch < self.batch:
+            return self.slot_wait(batch, ratio) + self.prefill()
         wait, today = self.wait(batch, ratio), self._today()
         if today > self.ttft_p99:
             return self.ttft_p99 * wait / today
         return wait + self.residual()
 
-    def ttft_change(self, batch: float, ratio: float) -> float:
+    def slot_wait(self, batch: float, ratio: float) -> float:
+        """The p99 wait for one of `batch` slots freed one per departure, at the population's
+        requests past the batch and departures at arrivals x `ratio`: Gamma(k, r)'s p99."""
+        capacity = self.arrivals * ratio
+        if capacity <= 0:
+            return UNBOUNDED
+        k = max(0.0, self.population - batch)
+        return (k + Z_TAIL * math.sqrt(k)) / capacity
+
+    def prefill(self) -> float:
+        """What TTFT holds past the wait: today's TTFT p50 less the mean wait (Little's law),
+        none where the window has no TTFT p50 or the wait explains it all."""
+        if self.ttft_p50 is None or self.arrivals <= 0:
+            return 0.0
+        return max(0.0, min(self.ttft_p50 - self.waiting / self.arrivals, self.residual()))
+
+    def ttft_change(self, batch: float, ratio: float, slots: bool = False) -> float:
         """TTFT p99's relative change (UNBOUNDED: it grows over the window)."""
-        then = self.ttft_p99_at(batch, ratio)
+        then = self.ttft_p99_at(batch, ratio, slots)
         return then / self.ttft_p99 - 1 if math.isfinite(then) else UNBOUNDED
 
 
@@ -184,4 +213,5 @@ def fit_queue(view: WindowView, ranks: int, batch: float, waiting: float) -> Que
         waiting=waiting,
         ttft_p99=p99,
         closed=True if closed is None else closed,
+        ttft_p50=view.quantile(TTFT_P50_SECONDS, 0.5),
     )

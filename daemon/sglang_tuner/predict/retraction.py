@@ -124,12 +124,13 @@ def capped_batch(inp: RuleInput, obs: Observed, cap: int) -> float:
 
 
 def _predicted(
-    inp: RuleInput, model: ServerModel, batch: float, ratio: float, why: str
+    inp: RuleInput, model: ServerModel, batch: float, ratio: float, why: str, slots: bool = False
 ) -> Prediction:
-    """The prediction for a change that moves the batch to `batch` and tokens/s by `ratio`."""
-    gain = objective_gain(inp, model.obs, batch, ratio)
+    """The prediction for a change that moves the batch to `batch` and tokens/s by `ratio`
+    (`slots`: by a cap on the running requests)."""
+    gain = objective_gain(inp, model.obs, batch, ratio, slots)
     spread = max(FLOOR, SPREAD * abs(gain))
-    effects = batch_effects(inp, model, batch, ratio)
+    effects = batch_effects(inp, model, batch, ratio, slots)
     basis = f"{why}; {model.basis}"
     return Prediction(objective(inp.profile), gain, gain - spread, gain + spread, basis, effects)
 
@@ -145,7 +146,7 @@ def predict_cap_down(inp: RuleInput, cap: int) -> Prediction:
     share, credit = recompute_share(inp, model)
     ratio = model.throughput_ratio(batch) / (1 - share)
     why = f"batch {obs.batch:.0f} -> {batch:.0f} per rank, no retraction; {credit}"
-    return _predicted(inp, model, batch, ratio, why)
+    return _predicted(inp, model, batch, ratio, why, slots=True)
 
 
 def predict_radix_off(inp: RuleInput) -> Prediction:

@@ -359,12 +359,13 @@ def _spread(change: float) -> tuple[float, float, float]:
 
 
 def batch_effects(
-    inp: RuleInput, model: ServerModel, batch: float, ratio: float
+    inp: RuleInput, model: ServerModel, batch: float, ratio: float, slots: bool = False
 ) -> dict[str, tuple[float, float, float]]:
     """What moving the running batch to `batch` does to every objective, as the metric's own
     relative change: tokens/s by the step model; ITL p50 by the decode step (calibrated on the
     observed ITL where the physics has the model, else the whole step); ITL p99 by its stall
-    (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`), unless unbounded."""
+    (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`; `slots`: a cap by slots),
+    unless unbounded."""
     obs = model.obs
     if model.physics is not None and model.itl_scale() is not None:
         itl = model.itl(batch) / model.itl(obs.batch) - 1
@@ -374,7 +375,7 @@ def batch_effects(
     tail = itl_tail(inp, obs, batch, itl)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
-    ttft = ttft_change(inp, obs, batch, ratio)
+    ttft = ttft_change(inp, obs, batch, ratio, slots)
     if ttft is not None and ttft != UNBOUNDED:
         effects[TTFT] = _spread(ttft)
     return effects
@@ -389,26 +390,39 @@ def itl_tail(inp: RuleInput, obs: Observed, batch: float, itl_change: float) -> 
     return itl_p99_change(p50, p99, itl_change, batch / obs.batch)
 
 
-def ttft_change(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float | None:
+def ttft_change(
+    inp: RuleInput, obs: Observed, batch: float, ratio: float, slots: bool = False
+) -> float | None:
     """TTFT p99's relative change when the batch moves to `batch` and tokens/s by `ratio`, from
     the queue fitted on the window (`queueing.fit_queue`): the same arrivals, served at the new
-    capacity; UNBOUNDED where open arrivals outrun it. Without TTFT p99 or a rate, where
-    requests wait: the change of the wait itself (a closed loop's population over the new
-    rate). None where neither can be read."""
+    capacity; UNBOUNDED where open arrivals outrun it; `slots`: the batch capped by slots
+    (`Queue.slot_wait`). Without TTFT p99 or a rate, where requests wait: the change of the
+    wait itself (a closed loop's population over the new rate). None where neither can be
+    read."""
     queue = fit_queue(inp.view, obs.ranks, obs.batch, obs.queue)
     if queue is not None:
-        return max(-1.0, queue.ttft_change(batch, ratio))
+        slots = slots and slot_bound(obs.usage, obs.batch, batch)
+        return max(-1.0, queue.ttft_change(batch, ratio, slots))
     if obs.queue <= 0 or ratio <= 0:
         return None
     return max(-1.0, max(0.0, obs.batch + obs.queue - batch) / ratio / obs.queue - 1)
 
 
-def objective_gain(inp: RuleInput, obs: Observed, batch: float, ratio: float) -> float:
+def slot_bound(usage: float, batch: float, capped: float) -> bool:
+    """Whether a batch capped from `batch` to `capped` per rank is held by its slots, not by
+    the pool: the pool it then fills (token usage x capped / batch) below where the pool binds
+    admission (`_BINDING_USAGE`). A cap the pool still binds keeps today's bunched admission."""
+    return capped < batch and usage * capped / max(batch, 1e-9) < _BINDING_USAGE
+
+
+def objective_gain(
+    inp: RuleInput, obs: Observed, batch: float, ratio: float, slots: bool = False
+) -> float:
     """Throughput gain offline; online, the fall of TTFT p99 (`ttft_change`), a growth without
     bound counted as doubling."""
     if objective(inp.profile) == THROUGHPUT:
         return ratio - 1
-    change = ttft_change(inp, obs, batch, ratio)
+    change = ttft_change(inp, obs, batch, ratio, slots)
     return 0.0 if change is None else max(-1.0, -change)
 
 
@@ -425,7 +439,8 @@ def wait_for_a_slot(
     queue = fit_queue(inp.view, max(1, ranks), batch, waiting)
     if queue is None:
         return None
-    change = queue.ttft_change(capped, ratio)
+    slots = slot_bound(inp.view.mean(TOKEN_USAGE) or 0.0, batch, capped)
+    change = queue.ttft_change(capped, ratio, slots)
     return None if change == UNBOUNDED else change
 
 
@@ -677,7 +692,7 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     gain = 1 - then / now
     spread = max(FLOOR, SPREAD * abs(gain))
     ratio = model.throughput_ratio(batch)
-    effects = batch_effects(inp, model, batch, ratio)
+    effects = batch_effects(inp, model, batch, ratio, slots=True)
     effects[ITL] = _spread(then / now - 1)
     tail = itl_tail(inp, obs, batch, then / now - 1)
     if tail is not None:
@@ -759,16 +774,30 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
     return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, why)
 
 
-def predict_fewer_overcommits(inp: RuleInput, target_usage: float) -> Prediction:
+def predict_fewer_overcommits(
+    inp: RuleInput, target_usage: float, current: float | None, default: float
+) -> Prediction:
     """--schedule-conservativeness raised on a retracting server: SGLang's new-token ratio
     decays to 0.14 x its start (min(0.7 x conservativeness, 1)); from a low value admission
     overcommits, each retraction frees more than the next steps need, and the pool runs below
-    full while it refills. From the guide's 1.3 the floor is 4x higher: the pool stays near
-    `target_usage`, the batch with it (the KV per request as observed)."""
+    full while it refills. From the guide's 1.3 the floor is 4x higher than from 0.3: the pool
+    stays near `target_usage`, the batch with it (the KV per request as observed). From
+    SGLang's `default` (1.0, taken where `current` is unknown) or above, the floor rises by
+    the ratio of the two values only (1.3x: 0.098 -> 0.127), and after each retraction
+    `retract_decode` sets the ratio from the kept batch whatever the flag: admission, and the
+    batch with it, stay as they are."""
     model = server_model(inp)
     if isinstance(model, str):
         return no_prediction(inp.profile, model)
     obs = model.obs
+    if current is None or current >= default:
+        start = f"{default:g} (SGLang's default, assumed)" if current is None else f"{current:g}"
+        why = (
+            f"from {start} the new-token ratio's floor rises by a third at most and each "
+            "retraction resets the ratio from the kept batch: admission, token usage and the "
+            f"batch ({obs.batch:.0f} per rank) stay as they are"
+        )
+        return _unchanged(inp, why)
     if obs.usage <= 0 or obs.usage >= target_usage:
         why = (
             f"token usage p50 {obs.usage:.2f} already at {target_usage:g}: the retractions "

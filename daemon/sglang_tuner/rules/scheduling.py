@@ -320,7 +320,9 @@ def _remedies(inp: RuleInput) -> tuple[list[_Remedy], list[str]]:
     candidates, skipped = [], []
     current, ceiling = _current(inp), inp.thresholds["conservativeness_ceiling"]
     if current is None or current < ceiling:
-        prediction = predict_fewer_overcommits(inp, inp.thresholds["steady_token_usage"])
+        prediction = predict_fewer_overcommits(
+            inp, inp.thresholds["steady_token_usage"], current, DEFAULT_CONSERVATIVENESS
+        )
         candidates.append(_Remedy(predicted(_raise_conservativeness(inp), prediction), True))
     for build in (_cap_down, _radix_off):
         remedy = build(inp)
