@@ -6,18 +6,30 @@ measures each drawn start (no change at all) under seeds 1-2 and again under see
 reports how often the two agree within ±5 points on each objective: no prediction can agree with
 a measurement more often than the measurement agrees with itself.
 
+`--paired MATRIX.json` measures what the matrix compares instead: the effect of each applied
+change (before and after under the same traffic seeds), under seeds 1-2 as the matrix did and
+again under seeds 3-4. The daemon's run does not depend on the judging seeds, so the same
+changes are applied; how often the two effects agree within ±5 points on every objective the
+change predicted is the most a perfect predictor of the expected effect could score.
+
     PYTHONPATH=daemon python bench/noise_floor.py --seed 31000 --runs 60 [--perturb 0.25]
+    PYTHONPATH=daemon python bench/noise_floor.py --paired docs/matrix/perturbed-31000-slots.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import closed_loop  # noqa: E402
+import closed_loop_matrix  # noqa: E402
 from matrix_cases import draw  # noqa: E402
 from matrix_report import AGREE, measured  # noqa: E402
 from sglang_sim.fleet import config_for  # noqa: E402
@@ -39,12 +51,52 @@ def twice(seed: int, spread: float) -> dict[str, float]:
     return measured(means[0], means[1])
 
 
+def rerun(seed: int, spread: float) -> dict[str, Any]:
+    """Cell `seed` run again with the changes judged under traffic seeds 3 and 4."""
+    closed_loop.SEEDS = (3, 4)
+    return closed_loop_matrix.run_case(seed, spread)
+
+
+def paired(path: Path, jobs: int) -> None:
+    """Each applied change's effect under seeds 1-2 (the matrix's) beside seeds 3-4."""
+    cells = json.loads(path.read_text())["cells"]
+    seeds = [c["seed"] for c in cells if any(not ch["stability"] for ch in c["changes"])]
+    spread = cells[0]["spread"] if cells else 0.0
+    first = {c["seed"]: c for c in cells}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        again = dict(zip(seeds, pool.map(rerun, seeds, [spread] * len(seeds)), strict=True))
+    pairs = []
+    for seed in seeds:
+        a, b = first[seed]["changes"], again[seed]["changes"]
+        for x, y in zip(a, b, strict=False):
+            if x["action"] != y["action"] or x["stability"]:
+                continue  # a run that went another way (none expected): not a pair
+            objectives = [o for o in x["predicted_by"] if o in x["measured"] and o in y["measured"]]
+            pairs.append({o: abs(x["measured"][o] - y["measured"][o]) for o in objectives})
+    print(f"{len(pairs)} throughput/latency changes of {path.name} measured under traffic seeds "
+          "1-2 and 3-4 (each before and after under the same seeds):")  # fmt: skip
+    print(f"| objective | effect agrees within ±{AGREE * 100:.0f} pp | median abs difference pp |")
+    print("|---|---:|---:|")
+    for o in OBJECTIVES:
+        diffs = [p[o] for p in pairs if o in p]
+        within = sum(d <= AGREE for d in diffs)
+        median = statistics.median(diffs) * 100 if diffs else float("nan")
+        print(f"| {o} | {within} of {len(diffs)} | {median:.1f} |")
+    every = sum(all(d <= AGREE for d in p.values()) for p in pairs if p)
+    print(f"| every objective predicted | {every} of {sum(1 for p in pairs if p)} | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=31000)
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--perturb", type=float, default=0.25)
+    parser.add_argument("--paired", type=Path, help="a matrix report's JSON: its changes' effects")
+    parser.add_argument("--jobs", type=int, default=2, help="processes for --paired (default 2)")
     args = parser.parse_args()
+    if args.paired:
+        paired(args.paired, args.jobs)
+        return
     rows = []
     for seed in range(args.seed, args.seed + args.runs):
         try:

@@ -85,3 +85,24 @@ def test_check_log_takes_an_interval_below_the_scrape_timeout(tmp_path, capsys):
     log = _log(tmp_path, [RETRACT.format(s=3, n=1), RETRACT.format(s=9, n=2)])
     assert main(["check", "--log", log, "--interval", "1"]) == 0
     assert "retractions_frequent" in capsys.readouterr().out
+
+
+def test_check_log_explain_says_why_each_rule_gave_no_advice(tmp_path, capsys):
+    # every Prefill batch cut at one 2048-token budget while requests queue: the queue waits on
+    # the prefill budget, so the guide's "conservativeness down" is held back, and --explain
+    # says so where the plain report has nothing to show
+    prefill = (
+        "[2025-08-11 17:20:{s:02d} TP0] Prefill batch. #new-seq: 2, #new-token: {t}, "
+        "#cached-token: 0, token usage: 0.30, #running-req: 60, #queue-req: 130"
+    )
+    lines = [prefill.format(s=s, t=2048 - s % 3) for s in range(0, 40)]
+    log = _log(tmp_path, lines)
+    assert main(["check", "--log", log]) == 0
+    plain = capsys.readouterr().out
+    assert "every rule, per server" not in plain
+    assert main(["check", "--log", log, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "every rule, per server (--explain):" in out
+    assert "  scheduler_too_conservative: passed: 100% of the Prefill batch lines are cut" in out
+    assert "  retractions_frequent: passed" in out
+    assert "  mem_fraction_too_low: no data: " in out

@@ -33,7 +33,7 @@ from sglang_tuner.evaluation import Evaluation
 from sglang_tuner.loop.backfill import review_all
 from sglang_tuner.loop.replay import replay
 from sglang_tuner.loop.tuner import Tuner
-from sglang_tuner.model.advice import Confidence
+from sglang_tuner.model.advice import Confidence, Finding, NoData, Pass
 from sglang_tuner.model.scrape import NOT_SGLANG_REASONS, UNREACHABLE_REASONS
 from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
@@ -193,19 +193,48 @@ def run_check(args: argparse.Namespace) -> int:
         for name, why in failed.items():
             print(f"error: {name}: {why}", file=sys.stderr)
         if args.format not in (None, "text", "table"):  # a script still gets its report
-            _print(ev, settings, args.format)
+            _print(ev, settings, args.format, explain=args.explain)
         return 1
-    _print(ev, settings, args.format)
+    _print(ev, settings, args.format, explain=args.explain)
     return 0 if any(t.last_success_ts for t in ev.targets.values()) else 1
 
 
 def _print(
-    ev: Evaluation, settings: Settings, fmt: str | None, history: Mapping[str, str] | None = None
+    ev: Evaluation,
+    settings: Settings,
+    fmt: str | None,
+    history: Mapping[str, str] | None = None,
+    explain: bool = False,
 ) -> None:
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
     )
     print(report_text(report, fmt or "text", list(ev.targets), history), end="")
+    if explain and (fmt or "text") in {"text", "table"}:
+        print(explain_text(ev), end="")
+
+
+def explain_text(ev: Evaluation) -> str:
+    """`check --explain`: per server, every rule judged and what it came to: its advice's
+    severity, or why it passed (what it weighed, a guard that held it back), or why it could
+    not judge."""
+    lines = ["", "every rule, per server (--explain):"]
+    for target in sorted(ev.results):
+        lines.append(f"== {target}")
+        for r in sorted(ev.results[target], key=lambda r: r.rule):
+            out = r.outcome
+            if r.error:
+                said = f"error: {r.error}"
+            elif isinstance(out, Finding):
+                said = f"advice ({out.severity or r.severity}): {out.action.text}"
+            elif isinstance(out, NoData):
+                said = f"no data: {out.reason}"
+            elif isinstance(out, Pass):
+                said = "passed" + (f": {out.detail}" if out.detail else "")
+            else:
+                said = "not judged"
+            lines.append(f"  {r.rule}: {said}")
+    return "\n".join(lines) + "\n"
 
 
 def report_text(
@@ -280,6 +309,8 @@ def run_check_log(args: argparse.Namespace) -> int:
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
     )
     print(report_text(judged_on(report, history, settings), args.format or "text"), end="")
+    if args.explain and (args.format or "text") in {"text", "table"}:
+        print(explain_text(ev), end="")
     return 0
 
 
@@ -489,7 +520,7 @@ def run_check_prometheus(args: argparse.Namespace) -> int:
     history = {name: _history_said(spans.get(name, 0.0), since) for name in ev.targets}
     for line in _short_histories(history, since):
         print(line, file=sys.stderr)
-    _print(ev, settings, args.format or "table", history)
+    _print(ev, settings, args.format or "table", history, args.explain)
     return 0
 
 

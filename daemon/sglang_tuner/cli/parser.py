@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="text: advice blocks (default; with --prometheus: table, one line per server); "
         "json, yaml: the /advice report; csv: one row per server and advice",
     )
+    check.add_argument(
+        "--explain",
+        action="store_true",
+        help="after the advice, every rule per server: why each that gave no advice passed "
+        "(what it weighed, what held it back) or could not judge (text and table output)",
+    )
     demo = sub.add_parser("demo", help="simulated SGLang servers + the daemon, advice in a minute")
     demo.add_argument(
         "--duration",
