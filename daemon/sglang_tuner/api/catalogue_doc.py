@@ -42,8 +42,11 @@ where `model_path` and `gpu_model` are recognised), calibrated on the step time,
 the window observed, or a fit of step time on batch where the batch moved. The KV pool grows with
 `--mem-fraction-static` and the batch follows it only where the pool binds the batch while
 requests wait; lower conservativeness admits up to the usage target; a higher one on a
-retracting server keeps the pool near full; CUDA graphs save the eager launches of the uncovered
-steps; a latency cap is sized where the calibrated ITL meets the target, with its tokens/s cost;
+retracting server keeps the pool near full from below SGLang's default 1.0, and from 1.0 up
+changes nothing (the ratio's floor rises by a third, each retraction resets it); CUDA graphs save
+the eager launches of the uncovered steps; a latency cap is sized where the calibrated ITL meets
+the target, with its tokens/s cost, and a cap by slots admits one request per departure (TTFT
+p99: the wait for the k-th departure, no bunching);
 tp -> dp replicas each run their share of the load on one GPU's pool. Every change that moves
 the batch also states its other objectives (`effects`): tokens/s, ITL p50, ITL p99 (ITL p50 plus
 the prefill stall a step waits for, which goes with the batch) and TTFT p99 from a queue fitted
