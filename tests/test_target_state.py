@@ -111,6 +111,26 @@ def test_apply_server_info_new_tuning_flags_after_a_restart_start_a_fresh_window
     assert state.window.view(145.0, 600.0).values("num_queue_reqs") == [8.0]  # only the new
 
 
+def test_new_flags_forget_the_old_flags_crashes_with_their_samples():
+    from sglang_tuner.model.crash_report import CrashReport
+
+    # a prefill OOM at 104 s under the old chunk: the change to a smaller one answers it, so
+    # the crash leaves with the old process's samples (crash_diagnosed once read it as a
+    # crash no rule knows, the count that names it being gone with the window)
+    state = TargetState(SPEC, 100)
+    state.apply_server_info(ServerConfig(chunked_prefill_size=4096), None)
+    _served(state, 5.0, 100.0, num_queue_reqs=3.0)
+    state.note_crashes((CrashReport(104.0, "crash", "prefill_oom", "prefill", "x"),))
+    state.ingest(_down(105.0))
+    state.ingest(_up(140.0, **{RESTARTS: 1.0}))
+    change = state.apply_server_info(ServerConfig(chunked_prefill_size=2048), None)
+    assert change is not None and change.kind == "flags"
+    assert state.crash_reports == ()
+    # one after the restart is the new flags' own
+    state.note_crashes((CrashReport(150.0, "crash", "prefill_oom", "prefill", "y"),))
+    assert [r.message for r in state.crash_reports] == ["y"]
+
+
 def test_a_restart_with_the_same_flags_is_recorded_not_judged():
     state = TargetState(SPEC, 100)
     state.apply_server_info(ServerConfig(schedule_conservativeness=1.0), None)

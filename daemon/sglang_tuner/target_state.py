@@ -218,6 +218,9 @@ class TargetState:
                     # the old process's counters (a server already busy before it took this
                     # address shows its whole count as one interval's increase)
                     self.window.keep_since(math.nextafter(restarted_at, math.inf))
+                    # the old flags' crashes go with their samples: said in words without
+                    # their counts, a crash the change answered read as one no rule knows
+                    self.crash_reports = tuple(r for r in self.crash_reports if r.ts > restarted_at)
         if config is not None:
             self.restart_pending = False
         self.server_info_failures = 0 if config is not None else self.server_info_failures + 1

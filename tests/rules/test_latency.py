@@ -325,14 +325,22 @@ def test_on_the_simulator_a_tight_itl_level_sizes_the_cap_to_it():
     itl_now = tight.judgement.measured["ITL p50"]
     assert itl_now * (1 - (tighter.prediction.gain or 0.0)) <= 0.02
     # this simulated server is overloaded (TTFT p99 ten times its 2 s level): a cap that tight
-    # makes requests wait for a slot longer still, past TTFT p99's guard, and waits with that
+    # makes requests wait for fewer slots, each admitted as one leaves: TTFT p99 predicted as
+    # the simulator measures it on the same traffic (within 10 points), under TTFT p99's 50 %
+    # guard, so the plan does not hold the cap back
+    from dataclasses import replace
+
+    from sglang_sim import SCENARIOS
+    from sglang_sim.measure import measure
+
+    base = SCENARIOS[scenario].for_version("0.5.23")
+    capped = replace(base, knobs=replace(base.knobs, max_running_requests=int(tighter.suggested)))
+    before, after = (measure(c, seconds=600.0, seed=1).ttft_p99 for c in (base, capped))
+    ttft = tighter.prediction.effects["TTFT p99"][0]
+    assert abs(ttft - (after / before - 1)) < 0.10 and ttft < 0.5, (ttft, before, after)
     order = {r.id: i for i, r in enumerate(ALL_RULES)}
     plan = plan_target("sim", tight.judgement, FlagHistory(), order)
-    held = {h.rule: h.reason for h in plan.held}
-    assert held[rule].startswith(
-        "would take TTFT p99 further past its level (≤ 2.0 s, default) by more than its 50% "
-        "guard: 19.8 s now, predicted"
-    )
+    assert rule not in {h.rule for h in plan.held}
     # the default level's cap keeps TTFT p99 within its guard: the next change, for the level
     assert default.judgement is not None
     plan = plan_target("sim", default.judgement, FlagHistory(), order)
