@@ -14,6 +14,7 @@ change predicted is the most a perfect predictor of the expected effect could sc
 
     PYTHONPATH=daemon python bench/noise_floor.py --seed 31000 --runs 60 [--perturb 0.25]
     PYTHONPATH=daemon python bench/noise_floor.py --paired docs/matrix/perturbed-31000-slots.json
+                                                  [--per-side 4]
 """
 
 from __future__ import annotations
@@ -51,20 +52,28 @@ def twice(seed: int, spread: float) -> dict[str, float]:
     return measured(means[0], means[1])
 
 
-def rerun(seed: int, spread: float) -> dict[str, Any]:
-    """Cell `seed` run again with the changes judged under traffic seeds 3 and 4."""
-    closed_loop.SEEDS = (3, 4)
+def rerun(seed: int, spread: float, traffic: tuple[int, ...]) -> dict[str, Any]:
+    """Cell `seed` run again with the changes judged under the `traffic` seeds."""
+    closed_loop.SEEDS = traffic
     return closed_loop_matrix.run_case(seed, spread)
 
 
-def paired(path: Path, jobs: int) -> None:
-    """Each applied change's effect under seeds 1-2 (the matrix's) beside seeds 3-4."""
+def paired(path: Path, jobs: int, per_side: int = 2) -> None:
+    """Each applied change's effect under two disjoint sets of `per_side` traffic seeds: the
+    matrix's own (1-2, read from `path`) beside 3-4; with more per side, both sets run again
+    (1..n beside n+1..2n): what a longer measurement would make of the same changes."""
     cells = json.loads(path.read_text())["cells"]
     seeds = [c["seed"] for c in cells if any(not ch["stability"] for ch in c["changes"])]
     spread = cells[0]["spread"] if cells else 0.0
-    first = {c["seed"]: c for c in cells}
+    sides = [tuple(range(1, per_side + 1)), tuple(range(per_side + 1, 2 * per_side + 1))]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        again = dict(zip(seeds, pool.map(rerun, seeds, [spread] * len(seeds)), strict=True))
+        runs = [
+            list(pool.map(rerun, seeds, [spread] * len(seeds), [side] * len(seeds)))
+            for side in (sides if per_side != 2 else sides[1:])
+        ]  # fmt: skip
+    if per_side == 2:  # the matrix's own measurement is the first side
+        runs.insert(0, [next(c for c in cells if c["seed"] == s) for s in seeds])
+    first, again = (dict(zip(seeds, r, strict=True)) for r in runs)
     pairs = []
     for seed in seeds:
         a, b = first[seed]["changes"], again[seed]["changes"]
@@ -74,7 +83,8 @@ def paired(path: Path, jobs: int) -> None:
             objectives = [o for o in x["predicted_by"] if o in x["measured"] and o in y["measured"]]
             pairs.append({o: abs(x["measured"][o] - y["measured"][o]) for o in objectives})
     print(f"{len(pairs)} throughput/latency changes of {path.name} measured under traffic seeds "
-          "1-2 and 3-4 (each before and after under the same seeds):")  # fmt: skip
+          f"{sides[0][0]}-{sides[0][-1]} and {sides[1][0]}-{sides[1][-1]} (each before and after "
+          "under the same seeds):")  # fmt: skip
     print(f"| objective | effect agrees within ±{AGREE * 100:.0f} pp | median abs difference pp |")
     print("|---|---:|---:|")
     for o in OBJECTIVES:
@@ -93,9 +103,12 @@ def main() -> None:
     parser.add_argument("--perturb", type=float, default=0.25)
     parser.add_argument("--paired", type=Path, help="a matrix report's JSON: its changes' effects")
     parser.add_argument("--jobs", type=int, default=2, help="processes for --paired (default 2)")
+    parser.add_argument(
+        "--per-side", type=int, default=2, help="traffic seeds per measurement, --paired (2)"
+    )
     args = parser.parse_args()
     if args.paired:
-        paired(args.paired, args.jobs)
+        paired(args.paired, args.jobs, args.per_side)
         return
     rows = []
     for seed in range(args.seed, args.seed + args.runs):

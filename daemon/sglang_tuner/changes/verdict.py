@@ -165,7 +165,7 @@ def compare(
     load = load_changed(before, after, load_tolerance)
     if load:
         return Verdict(INCONCLUSIVE, load, metrics, judged_on=judged)
-    verdict = _with_costs(_overall(metrics, judged), judged, stated)
+    verdict = _with_costs(_overall(metrics, judged), judged, stated, resolution or {})
     if blurred:
         verdict = replace(verdict, reason=f"{verdict.reason}; {blurred}")
     return replace(verdict, judged_on=judged)
@@ -223,10 +223,15 @@ def _bucket(value: float, bounds: Sequence[float]) -> tuple[float, float]:
     return lower, float("inf")
 
 
-def _with_costs(verdict: Verdict, primary: Sequence[str], stated: Sequence[str]) -> Verdict:
+def _with_costs(
+    verdict: Verdict,
+    primary: Sequence[str],
+    stated: Sequence[str],
+    resolution: Mapping[str, Sequence[float]] | None = None,
+) -> Verdict:
     """A verdict held to the objectives it was not judged on: a measured cost past the guard
     makes it `hurt`, or `traded` where the advice stated that cost and the change helped."""
-    costs = _costs(verdict.metrics, primary)
+    costs = _costs(verdict.metrics, primary, resolution or {})
     if not costs or verdict.verdict == HURT:
         return verdict
     unstated = [(o, m) for o, m in costs if o not in stated]
@@ -238,9 +243,13 @@ def _with_costs(verdict: Verdict, primary: Sequence[str], stated: Sequence[str])
 
 
 def _costs(
-    metrics: Sequence["MetricVerdict"], primary: Sequence[str]
+    metrics: Sequence["MetricVerdict"],
+    primary: Sequence[str],
+    resolution: Mapping[str, Sequence[float]] | None = None,
 ) -> list[tuple[str, "MetricVerdict"]]:
-    """(objective, metric) for each objective outside `primary` measured worse past its guard."""
+    """(objective, metric) for each objective outside `primary` measured worse past its guard.
+    A latency read from a histogram is held to the least rise its buckets show (`_least_rise`):
+    a cost only interpolation puts past the guard is not measured past it."""
     by_name = {m.metric: m for m in metrics}
     out = []
     for objective, name in OBJECTIVE_METRICS.items():
@@ -249,9 +258,23 @@ def _costs(
             continue
         change = m.effect_ratio - 1
         worse = -change if objective == TOKENS else change
+        bounds = (resolution or {}).get(name)
+        if bounds and objective != TOKENS and m.before and m.after:
+            worse = min(worse, _least_rise(m.before, m.after, bounds))
         if worse > COST_GUARDS[objective]:
             out.append((objective, m))
     return out
+
+
+def _least_rise(before: float, after: float, bounds: Sequence[float]) -> float:
+    """The least relative rise from `before` to `after` the histogram's buckets show: from the
+    before value's bucket's upper edge to the after value's bucket's lower edge (SGLang's TTFT
+    p99 read 55.6 s -> 99.8 s, +80 %, lies in 40-60 s and 80-100 s: at least +33 %)."""
+    b_high = _bucket(before, bounds)[1]
+    a_low = _bucket(after, bounds)[0]
+    if b_high <= 0 or b_high == float("inf"):
+        return after / before - 1
+    return max(0.0, a_low / b_high - 1)
 
 
 def _effect_text(m: "MetricVerdict") -> str:
