@@ -122,11 +122,20 @@ def _raise_conservativeness(inp: RuleInput) -> Action:
         inp,
         DEFAULT_CONSERVATIVENESS,
     )
-    expected = (
-        "new requests reserve more room: the pool stays fuller between retractions, a larger "
-        "batch, shorter queue wait; ITL p99 rises. Retractions themselves need not fall: after "
-        "each one SGLang re-estimates the ratio from the kept batch, whatever this flag says"
-    )
+    if current is None or current >= DEFAULT_CONSERVATIVENESS:
+        expected = (
+            "the guide's step, little expected from SGLang's default or above: the new-token "
+            "ratio's floor rises by a third at most, and after each retraction SGLang "
+            "re-estimates the ratio from the kept batch whatever this flag says, so admission "
+            "and the batch stay about as they are"
+        )
+    else:
+        expected = (
+            "new requests reserve more room: the pool stays fuller between retractions, a "
+            "larger batch, shorter queue wait; ITL p99 rises. Retractions themselves need not "
+            "fall: after each one SGLang re-estimates the ratio from the kept batch, whatever "
+            "this flag says"
+        )
     return with_expected(action, expected)
 
 
