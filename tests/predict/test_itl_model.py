@@ -1,8 +1,16 @@
-"""Inter-token latency against the per-rank batch: the linear fit, and the batch for a target."""
+"""Inter-token latency against the per-rank batch: the linear fit, the batch for a target, and
+ITL p99 at another batch (checked against the simulator)."""
+
+from dataclasses import replace
 
 import pytest
 from helpers import window_from
-from sglang_tuner.predict.itl_model import batch_for_itl_target, itl_fit
+from sglang_physics import MODELS
+from sglang_sim import SCENARIOS
+from sglang_sim.gpus import gpu_named
+from sglang_sim.measure import measure
+from sglang_sim.workload import Load
+from sglang_tuner.predict.itl_model import batch_for_itl_target, itl_fit, itl_p99_change
 from sglang_tuner.rule import RuleInput
 
 
@@ -83,3 +91,49 @@ def test_batch_for_itl_target_suggests_at_least_one_request():
     per_rank, expected, _ = batch_for_itl_target(_input(0.03, **tiny), batch=4, itl=0.07)
     assert per_rank == 1 and expected == pytest.approx(0.039)
     assert batch_for_itl_target(_input(0.03, **{"num_running_reqs": "_x3"}), 2, 1.0)[0] == 1
+
+
+def test_a_stall_of_many_prompts_grows_with_the_batch():
+    # 400 prompts in today's stall: the Poisson spread is 5 % of it, the stall about doubles
+    change = itl_p99_change(0.02, 1.02, 0.0, 2.0, prompts=400)
+    assert 0.9 < change < 1.0
+
+
+def test_a_stall_of_a_few_prompts_grows_slower_than_the_batch():
+    # 4 prompts today: about 1 admitted on average plus the spread; at 2.7x the batch the
+    # p99 stall holds about twice the prompts, not 2.7 times
+    grown = itl_p99_change(0.02, 1.02, 0.0, 2.7, prompts=4)
+    assert 0.8 < grown < 1.3
+    shrunk = itl_p99_change(0.02, 1.02, 0.0, 0.5, prompts=4)
+    assert -0.45 < shrunk < -0.3  # a cut keeps more of the tail than half
+
+
+def test_without_the_prompts_the_stall_is_proportional_to_the_batch():
+    assert itl_p99_change(0.02, 1.02, 0.0, 2.0) == pytest.approx(2.02 / 1.02 - 1)
+    assert itl_p99_change(0.02, 1.02, 1.0, 2.0) == pytest.approx((0.04 + 2.0) / 1.02 - 1)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "fraction"),
+    [("qwen3-8b", "NVIDIA A100-SXM4-80GB", 0.43), ("llama-3.2-1b", "NVIDIA L4", 0.37)],
+)
+def test_a_pool_raise_predicts_the_itl_tail_the_simulator_measures(
+    model: str, gpu: str, fraction: float
+) -> None:
+    from tests.scenario_harness import run_scenario
+
+    base = SCENARIOS["healthy"].for_version("0.5.23")
+    low = replace(
+        base, llm=MODELS[model], gpu=gpu_named(gpu), load=Load(clients=1024),
+        knobs=replace(base.knobs, mem_fraction_static=fraction),
+    )  # fmt: skip
+    finding = run_scenario("healthy", config=low, gpu_model=gpu).finding("mem_fraction_too_low")
+    assert finding.action.prediction is not None and finding.action.suggested is not None
+    tail = finding.action.prediction.effects["ITL p99"][0]
+    raised = replace(
+        low, knobs=replace(low.knobs, mem_fraction_static=float(finding.action.suggested))
+    )
+    before, after = (measure(c, seconds=600.0, seed=1) for c in (low, raised))
+    measured = after.itl_p99 / before.itl_p99 - 1
+    # the batch grows 1.7-2.7x; the tail as much would miss by 40-70 points
+    assert abs(tail - measured) < 0.15, (tail, measured)

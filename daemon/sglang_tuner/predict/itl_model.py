@@ -42,12 +42,32 @@ def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int,
     return max(1, per_rank), target, PROPORTIONAL
 
 
-def itl_p99_change(itl_p50: float, itl_p99: float, p50_change: float, batch_ratio: float) -> float:
+# The normal 99th percentile: the p99 stall holds the mean admission plus this many of its
+# standard deviations (a Poisson count's is the square root of its mean).
+STALL_Z = 2.326
+
+
+def itl_p99_change(
+    itl_p50: float,
+    itl_p99: float,
+    p50_change: float,
+    batch_ratio: float,
+    prompts: float | None = None,
+) -> float:
     """ITL p99's relative change when ITL p50 moves by `p50_change` and the per-rank batch by
     `batch_ratio` (new over now). The tail is a decode step plus the prefill it waited for:
-    p99 = p50 + a stall, and the prefill a decode step carries goes with the batch (each running
-    request brings its prompt once per output length), so the stall scales with it while the
-    step moves as ITL p50 does."""
+    p99 = p50 + a stall. SGLang runs every prefill batch it can form before the next decode
+    step (`get_next_batch_to_run`), so a stall is the prefill of the requests admitted
+    together, and those arrive as running requests leave: a count with a Poisson spread
+    whose mean m grows with the batch. The p99 stall holds m + z·sqrt(m) prompts (z the
+    normal p99), so it grows slower than the batch where m is small and as the batch where
+    it is large. `prompts`: the prompts today's stall holds (its seconds over one prompt's
+    prefill), from which m is solved; None: the stall is taken as proportional to the batch."""
     stall = max(0.0, itl_p99 - itl_p50)
-    then = itl_p50 * (1 + p50_change) + stall * batch_ratio
+    scale = batch_ratio
+    if prompts is not None and prompts > 0:
+        root = (math.sqrt(STALL_Z * STALL_Z + 4 * prompts) - STALL_Z) / 2  # sqrt(m) today
+        mean = root * root * batch_ratio
+        scale = (mean + STALL_Z * math.sqrt(mean)) / prompts
+    then = itl_p50 * (1 + p50_change) + stall * scale
     return then / itl_p99 - 1

@@ -35,6 +35,7 @@ from sglang_tuner.model.signals import (
     NUM_RUNNING_REQS,
     PREFIX_CACHE_HIT_RATIO,
     PROMPT_TOKENS_RATE,
+    REQUEST_RATE,
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
 )
@@ -372,7 +373,7 @@ def batch_effects(
     else:
         itl = model.step(batch) / model.step(obs.batch) - 1
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
-    tail = itl_tail(inp, obs, batch, itl)
+    tail = itl_tail(inp, obs, batch, itl, model.physics)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
     ttft = ttft_change(inp, obs, batch, ratio, slots)
@@ -381,13 +382,38 @@ def batch_effects(
     return effects
 
 
-def itl_tail(inp: RuleInput, obs: Observed, batch: float, itl_change: float) -> float | None:
+def itl_tail(
+    inp: RuleInput,
+    obs: Observed,
+    batch: float,
+    itl_change: float,
+    physics: StepModel | None = None,
+) -> float | None:
     """ITL p99's relative change at `batch` (ITL p50 moving by `itl_change`); None without
-    both quantiles."""
+    both quantiles. With the physics, the stall is counted in prompts (`stall_prompts`)."""
     p50, p99 = obs.itl, itl_p99(inp)
     if not p50 or not p99 or p99 < p50 or obs.batch <= 0:
         return None
-    return itl_p99_change(p50, p99, itl_change, batch / obs.batch)
+    prompts = stall_prompts(inp, physics, p99 - p50)
+    return itl_p99_change(p50, p99, itl_change, batch / obs.batch, prompts)
+
+
+def stall_prompts(inp: RuleInput, physics: StepModel | None, stall: float) -> float | None:
+    """How many of the window's prompts (their uncached part: prompt tokens over finished
+    requests, less the prefix-cache hits) the physics prefills in `stall` seconds, priced per
+    token at today's --chunked-prefill-size; None without the physics or the token rates."""
+    view = inp.view
+    prompt_rate, requests = view.mean(PROMPT_TOKENS_RATE), view.mean(REQUEST_RATE)
+    if physics is None or not prompt_rate or not requests or stall <= 0:
+        return None
+    hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
+    prompt = prompt_rate / requests * (1 - hit)
+    configured = inp.config.chunked_prefill_size if inp.config else None
+    chunk = configured if configured and configured > 0 else PRICED_CHUNK
+    per_token = physics.prefill_seconds(chunk) / chunk
+    if prompt <= 0 or per_token <= 0:
+        return None
+    return stall / per_token / prompt
 
 
 def ttft_change(
@@ -694,7 +720,7 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     ratio = model.throughput_ratio(batch)
     effects = batch_effects(inp, model, batch, ratio, slots=True)
     effects[ITL] = _spread(then / now - 1)
-    tail = itl_tail(inp, obs, batch, then / now - 1)
+    tail = itl_tail(inp, obs, batch, then / now - 1, model.physics)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
     why = (
