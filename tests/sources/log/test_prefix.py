@@ -230,6 +230,9 @@ def test_a_real_log_in_every_wrapping_reads_as_the_plain_log(name, wrapper):
         "2025-12-04 20:35:53.120 INFO:sglang.srt.managers.scheduler:Decode batch. #running-req: 48",
         "2025-12-04 20:35:53,120 [INFO] sglang.srt.managers.scheduler_metrics_mixin: Decode batch. "
         "#running-req: 48",
+        "[2025-12-04 20:35:53][scheduler_metrics_mixin.py:287][INFO]: Decode batch. "
+        "#running-req: 48",
+        "[2025-12-04 20:35:53,120][INFO] Decode batch. #running-req: 48",
     ],
 )
 def test_unwrap_reads_python_loggings_layouts_around_sglangs_message(wrapped):
@@ -239,3 +242,20 @@ def test_unwrap_reads_python_loggings_layouts_around_sglangs_message(wrapped):
         ts is not None
         and abs(ts - datetime(2025, 12, 4, 20, 35, 53, tzinfo=timezone.utc).timestamp()) < 1
     )
+
+
+def test_a_log_in_python_loggings_bracketed_layout_reads_as_sglangs_own():
+    messages = [
+        "Decode batch. #running-req: 118, #token: 91000, token usage: 0.99, cuda graph: True, "
+        "gen throughput (token/s): 2050.00, #queue-req: 44",
+        "KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_token_ratio: "
+        "0.5000 -> 0.8000",
+    ]
+    own = [f"[2025-06-01 10:00:0{i}] {m}" for i, m in enumerate(messages)]
+    bracketed = [
+        f"[2025-06-01 10:00:0{i}][scheduler.py:{1200 + i}][{level}]: {m}"
+        for i, (m, level) in enumerate(zip(messages, ("INFO", "WARNING"), strict=True))
+    ]
+    assert [u.text for u in map(unwrap, bracketed)] == own
+    assert _loads_by_value(scan_lines(bracketed)) == _loads_by_value(scan_lines(own))
+    assert [x.ts for x in log_samples(bracketed, 5.0)] == [x.ts for x in log_samples(own, 5.0)]

@@ -172,7 +172,8 @@ class LogScanner:
         """Read lines in order, as a tool wrote them (its wrapping is taken off)."""
         read = self.read_line
         for line in lines:
-            if line[:1] == "[" and line[1:2] != "p":  # "[pod/...] ": kubectl logs --prefix
+            # "[pod/...] ": kubectl logs --prefix; "][": Python logging's bracketed layout
+            if line[:1] == "[" and line[1:2] != "p" and line.find("][", 0, 48) < 0:
                 read(line)  # as most are: SGLang's own line (or wrapped in brackets, see below)
             else:
                 text, _, stream = unwrap(line)

@@ -3,10 +3,11 @@ compose logs` (`svc-1  | `), journalctl (`short`, `short-precise`, `short-iso`, 
 `short-unix`), `kubectl logs --timestamps` and `docker logs -t` (an RFC 3339 stamp), `kubectl
 logs --prefix` (`[pod/name/container] `), the CRI runtime's files (`<RFC 3339> stdout F `),
 JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
-vector, Loki's `logcli --output jsonl`: a message field and a time field), a second dated
-bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `), and SGLang's
-own prefix with its opening bracket lost in a paste. Wrappers nest (compose around `-t` stamps,
-a collector around CRI lines): each is taken off in turn.
+vector, Loki's `logcli --output jsonl`: a message field and a time field), Python logging's
+layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][LEVEL]: `), a
+second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
+and SGLang's own prefix with its opening bracket lost in a paste. Wrappers nest (compose around
+`-t` stamps, a collector around CRI lines): each is taken off in turn.
 
 Pure and linear in the line's length: every regex is anchored at the line's start and bounded
 (a wrapper is short), and a JSON record longer than `MAX_JSON_CHARS` is read as plain text.
@@ -46,6 +47,12 @@ _PYLOG = re.compile(
     rf"(?:{_LEVEL}(?: -|:[\w.]{{1,128}}:)?|\[{_LEVEL}\](?: [\w.]{{1,128}}:)?) ?"
     r"(?:\d{1,10} )?(?:\[[^\]\s]{1,256}\] )?(?=[^\[\s])"
 )
+# Python logging's bracketed layout: `[%(asctime)s][%(filename)s:%(lineno)d][%(levelname)s]: `
+# (one to four brackets after the time's; a colon or not)
+_PYLOG_BRACKETS = re.compile(
+    r"\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\]"
+    r"(?:\[[^\]\s][^\]]{0,255}\]){1,4}:? ?"
+)
 _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
 _BRACKET_LOST = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
@@ -73,7 +80,8 @@ def unwrap_lines(
     is: SGLang's own; a wrapper's dated bracket before SGLang's prefix is read past where the
     line is read (`lines.py`: the message, `line_seconds`: the first bracket's time)."""
     for line in lines:
-        if line[:1] == "[" and line[1:2] != "p":  # "[pod/...] ": kubectl logs --prefix
+        # "[pod/...] ": kubectl logs --prefix; "][": Python logging's bracketed layout
+        if line[:1] == "[" and line[1:2] != "p" and line.find("][", 0, 48) < 0:
             yield line, None, ""  # a plain tuple: a third of a NamedTuple's cost
         else:
             yield unwrap(line, year)
@@ -84,7 +92,12 @@ def unwrap(line: str, year: int | None = None) -> Unwrapped:
     `short`): without it they give no time."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
-    if line.startswith("[") and line.find("] [", 0, 48) < 0 and not line.startswith("[pod/"):
+    if (
+        line.startswith("[")
+        and line.find("] [", 0, 48) < 0
+        and line.find("][", 0, 48) < 0
+        and not line.startswith("[pod/")
+    ):
         return Unwrapped(line, None, "")  # SGLang's own line, as most are: the short path
     ts: float | None = None
     stream = ""
@@ -113,7 +126,12 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
 
 
 def _bracket(line: str) -> Unwrapped | None:
-    """A dated bracket before SGLang's own, or `kubectl logs --prefix`."""
+    """A dated bracket before SGLang's own, Python logging's bracketed layout, or `kubectl
+    logs --prefix`."""
+    if match := _PYLOG_BRACKETS.match(line):
+        day, clock, fraction = match.groups()
+        rest = line[match.end() :]
+        return Unwrapped(f"[{day} {clock}] {rest}", _utc(day, clock, fraction), "")
     if match := _OUTER_STAMP.match(line):
         day, clock, fraction = match.groups()
         return Unwrapped(line[match.end() :], _utc(day, clock, fraction), "")
