@@ -1,6 +1,14 @@
 """The server model (predict/server_model.py): each prediction kind, and the severity it grades."""
 
+from dataclasses import replace
+
+import pytest
 from helpers import evaluate, rule_input, window_from
+from sglang_physics import MODELS
+from sglang_sim import SCENARIOS
+from sglang_sim.gpus import gpu_named
+from sglang_sim.measure import measure
+from sglang_sim.workload import Load
 from sglang_tuner.model.advice import Finding, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.predict.server_model import (
@@ -320,3 +328,29 @@ def test_a_cut_pool_that_holds_less_than_today_predicts_the_smaller_batch():
     # a cut that still holds today's use moves nothing
     slight = predict_pool_change(inp, 0.48)
     assert slight.gain == 0.0 and "does not bind" in slight.basis
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp"), [("qwen3-30b-a3b", "NVIDIA H20", 2), ("llama-3.1-8b", "NVIDIA L40S", 1)]
+)
+def test_a_larger_prefill_chunk_is_priced_with_the_same_attention(model: str, gpu: str, tp: int):
+    # A 512-token chunk of a 3,000-token prompt attends to the chunks before it: a larger chunk
+    # saves pass overheads and weight reads, never attention. Priced as a fresh sequence of the
+    # chunk's length, the larger pass looked dearer per token and the raise a loss.
+    from tests.scenario_harness import run_scenario
+
+    base = SCENARIOS["healthy"].for_version("0.5.23")
+    small = replace(
+        base, llm=MODELS[model], gpu=gpu_named(gpu), load=Load(clients=256),
+        knobs=replace(base.knobs, chunked_prefill_size=512, tp_size=tp),
+    )  # fmt: skip
+    run = run_scenario("healthy", config=small, gpu_model=gpu)
+    finding = run.finding("chunked_prefill_too_small")
+    p = finding.action.prediction
+    assert p is not None and p.gain is not None and finding.action.suggested is not None
+    raised = replace(
+        small, knobs=replace(small.knobs, chunked_prefill_size=int(finding.action.suggested))
+    )
+    before, after = (measure(c, seconds=600.0, seed=1) for c in (small, raised))
+    measured = after.gen_throughput / before.gen_throughput - 1
+    assert p.gain > 0 and abs(p.gain - measured) < 0.03, (p.gain, measured)

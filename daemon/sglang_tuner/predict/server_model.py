@@ -399,21 +399,42 @@ def itl_tail(
 
 
 def stall_prompts(inp: RuleInput, physics: StepModel | None, stall: float) -> float | None:
-    """How many of the window's prompts (their uncached part: prompt tokens over finished
-    requests, less the prefix-cache hits) the physics prefills in `stall` seconds, priced per
-    token at today's --chunked-prefill-size; None without the physics or the token rates."""
-    view = inp.view
-    prompt_rate, requests = view.mean(PROMPT_TOKENS_RATE), view.mean(REQUEST_RATE)
-    if physics is None or not prompt_rate or not requests or stall <= 0:
+    """How many of the window's prompts (`prompt_tokens`: their uncached part) the physics
+    prefills in `stall` seconds at today's --chunked-prefill-size (`prefill_price`); None
+    without the physics or the token rates."""
+    prompt = prompt_tokens(inp)
+    if physics is None or prompt is None or stall <= 0:
         return None
-    hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
-    prompt = prompt_rate / requests * (1 - hit)
     configured = inp.config.chunked_prefill_size if inp.config else None
     chunk = configured if configured and configured > 0 else PRICED_CHUNK
-    per_token = physics.prefill_seconds(chunk) / chunk
-    if prompt <= 0 or per_token <= 0:
+    per_token = prefill_price(physics, chunk, prompt[1])
+    uncached = prompt[0]
+    if uncached <= 0 or per_token <= 0:
         return None
-    return stall / per_token / prompt
+    return stall / per_token / uncached
+
+
+def prompt_tokens(inp: RuleInput) -> tuple[float, float] | None:
+    """(uncached, whole) prompt tokens per request over the window: prompt tokens over finished
+    requests, the uncached part less the prefix-cache hits; None without both rates."""
+    view = inp.view
+    prompt_rate, requests = view.mean(PROMPT_TOKENS_RATE), view.mean(REQUEST_RATE)
+    if not prompt_rate or not requests:
+        return None
+    hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
+    whole = prompt_rate / requests
+    return whole * (1 - hit), whole
+
+
+def prefill_price(physics: StepModel, chunk: int, prompt: float | None) -> float:
+    """Seconds per prompt token in prefill passes of `chunk` tokens: each pass's weight reads,
+    GEMMs and launch overhead shared by its tokens, and each token's attention over the prompt
+    before it. A chunk of a long prompt attends to the chunks before it, so the mean context is
+    half the prompt whatever the chunk (`prompt`; without it, a fresh sequence of the chunk's
+    length): a smaller chunk saves no attention, it only pays the pass more often."""
+    context = prompt / 2 if prompt and prompt > 0 else chunk / 2
+    attention = physics.model.attention_flops(chunk, context)
+    return physics.prefill_seconds(chunk, attention) / chunk
 
 
 def ttft_change(
@@ -578,7 +599,8 @@ def predict_admission(inp: RuleInput, target_usage: float) -> Prediction:
 def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     """--chunked-prefill-size current -> new at today's batch: each prefill pass reads the
     weights and pays its launch overhead once, so the prefill a decode step carries costs, per
-    token, the physics' pass over `new_chunk` tokens against one over today's; the decode step
+    token, the physics' pass over `new_chunk` tokens against one over today's, each token
+    attending to the window's prompt before it either way (`prefill_price`); the decode step
     itself (ITL p50) does not move. ITL p99 grows by the longer pass a token may wait behind;
     TTFT p99 follows the new capacity (`ttft_change`). Needs ITL p50 to split the observed
     step into decode and prefill."""
@@ -596,7 +618,10 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     prefill = model.prefill_per_step(obs.batch)
     if prefill <= 0:
         return _unchanged(inp, "the window's steps carry no prefill: a new chunk changes none")
-    per_token = [physics.prefill_seconds(c) / c for c in (current, new_chunk)]
+    prompt = prompt_tokens(inp)
+    per_token = [
+        prefill_price(physics, c, prompt[1] if prompt else None) for c in (current, new_chunk)
+    ]
     now = model.step(obs.batch)
     after = now - prefill + prefill * per_token[1] / per_token[0]
     ratio = now / after
@@ -604,7 +629,7 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: (0.0, -FLOOR, FLOOR)}
     p99 = itl_p99(inp)
     if p99:
-        longer = physics.prefill_seconds(new_chunk) - physics.prefill_seconds(current)
+        longer = new_chunk * per_token[1] - current * per_token[0]
         effects[ITL_P99] = _spread(max(-0.9, longer / p99))
     ttft = ttft_change(inp, obs, obs.batch, ratio)
     if ttft is not None and ttft != UNBOUNDED:
