@@ -5,9 +5,10 @@ Each run draws one case from its seed (`matrix_cases.draw`: model x GPU layout x
 x workload x profile x one mis-set flag, with the simulator's hardware and kernel constants each
 drawn within ±`--perturb` of sglang_physics's; the daemon keeps its own). `closed_loop.run_one`
 lets the daemon advise and applies its warnings; each applied change is measured before and
-after (`sglang_sim.measure`, 10 simulated minutes, seeds 1-3, mean) on tokens/s, TTFT p99, ITL
-p50 and p99 and crashes, beside what its advice predicted. A mis-set start also measures the
-best single change (the flag set back) to say whether the daemon should have warned.
+after (`sglang_sim.measure`, 10 simulated minutes, traffic seeds 1-2, mean) on tokens/s, TTFT
+p99, ITL p50 and p99 and crashes, beside what its advice predicted. A mis-set start also
+measures the best single change (the flag set back, traffic seeds 1-4) to say whether the daemon
+should have warned.
 
 Run i of `--seed S` has seed S + i: `--seed S+i --runs 1` replays it (same case, same world).
 
