@@ -291,6 +291,16 @@ def test_a_latency_cap_that_costs_more_tokens_than_it_gains_is_held_with_its_tra
     assert held.reason.startswith("predicted to cost tok/s -78%, TTFT p99 +1030% for ITL p50 -62%")
 
 
+def test_a_change_worse_on_its_own_objective_too_is_held_as_gaining_nothing():
+    # tokens/s -11 % and its own objective (ITL p50) up 13 %: no "for ITL p50 +13%" as if that
+    # were what it buys
+    plan = plan_target("t", _cap(-0.13, -0.11, 0.0), FlagHistory(), ORDER)
+    assert plan.next is None
+    (held,) = plan.held
+    assert held.reason.startswith("predicted to cost tok/s -11% and ITL p50 +13%: it gains on no")
+    assert " for ITL p50" not in held.reason
+
+
 def test_a_cap_that_gains_more_than_it_costs_is_planned_and_says_its_trade():
     from sglang_tuner.plan import asked_of
 

@@ -349,6 +349,12 @@ def _costs_more_than_it_gains(action: Action, objectives: _Objectives) -> str:
     if lost <= max(prediction.gain, 0.0):
         return ""
     said = ", ".join(f"{o} {c:+.0%}" for o, c in costs.items())
+    if prediction.gain <= 0:  # its own objective moves the wrong way too: a cost, not a gain
+        return (
+            f"predicted to cost {said} and {prediction.objective} {_gain_text(prediction)}: "
+            f"it gains on no objective predicted; apply it only where what its evidence names "
+            f"is worth that cost"
+        )
     return (
         f"predicted to cost {said} for {prediction.objective} {_gain_text(prediction)}: more "
         f"than it gains; apply it only where that trade is wanted"
