@@ -354,3 +354,19 @@ def test_a_larger_prefill_chunk_is_priced_with_the_same_attention(model: str, gp
     before, after = (measure(c, seconds=600.0, seed=1) for c in (small, raised))
     measured = after.gen_throughput / before.gen_throughput - 1
     assert p.gain > 0 and abs(p.gain - measured) < 0.03, (p.gain, measured)
+
+
+def test_without_itl_the_prefill_a_step_carries_is_priced_on_the_windows_prompt():
+    # no ITL p50 to split the step: the prefill is priced by the physics, each token attending
+    # to the prompt before it, so the same prompt tokens per output token cost more when they
+    # come as 16,000-token prompts than as 1,000-token ones
+    from sglang_tuner.predict.server_model import Observed, ServerModel, physics_for
+
+    physics = physics_for(L40S_AT_HALF)
+    assert physics is not None
+
+    def per_step(prompt: float) -> float:
+        obs = Observed(1, 15, 0.048, 725, 0.9, 56_835, 2.0, False, None, prompt)
+        return ServerModel(obs, physics, None, 160, False).prefill_per_step(15)
+
+    assert per_step(16_000) > 1.2 * per_step(1_000) > 0

@@ -138,6 +138,7 @@ class Observed:
     prefill_per_output: float  # prompt tokens computed (not cached) per output token
     retracting: bool
     itl: float | None = None  # ITL p50: a decode step without the prefills between steps
+    prompt: float | None = None  # prompt tokens per request, cached part included
 
     @property
     def kv_per_request(self) -> float:
@@ -178,6 +179,7 @@ def observe(inp: RuleInput) -> Observed | None:
         prefill_per_output=per_output,
         retracting=(view.total(RETRACTIONS_PER_MINUTE) or 0.0) > 0,
         itl=view.quantile(ITL_P50_SECONDS, 0.5),
+        prompt=prompts[1] if (prompts := prompt_tokens(inp)) else None,
     )
 
 
@@ -253,15 +255,15 @@ class ServerModel:
 
     def prefill_per_step(self, batch: float) -> float:
         """Prefill seconds a decode step of `batch` carries (each output token's prompt share):
-        from the observed step less ITL p50, else from the physics' prefill and the window's
-        prompt / generation token rates."""
+        from the observed step less ITL p50, else from the physics' prefill (`prefill_price`,
+        each token attending to the window's prompt before it) and the window's prompt /
+        generation token rates."""
         if self.split_by_itl:
             assert self.obs.itl is not None
             return batch * (self.obs.step - self.obs.itl) / self.obs.batch
         if self.physics is None or self.obs.prefill_per_output <= 0:
             return 0.0
-        chunk = PRICED_CHUNK
-        per_token = self.physics.prefill_seconds(chunk) / chunk
+        per_token = prefill_price(self.physics, PRICED_CHUNK, self.obs.prompt)
         return batch * self.obs.prefill_per_output * per_token
 
     def scale(self) -> float:
