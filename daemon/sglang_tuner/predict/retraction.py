@@ -48,6 +48,7 @@ from sglang_tuner.predict.server_model import (
     no_prediction,
     objective,
     objective_gain,
+    prefill_price,
     server_model,
 )
 from sglang_tuner.rule import RuleInput
@@ -98,15 +99,17 @@ def fitting_batch(inp: RuleInput) -> tuple[int, Holding] | str:
 def recompute_share(inp: RuleInput, model: ServerModel) -> tuple[float, str]:
     """The share of a rank's time spent prefilling retracted requests again: retracted
     requests per second x what a running request holds x the physics' prefill seconds per
-    token (a retracted request keeps its output and prefills prompt and output again). On five
-    simulated storms (8B/H100) the cap's prediction with this credit missed the measured
-    tokens/s by 1-3 points on four and by 9 on one; with the prompt alone, by 2-7."""
+    token (a retracted request keeps its output and prefills prompt and output again, each
+    token attending to what it holds before it: `prefill_price`). On five simulated storms
+    (8B/H100) the cap's prediction with this credit, then priced as fresh 4096-token passes,
+    missed the measured tokens/s by 1-3 points on four and by 9 on one; with the prompt
+    alone, by 2-7."""
     obs, physics = model.obs, model.physics
     per_minute = (inp.view.mean(RETRACTIONS_PER_MINUTE) or 0.0) / obs.ranks
     if physics is None or per_minute <= 0:
         return 0.0, "the retractions' recompute not counted (no physics for this model or GPU)"
     held = obs.kv_per_request
-    per_token = physics.prefill_seconds(PRICED_CHUNK) / PRICED_CHUNK
+    per_token = prefill_price(physics, PRICED_CHUNK, held)  # its prompt and output again
     share = min(MAX_RECOMPUTE_SHARE, per_minute / 60 * held * per_token)
     return share, f"{share:.1%} of the time went to prefilling retracted requests again"
 

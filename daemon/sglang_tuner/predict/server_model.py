@@ -810,11 +810,11 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
     kv = b * obs.kv_per_request
     k = model.scale()
     decode = k * single.decode_seconds(b, kv, cuda_graph=model.uses_graph(b))
-    chunk = PRICED_CHUNK
-    prefill = b * obs.prefill_per_output * single.prefill_seconds(chunk) / chunk
+    one_gpu = prefill_price(single, PRICED_CHUNK, obs.prompt)
+    prefill = b * obs.prefill_per_output * one_gpu
     if model.split_by_itl:  # the observed prefill share, scaled by the per-GPU compute
-        tp_prefill = physics.prefill_seconds(chunk) / chunk
-        prefill = model.prefill_per_step(b) * (single.prefill_seconds(chunk) / chunk) / tp_prefill
+        tp_prefill = prefill_price(physics, PRICED_CHUNK, obs.prompt)
+        prefill = model.prefill_per_step(b) * one_gpu / tp_prefill
     after = replicas * b / (decode + prefill)
     now = obs.batch / obs.step
     gain = after / now - 1
