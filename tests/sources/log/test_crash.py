@@ -320,6 +320,14 @@ def test_an_excerpt_cut_inside_a_traceback_keeps_the_phase_its_frames_name() -> 
     head = PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent call"
     (crash,) = scan_lines([sigquit, head + " last):", *frames]).crashes
     assert (crash.cls, crash.phase) == ("unclassified", "prefill")
+    # the parent's sigquit only says a child failed: the child's traceback says where
+    assert (crash.message, crash.frame) == ("", "model_runner.py in forward_extend")
+
+
+def test_a_sigquit_with_no_traceback_after_it_is_said_as_it_stands() -> None:
+    sigquit = "[2026-03-01 12:00:01] Received sigquit from a child process. It usually means ..."
+    (crash,) = scan_lines([sigquit]).crashes
+    assert crash.message.startswith("Received sigquit from a child process")
 
 
 def test_a_catalogued_leak_message_without_the_hand_written_words_is_an_allocator_bug() -> None:
@@ -396,3 +404,30 @@ def test_a_traceback_cut_before_its_exception_line_says_where_it_ends():
 )
 def test_sglangs_own_workaround_is_read_as_one_change_with_its_value(line, change):
     assert workaround(line) == change
+
+
+@pytest.mark.parametrize(
+    ("last", "cls"),
+    [
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", "not_tuning"),
+        ("ValueError: something nobody catalogued", "unclassified"),
+        ("Segmentation fault (core dumped)", "unclassified"),
+        ("Killed", "unclassified"),
+        ("Fatal Python error: Aborted", "unclassified"),
+        ("thread 'main' panicked at src/lib.rs:12:5:", "unclassified"),
+        ("terminate called after throwing an instance of 'c10::Error'", "unclassified"),
+    ],
+)
+def test_a_log_that_ends_in_last_words_outside_a_traceback_ends_in_a_crash(
+    last: str, cls: str
+) -> None:
+    lines = [PREFIX.format(sec=1, tp=0) + DECODE, last]
+    (crash,) = scan_lines(lines).crashes
+    assert (crash.cls, crash.phase, crash.message) == (cls, "decode", last)
+    # the same words with batches run after them ended nothing
+    assert scan_lines([*lines, PREFIX.format(sec=9, tp=0) + DECODE]).crashes == ()
+
+
+def test_a_line_that_only_mentions_a_kill_is_no_last_words() -> None:
+    lines = [PREFIX.format(sec=1, tp=0) + DECODE, "Killed process group cleanup done"]
+    assert scan_lines(lines).crashes == ()

@@ -215,6 +215,7 @@ class CrashTracker:
         self._pending: CrashDiagnosis | None = None  # a bare traceback nothing has run after
         self._request = False  # the line before a traceback said it serves a request
         self._loose = ""  # the last exception line seen outside a traceback (an excerpt's)
+        self._last_words = ""  # a process's end said outside a traceback, nothing run since
         self._workaround: tuple[str, str, float | None] | None = None  # flag, value, log time
 
     @property
@@ -226,7 +227,7 @@ class CrashTracker:
     @last_batch.setter
     def last_batch(self, kind: CrashKind | None) -> None:
         if kind is not None:
-            self._pending = None
+            self._pending, self._last_words = None, ""
         self._last_batch = kind
 
     def take_diagnoses(self) -> tuple[CrashDiagnosis, ...]:
@@ -238,6 +239,11 @@ class CrashTracker:
         """The log ended: a bare traceback nothing ran after was the process's end."""
         self.close_record()
         pending, self._pending = self._pending, None
+        words, self._last_words = self._last_words, ""
+        if pending is None and words and self._burst is None:
+            said = diagnose(words)  # the log's last words: an exception or the process dying
+            if said.cls == UNCLASSIFIED or _is_crash(said):
+                pending = self._diagnosis(said, words, None)
         if pending is not None:
             burst = self._burst_at(self.last_ts)
             burst.fatal = True
@@ -251,7 +257,7 @@ class CrashTracker:
         self.end_burst()
         self.phase, self.last_batch, self.last_ts = phase, None, None
         self.stage, self._pending = ("load" if phase is Phase.STARTUP else ""), None
-        self._loose, self._workaround = "", None
+        self._loose, self._workaround, self._last_words = "", None, ""
 
     def line(self, text: str, ts: float | None) -> None:
         """A line outside a traceback record that passed the keyword filter."""
@@ -262,7 +268,9 @@ class CrashTracker:
         elif self.record is None and _FRAME.search(text):  # an excerpt cut inside a traceback
             self.record = _Record(self.last_ts, fatal=False)
         elif self.record is None and is_exception_line(_bare(text)):
-            self._loose = _bare(text)
+            self._loose = self._last_words = _bare(text)
+        elif self.record is None and _DEATH.search(_bare(text)):
+            self._last_words = _bare(text)
         elif self.record is None and _CAUSE_LINE.search(text):  # a CUDA error said on its own
             if diagnose(_bare(text)).cls != UNCLASSIFIED:
                 self._loose = _bare(text)
@@ -396,12 +404,21 @@ class CrashTracker:
 
     def _say(self, burst: _Burst, said: CrashDiagnosis, strong: bool) -> None:
         """Keep `said` as the burst's diagnosis where it says more than what it has: an
-        exception line over a fatal line around it, anything over unclassified."""
+        exception line over a fatal line around it, anything over unclassified, and an
+        unclassified traceback's frames over a line that names none (a parent's sigquit only
+        says that a child failed; the child's traceback says where)."""
         old = burst.said
+        unplaced = (
+            old is not None
+            and old.cls == UNCLASSIFIED
+            and not old.frame
+            and (not old.message or bool(_SIGQUIT.search(old.message)))
+        )
         if (
             old is None
             or (strong and not burst.strong)
             or (old.cls == UNCLASSIFIED and said.cls != UNCLASSIFIED and strong >= burst.strong)
+            or (unplaced and bool(said.frame) and strong >= burst.strong)
         ):
             burst.said, burst.strong = said, strong or burst.strong
 
@@ -566,6 +583,12 @@ _REQUEST = re.compile(r"Exception in ASGI application|[/\\](?:fastapi|starlette|
 _CAUSE_LINE = re.compile(
     r"illegal memory access|CUDA [Ee]rror|out of memory|ptxas|NCCL (?:error|WARN)"
     r"|device-side assert"
+)
+# A process dying in words that are no Python exception: the kernel's signals as the shell says
+# them, the interpreter's and C++ runtime's aborts, a Rust panic (the router, the gateway).
+_DEATH = re.compile(
+    r"^(?:Segmentation fault|Bus error|Aborted|Killed|Illegal instruction)(?: \(core dumped\))?$"
+    r"|core dumped|^Fatal Python error:|\bpanicked at\b|^terminate called after throwing"
 )
 # A fatal line printed outside any traceback: a toolchain or driver error said on its own.
 _FATAL_LINE = re.compile(r"\bfatal\b|\bFATAL\b|ptxas|\bNCCL\b.*\b(?:error|Error|failure)")

@@ -100,6 +100,7 @@ _KEYWORDS = re.compile(
     r"|max_total_num_token|server_args=|Init torch distributed|No space left"
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
     r"|rror|fatal|File \"|Load weight|KV Cache is allocated|profiled value"  # crash.py's
+    r"|egmentation fault|core dumped|Killed|Abort|panicked at|terminate called|Illegal instr"
 )
 
 
