@@ -246,3 +246,21 @@ def test_a_flag_change_without_a_prediction_for_this_server_is_a_hint():
     for prediction, severity in cases:
         (judged,) = judge_target(target, (_flag_change(prediction),), settings, 45.0).judgements
         assert judged.severity is severity, prediction
+
+
+def _graph_raise(_inp):
+    action = Action("--cuda-graph-max-bs-decode 48 -> 96", "--cuda-graph-max-bs-decode", "48", "96")
+    return Finding("e", action, Confidence.HIGH, 1.0, 10)
+
+
+def test_a_renamed_flag_on_a_server_of_unknown_version_says_what_older_releases_take():
+    settings = load_settings(None, {"min_samples": 3})
+    rule = Rule(
+        id="graphs", severity=Severity.INFO, summary="s", action="a", source="t",
+        check=_graph_raise, signals=("q",), requires=("q",),
+    )  # fmt: skip
+    (judged,) = judge_target(_target([1.0] * 10), (rule,), settings, 45.0).judgements
+    assert judged.finding is not None
+    note = judged.finding.action.note
+    assert "version is unknown" in note and "older releases take --cuda-graph-max-bs" in note
+    assert "from 0.5.14" in note

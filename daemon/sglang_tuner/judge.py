@@ -18,7 +18,8 @@ from sglang_tuner.model.service_levels import (
 )
 from sglang_tuner.model.window import WindowView
 from sglang_tuner.predict import MIN_GAIN
-from sglang_tuner.rule import Rule, RuleInput, apply_rule
+from sglang_tuner.rule import Rule, RuleInput, apply_rule, with_note
+from sglang_tuner.rules.sglang.flags import spelling_note
 from sglang_tuner.rules.workload import infer_profile
 from sglang_tuner.target_state import TargetState
 
@@ -288,11 +289,28 @@ def _judge(rule: Rule, target: TargetState, inp: RuleInput, overrides: RuleSetti
         logger.exception("tuning rule %s failed on target %s", rule.id, target.name)
         return Judgement(rule, Health.ERR, severity, None, f"{type(exc).__name__}: {exc}")
     health = Health.NO_DATA if isinstance(outcome, NoData) else Health.OK
+    if isinstance(outcome, Finding):
+        outcome = _spelled(outcome, inp)
     if isinstance(outcome, Finding) and not overrides.severity:
         if outcome.severity is not None:
             severity = outcome.severity  # the rule expects too little of this change to warn
         severity = _claimed(rule, outcome, severity)
     return Judgement(rule, health, severity, outcome)
+
+
+def _spelled(finding: Finding, inp: RuleInput) -> Finding:
+    """The finding, its action saying what older releases call a flag SGLang renamed, where
+    the server's version is unknown (the advice names the newest spelling)."""
+    version = inp.config.version if inp.config else None
+    action = finding.action
+    if version is not None:
+        return finding
+    notes = [
+        n for a in (action, *action.companions) if a.flag and (n := spelling_note(a.flag, None))
+    ]
+    for note in dict.fromkeys(notes):
+        action = with_note(action, note)
+    return finding if action is finding.action else replace(finding, action=action)
 
 
 def _claimed(rule: Rule, finding: Finding, severity: Severity) -> Severity:

@@ -256,3 +256,11 @@ def test_a_workaround_printed_long_before_another_crash_is_not_its_fix():
     ]
     step = _next_change(later)
     assert step.rule == "crash_diagnosed" and step.action.flag is None
+
+
+def test_an_oom_while_loading_the_weights_names_no_memory_flag():
+    message = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."
+    outcome = _judge((CrashReport(50.0, "crash", "oom", "load", message),))
+    assert isinstance(outcome, Finding) and outcome.action.flag is None
+    assert "weights did not fit while loading" in outcome.action.text
+    assert "1.00 GiB. The weights" in outcome.action.text  # one full stop between sentences

@@ -465,7 +465,7 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
     """A crash no tuning rule knows is named, with what to check; a flag only where SGLang's
     own message printed it as the workaround, or the guide's own step for an OOM while
     serving whatever its phase."""
-    said = crash_named(report)
+    said = crash_named(report).rstrip(". ")  # a sentence follows it
     if report.workaround_flag:
         return _sglangs_workaround(report, said)
     if report.cls == NOT_TUNING:
@@ -483,6 +483,13 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
         )
     if report.kind == "oom" and report.phase == "serving":
         return _general_oom(inp, said)
+    if report.kind == "oom" and report.phase == "load":
+        return Action(
+            f"{said}. The weights did not fit while loading, before any KV pool or graph was "
+            "sized, so no SGLang memory flag stops it: more GPUs (--tp-size), quantized weights, "
+            "or a GPU no other process holds memory on (nvidia-smi)",
+            expected="no flag change: the weights alone do not fit on this GPU as launched",
+        )
     if report.kind == "oom":
         return Action(
             f"{said}. The log does not say which of SGLang's memory users ran out, so no flag "

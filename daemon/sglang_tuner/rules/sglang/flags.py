@@ -142,6 +142,22 @@ def flag_name(flag: str, version: str | None) -> str | None:
     return current[-1] if current else None
 
 
+def spelling_note(flag: str, version: str | None) -> str:
+    """Where the server's version is unknown and the setting was spelled otherwise before
+    (`--cuda-graph-max-bs` until 0.5.14), what older releases take; else ""."""
+    setting = _SETTING_OF.get(flag)
+    if version is not None or setting is None:
+        return ""
+    older = [s for s in SPELLINGS[setting] if s.name != flag and s.name == setting]
+    newest = next((s for s in SPELLINGS[setting] if s.name == flag), None)
+    if not older or newest is None or newest.since == ALL:
+        return ""
+    return (
+        f"the server's SGLang version is unknown: {flag} is the spelling from {newest.since}; "
+        f"older releases take {older[0].name}"
+    )
+
+
 def has_flag(flag: str, version: str | None) -> bool:
     """True when advice may name this setting for this version (some current spelling)."""
     return flag_name(flag, version) is not None
