@@ -90,6 +90,12 @@ def test_every_fixture_page_sums_the_same_by_runs(path: Path) -> None:
         series(f'model="{"m" * 100}",', (1, 3, 4)),  # a label value past the limit
         series('a="1",b="2",c="3",d="4",e="5",f="6",', (1, 3, 4)),  # more labels than the limit
         series('dp_rank="0",', (1, 3, 4)).replace(f"sglang:{TTFT}", f"sglang_{TTFT}", 1),
+        # a series' line repeated at the end of another series' run, its bounds made whole
+        series('dp_rank="0",', (0, 0, 0))
+        + bucket('dp_rank="0",', "0.5", "0")
+        + f"sglang:{TTFT}_count 1\n"
+        + series('dp_rank="1",', (0, 0, 0))
+        + bucket('dp_rank="0",', "0.5", "1"),
     ],
     ids=lambda body: body[:0] or None,
 )

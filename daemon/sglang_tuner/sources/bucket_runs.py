@@ -5,8 +5,9 @@ and only their `le` and value are used. `exposition.py` hands over each run of c
 bucket lines of a family as one slice of the page; here each run costs a few C-level scans (its
 `le` values, its values, its line lengths) instead of Python work per line. A run is read this
 way only when it is plainly one series written the usual way: every line one `le` label and a
-value at its end (no timestamp, no exemplar), no `le` twice, the same bounds in the same order
-as the family's other runs, a series not seen before, no line that could break a label limit.
+value at its end (no timestamp, no exemplar), its first and last lines of the same series, no
+`le` twice, the same bounds in the same order as the family's other runs, a series not seen
+before, no line that could break a label limit.
 Anything else returns None, and the caller reads the family's lines one by one as before (exact
 errors, limits, duplicates).
 """
@@ -15,7 +16,8 @@ import operator
 import re
 from collections.abc import Sequence
 
-# `le` as a whole label: `{` is read as `,` before this search (see `sum_runs`).
+# `le` as a whole label: `{` is read as `,` before this search (see `sum_runs`); taken out,
+# a line's other labels are its series.
 _LE_RE = re.compile(rb',le="([^"\n]*)"')
 # The value at a line's end, after the closing brace (a timestamp: no match).
 _VALUE_RE = re.compile(rb"\}[ \t]+(\S+)[ \t]*\r?$", re.MULTILINE)
@@ -45,7 +47,11 @@ def sum_runs(runs: Sequence[bytes], longest: int, most: int) -> Summed | None:
             read = list(map(float, values))
         except ValueError:
             return None  # the slow path says which sample is bad
+        # One series: the first and last lines' labels, `le` taken out, are the same (a
+        # run's series are written one after the other).
         labels = _series_labels(lines[0])
+        if len(lines) > 1 and _series_labels(lines[-1]) != labels:
+            return None  # two series in one run: the slow path sums them line by line
         if labels in series:
             return None  # a series repeated: the slow path keeps its first lines only
         series.add(labels)
@@ -61,6 +67,6 @@ def sum_runs(runs: Sequence[bytes], longest: int, most: int) -> Summed | None:
 
 
 def _series_labels(line: bytes) -> bytes:
-    """A bucket line's label string without its name and value (its series, with its `le`)."""
-    head = line.rpartition(b"}")[0]
-    return head[head.find(b"{") :]
+    """A bucket line's labels without its name, value and `le`: its series."""
+    head = line.rpartition(b"}")[0].replace(b"{", b",")
+    return _LE_RE.sub(b"", head[head.find(b",") :])
