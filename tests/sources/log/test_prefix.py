@@ -117,6 +117,38 @@ SAMPLES = [
         "sglang-0",
     ),
     ("a wrapper's dated bracket", f"[2025-08-11 17:20:03] {LINE}", TS, ""),
+    (
+        "Loki logcli query (default output)",
+        f'{NANO} {{container="sglang", namespace="llm"}} {LINE}',
+        TS + 0.123456789,
+        "sglang",
+    ),
+    (
+        "Loki logcli query, tab-separated",
+        f'{NANO}\t{{pod="sglang-0"}}\t{LINE}',
+        TS + 0.123456789,
+        "sglang-0",
+    ),
+    (
+        "Google Cloud Logging export",
+        json.dumps(
+            {
+                "insertId": "x1",
+                "textPayload": LINE,
+                "timestamp": NANO,
+                "severity": "INFO",
+                "resource": {"type": "k8s_container"},
+            }
+        ),  # fmt: skip
+        TS + 0.123456789,
+        "",
+    ),
+    (
+        "OpenTelemetry collector (file exporter, flattened)",
+        json.dumps({"Timestamp": NANO, "Body": LINE, "time": NANO}),
+        TS + 0.123456789,
+        "",
+    ),
 ]
 
 
@@ -205,6 +237,8 @@ WRAPPERS = {
     "journalctl -o json": lambda line, ts: json.dumps(
         {"__REALTIME_TIMESTAMP": str(int(ts * 1e6)), "MESSAGE": line, "_SYSTEMD_UNIT": "s"}
     ),
+    "Loki logcli": lambda line, ts: f'{_iso(ts)} {{container="sglang"}} {line}',
+    "Cloud Logging": lambda line, ts: json.dumps({"textPayload": line, "timestamp": _iso(ts)}),
 }
 
 

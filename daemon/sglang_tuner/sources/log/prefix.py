@@ -3,7 +3,9 @@ compose logs` (`svc-1  | `), journalctl (`short`, `short-precise`, `short-iso`, 
 `short-unix`), `kubectl logs --timestamps` and `docker logs -t` (an RFC 3339 stamp), `kubectl
 logs --prefix` (`[pod/name/container] `), the CRI runtime's files (`<RFC 3339> stdout F `),
 JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
-vector, Loki's `logcli --output jsonl`: a message field and a time field), Python logging's
+vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, OpenTelemetry's
+`body`: a message field and a time field), Loki's `logcli query` default output (`<RFC 3339>
+{labels} `), Python logging's
 layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][LEVEL]: `), a
 second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
 and SGLang's own prefix with its opening bracket lost in a paste. Wrappers nest (compose around
@@ -23,7 +25,12 @@ MAX_JSON_CHARS = 1 << 20
 _DEPTH = 4  # wrappers taken off one line at most (compose + -t + CRI + JSON is the deepest seen)
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[@-Z\\-_]")
 # RFC 3339 as kubectl, docker, CRI and journalctl's short-iso print it (journalctl: "+0000").
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)? ")
+_RFC3339 = re.compile(
+    r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d:?\d\d)?[ \t]"
+)
+# Loki's `logcli query` default output: the stream's labels after the stamp
+_LOKI_LABELS = re.compile(r"\{([^{}\n]{0,1024})\}[ \t]")
+_LOKI_STREAM = re.compile(r'(?:container|pod|service_name|job)="([^"]{1,256})"')
 _CRI = re.compile(r"(?:stdout|stderr) [FP] ")
 # journalctl's "host identifier[pid]: ", after its stamp
 _JOURNAL = re.compile(r"[^\s\[]\S{0,254} ([^\s\[:]{1,128})(?:\[\d{1,10}\])?: ")
@@ -58,8 +65,9 @@ _BRACKET_LOST = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
 )
 # JSON fields, most specific first (docker: log; vector, fluent-bit: message or log; journald:
-# MESSAGE; logcli: line; VictoriaLogs: _msg)
-_MESSAGE_KEYS = ("log", "message", "MESSAGE", "msg", "line", "_msg", "body")
+# MESSAGE; logcli: line; VictoriaLogs: _msg; Google Cloud Logging: textPayload; OpenTelemetry:
+# body / Body)
+_MESSAGE_KEYS = ("log", "message", "MESSAGE", "msg", "line", "_msg", "body", "textPayload", "Body")
 _TIME_KEYS = ("time", "timestamp", "@timestamp", "__REALTIME_TIMESTAMP", "_time", "ts", "date")
 _STREAM_KEYS = ("container_name", "container", "pod_name", "pod", "_SYSTEMD_UNIT",
                 "SYSLOG_IDENTIFIER", "service", "host")  # fmt: skip
@@ -149,6 +157,9 @@ def _stamped(line: str) -> Unwrapped | None:
         rest = line[match.end() :]
         if cri := _CRI.match(rest):
             return Unwrapped(rest[cri.end() :], ts, "")
+        if labels := _LOKI_LABELS.match(rest):
+            stream = _LOKI_STREAM.search(labels.group(1))
+            return Unwrapped(rest[labels.end() :], ts, stream.group(1) if stream else "")
         # journalctl's short-iso prints an offset, kubectl, docker and CRI print UTC as "Z"
         if zone not in (None, "Z") and (journal := _JOURNAL.match(rest)):
             return Unwrapped(rest[journal.end() :], ts, journal.group(1))
