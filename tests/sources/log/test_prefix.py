@@ -293,3 +293,34 @@ def test_a_log_in_python_loggings_bracketed_layout_reads_as_sglangs_own():
     assert [u.text for u in map(unwrap, bracketed)] == own
     assert _loads_by_value(scan_lines(bracketed)) == _loads_by_value(scan_lines(own))
     assert [x.ts for x in log_samples(bracketed, 5.0)] == [x.ts for x in log_samples(own, 5.0)]
+
+
+@pytest.mark.parametrize(
+    ("wrapped", "text", "ts"),
+    [
+        # another framework's logging config around an embedded SGLang: vLLM's layout
+        ("INFO 08-11 17:20:03 [scheduler.py:1200] " + LINE[26:], "[17:20:03] " + LINE[26:], None),
+        ("svc=sglang level=info ts=2025-08-11T17:20:03Z " + LINE[26:],
+         "[2025-08-11 17:20:03] " + LINE[26:], TS),
+        ("2025/08/11 17:20:03.250 worker-3 | " + LINE[26:],
+         "[2025-08-11 17:20:03] " + LINE[26:], TS + 0.25),
+        ("worker-3 INFO: " + LINE[26:], LINE[26:], None),  # a level, no time
+        ("worker-3: " + LINE[26:], "worker-3: " + LINE[26:], None),  # neither: no log layout
+    ],
+)  # fmt: skip
+def test_an_unknown_prefix_before_sglangs_own_message_is_taken_off_with_its_time(wrapped, text, ts):
+    assert LINE[26:].startswith("KV cache pool is full")
+    assert unwrap(wrapped)[:2] == (text, ts)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "user prompt: " + "x" * 200 + " Decode batch please",  # too far in
+        "Exception: Capture cuda graph failed: invalid argument",  # an exception quoting it
+        "ValueError: leak detected! self.max_total_num_tokens=3185200",
+        "2025-08-11 17:20:03 RuntimeError: Decode batch failed",
+    ],
+)
+def test_a_line_that_only_mentions_sglangs_words_is_left_as_it_is(line):
+    assert unwrap(line).text == line

@@ -8,7 +8,8 @@ vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, Op
 {labels} `), Python logging's
 layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][LEVEL]: `), a
 second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
-and SGLang's own prefix with its opening bracket lost in a paste. Wrappers nest (compose around
+SGLang's own prefix with its opening bracket lost in a paste, and any other prefix before one of
+SGLang's own messages (its time kept where it prints one). Wrappers nest (compose around
 `-t` stamps, a collector around CRI lines): each is taken off in turn.
 
 Pure and linear in the line's length: every regex is anchored at the line's start and bounded
@@ -64,6 +65,21 @@ _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --pre
 _BRACKET_LOST = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
 )
+# SGLang's own messages that open a line after its prefix: found behind a prefix no layer above
+# knows (another framework's logging config around an embedded SGLang, a tool nobody listed),
+# the prefix is taken off and its time kept.
+_OPENERS = re.compile(
+    r"(?:Decode batch|Prefill batch|KV cache pool is full|Scheduler hit an exception"
+    r"|Load weight (?:begin|end)|KV Cache is allocated|Memory pool end|Capture cuda graph"
+    r"|max_total_num_tokens=)"
+)
+_FOREIGN_CHARS = 160  # the longest unknown prefix taken off
+# A prefix is a log layout's only with a time or a level in it, and no exception's words (an
+# exception's message may quote SGLang's: "Exception: Capture cuda graph failed").
+_FOREIGN_LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|info|warn|error)\b")
+_FOREIGN_NOT = re.compile(r"(?:Error|Exception|Warning|Exit|Interrupt|Failure)\b|Traceback|File ")
+_FOREIGN_DAY = re.compile(r"(\d{4})[-/](\d\d)[-/](\d\d)")
+_FOREIGN_CLOCK = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")
 # JSON fields, most specific first (docker: log; vector, fluent-bit: message or log; journald:
 # MESSAGE; logcli: line; VictoriaLogs: _msg; Google Cloud Logging: textPayload; OpenTelemetry:
 # body / Body)
@@ -127,10 +143,32 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
     if first == "{":
         return _json(line) if len(line) <= MAX_JSON_CHARS else None
     if first.isdigit():
-        return _stamped(line)
+        return _stamped(line) or _foreign(line)
     if first.isalpha():
-        return _journal_short(line, year) or _compose(line)
+        return _journal_short(line, year) or _compose(line) or _foreign(line)
     return None
+
+
+def _foreign(line: str) -> Unwrapped | None:
+    """A prefix no layer knows before one of SGLang's own messages (`_OPENERS`): taken off, its
+    time kept as SGLang's bracket (`[date time]`, or `[time]` where it prints no year: dated
+    from the file, as SGLang's own time-only stamps are)."""
+    found = _OPENERS.search(line, 0, _FOREIGN_CHARS + 40)
+    if found is None or not 0 < found.start() <= _FOREIGN_CHARS:
+        return None
+    prefix, rest = line[: found.start()], line[found.start() :]
+    if prefix[-1] not in " \t]|:-" or _FOREIGN_NOT.search(prefix):
+        return None
+    clock = _FOREIGN_CLOCK.search(prefix)
+    if clock is None:
+        return Unwrapped(rest, None, "") if _FOREIGN_LEVEL.search(prefix) else None
+    hour, minute, second, fraction = clock.groups()
+    day = _FOREIGN_DAY.search(prefix)
+    if day is None:
+        return Unwrapped(f"[{hour}:{minute}:{second}] {rest}", None, "")
+    stamp = f"{day.group(1)}-{day.group(2)}-{day.group(3)}"
+    when = f"{hour}:{minute}:{second}"
+    return Unwrapped(f"[{stamp} {when}] {rest}", _utc(stamp, when, fraction), "")
 
 
 def _bracket(line: str) -> Unwrapped | None:
