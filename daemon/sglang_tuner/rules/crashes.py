@@ -390,6 +390,9 @@ _KINDS: dict[str, str] = {
     "driver": "NCCL/driver (a GPU, its driver, a CUDA kernel or the links between ranks failed)",
     "model": "model or quantization incompatibility (this build cannot run this checkpoint)",
     "request": "a request refused",
+    "killed": "the process was killed from outside (the host's OOM killer, a container's memory "
+    "limit, or a signal)",
+    "native": "a crash below Python (a library or kernel segfaulted or aborted)",
     "oom": "out of memory",
     "capture_failure": "CUDA-graph capture failed, not for memory",
     "load_failure": "loading the model failed",
@@ -409,6 +412,10 @@ _NOT_TUNING_DO = {
     "report it with this log",
     "model": "use a checkpoint or quantization this SGLang version supports, or upgrade it",
     "request": "the client's request was refused; the server itself needs no change",
+    "killed": "check the host's memory (dmesg for the OOM killer), the container's memory limit "
+    "and whatever sends signals (a supervisor, a deploy): no SGLang flag stops it",
+    "native": "upgrade SGLang, torch and the GPU driver, and report it upstream with this log "
+    "(a core dump, `faulthandler`'s trace); no tuning flag stops it",
 }
 
 

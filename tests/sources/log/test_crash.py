@@ -411,11 +411,11 @@ def test_sglangs_own_workaround_is_read_as_one_change_with_its_value(line, chang
     [
         ("RuntimeError: CUDA error: an illegal memory access was encountered", "not_tuning"),
         ("ValueError: something nobody catalogued", "unclassified"),
-        ("Segmentation fault (core dumped)", "unclassified"),
-        ("Killed", "unclassified"),
-        ("Fatal Python error: Aborted", "unclassified"),
+        ("Segmentation fault (core dumped)", "not_tuning"),
+        ("Killed", "not_tuning"),
+        ("Fatal Python error: Aborted", "not_tuning"),
         ("thread 'main' panicked at src/lib.rs:12:5:", "unclassified"),
-        ("terminate called after throwing an instance of 'c10::Error'", "unclassified"),
+        ("terminate called after throwing an instance of 'c10::Error'", "not_tuning"),
     ],
 )
 def test_a_log_that_ends_in_last_words_outside_a_traceback_ends_in_a_crash(

@@ -33,6 +33,15 @@ FLAG = "--mem-fraction-static."
         ),
         ("RuntimeError: NCCL error: unhandled system error", "not_tuning", "driver"),
         ("ZeroDivisionError: division by zero", UNCLASSIFIED, ""),
+        ("Killed", "not_tuning", "killed"),
+        ("Out of memory: Killed process 4121 (python3)", "not_tuning", "killed"),  # host RAM
+        ("Segmentation fault (core dumped)", "not_tuning", "native"),
+        ("Fatal Python error: Aborted", "not_tuning", "native"),
+        (
+            "terminate called after throwing an instance of 'c10::DistBackendError'",
+            "not_tuning",
+            "driver",
+        ),
     ],
 )
 def test_generic_families_name_what_no_release_printed(line: str, cls: str, kind: str) -> None:

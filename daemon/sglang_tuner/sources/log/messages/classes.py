@@ -9,7 +9,9 @@ Classes:
   it names none that exists).
 - `not_tuning`: no flag fixes it; `kind` is allocator_bug (allocator or accounting bug),
   toolchain (toolchain or architecture), driver (driver, NCCL, network), model (model or
-  quantization incompatibility), or request (a client's request is refused).
+  quantization incompatibility), request (a client's request is refused), killed (the host or
+  a supervisor ended the process: the kernel's OOM killer, a container limit, a signal) or native
+  (a crash below Python: a segmentation fault, an abort).
 - `signal`: a line the tuner reads as a signal; `kind` says of what (load, retraction, memory,
   startup, capture, progress, notice).
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 CRASH, CONFIG, NOT_TUNING, SIGNAL = "crash", "config_error", "not_tuning", "signal"
 CLASSES = (CRASH, CONFIG, NOT_TUNING, SIGNAL)
 PHASES = ("load", "pool_sizing", "capture", "prefill", "decode", "")
-NOT_TUNING_KINDS = ("allocator_bug", "toolchain", "driver", "model", "request")
+NOT_TUNING_KINDS = ("allocator_bug", "toolchain", "driver", "model", "request", "killed", "native")
 SIGNAL_KINDS = ("load", "retraction", "memory", "startup", "capture", "progress", "notice")
 FAILURES = frozenset({"raise", "assert", "error"})  # call kinds that report a failure
 

@@ -28,6 +28,16 @@ _NAMED_CRASHES = frozenset(
 
 # Generic families, first match wins (searched in the line as printed; linear alternations).
 _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
+    (  # before "oom": the kernel's "Out of memory: Killed process" is the host's RAM
+        "killed",
+        NOT_TUNING,
+        "killed",
+        "",
+        re.compile(
+            r"^Killed$|Killed process \d|oom[-_]kill|OOMKilled|exit code 137|\bSIGKILL\b"
+            r"|signal 9\b|SIGTERM"
+        ),
+    ),
     (
         "oom",
         CRASH,
@@ -75,6 +85,16 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
             r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver",
         ),
     ),
+    (
+        "native",
+        NOT_TUNING,
+        "native",
+        "",
+        re.compile(
+            r"Segmentation fault|Bus error|Illegal instruction|core dumped|^Aborted"
+            r"|Fatal Python error|terminate called after throwing|\bSIGSEGV\b|\bSIGABRT\b"
+        ),
+    ),
 )
 # The start of a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...",
 # "tvm.error.InternalError: ...", a bare "Exception: ...".
@@ -104,7 +124,7 @@ def is_exception_line(text: str) -> bool:
 def diagnose(text: str) -> Verdict:
     """The class of a crash's last exception line (each TP rank prints the same one: cached)."""
     message = lookup(text)
-    oom = _FAMILIES[0][4].search(text) is not None
+    oom = _OOM.search(text) is not None
     if message is not None and message.call in FAILURES:
         verdict = message.verdict
         source = f"catalogue: {message.call} in {message.module} ({message.versions})"
@@ -125,5 +145,6 @@ def _cause(said: Verdict, text: str) -> Verdict:
     return said
 
 
-# A capture failure's toolchain cause (see `_cause`).
+# A capture failure's toolchain cause (see `_cause`); any framework's OOM (see `diagnose`).
 _TOOLCHAIN = next(pattern for family, *_, pattern in _FAMILIES if family == "toolchain")
+_OOM = next(pattern for family, *_, pattern in _FAMILIES if family == "oom")
