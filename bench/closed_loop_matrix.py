@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import closed_loop  # noqa: E402
+import sglang_sim.decode as decode  # noqa: E402
 from closed_loop import APPLIED, Applied, Figures, World, run_one  # noqa: E402
 from matrix_cases import Case, draw  # noqa: E402
 from matrix_report import (  # noqa: E402
@@ -216,7 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--out", type=Path, help="write PREFIX.md and PREFIX.json")
     parser.add_argument("--merge", type=Path, nargs="+", help="report on earlier JSON parts")
+    parser.add_argument(
+        "--step-exact",
+        action="store_true",
+        help="the simulator admits after every decode step, as SGLang does, not every 8 while "
+        "requests wait (bench/sim_granularity.py; about 1.7x the time)",
+    )
     args = parser.parse_args(argv)
+    if args.step_exact:
+        decode.MIN_DECODE_BLOCK = 1  # forked workers inherit it
     if not 0 <= args.perturb < 1:
         parser.error(f"--perturb must be in [0, 1), got {args.perturb}")
     if args.runs < 1 or args.jobs < 1:
@@ -240,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = run_all(range(seed, seed + args.runs), spread, args.jobs, log)
         wall = time.monotonic() - started
     world = f"perturbed ±{spread:.0%}" if spread else "unperturbed"
+    world += ", step-exact admission" if args.step_exact else ""
     seeds = f"seeds {cells[0]['seed']}..{cells[-1]['seed']}" if cells else "no seeds"
     text = report(cells, wall, f"Closed-loop matrix, {world}, {seeds}")
     print(text)
