@@ -76,7 +76,7 @@ _OPENERS = re.compile(
 _FOREIGN_CHARS = 160  # the longest unknown prefix taken off
 # A prefix is a log layout's only with a time or a level in it, and no exception's words (an
 # exception's message may quote SGLang's: "Exception: Capture cuda graph failed").
-_FOREIGN_LEVEL = re.compile(r"\b(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|info|warn|error)\b")
+_FOREIGN_LEVEL = re.compile(rf"\b{_LEVEL}\b|\b(?:debug|info|warn|warning|error)\b")
 _FOREIGN_NOT = re.compile(r"(?:Error|Exception|Warning|Exit|Interrupt|Failure)\b|Traceback|File ")
 _FOREIGN_DAY = re.compile(r"(\d{4})[-/](\d\d)[-/](\d\d)")
 _FOREIGN_CLOCK = re.compile(r"(?<!\d)(\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?(?!\d)")

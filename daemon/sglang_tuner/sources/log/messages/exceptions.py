@@ -35,7 +35,7 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
         "",
         re.compile(
             r"^Killed$|Killed process \d|oom[-_]kill|OOMKilled|exit code 137|\bSIGKILL\b"
-            r"|signal 9\b|SIGTERM"
+            r"|signal 9\b"
         ),
     ),
     (
