@@ -96,7 +96,13 @@ def test_check_log_errors_are_clear(tmp_path, capsys):
     text = tmp_path / "notes.txt"
     text.write_text("nothing from SGLang here\n")
     assert main(["check", "--log", str(text)]) == 1
-    assert "holds no SGLang log lines" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "holds no SGLang log lines" in err
+    assert "judged by line order" not in err  # no word on how the time of nothing was read
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    assert main(["check", "--log", str(empty)]) == 1
+    assert capsys.readouterr().err == f"error: {empty} is empty\n"
     assert main(["check", "http://127.0.0.1:1", "--log", str(text)]) == 2
     assert main(["check"]) == 2
 

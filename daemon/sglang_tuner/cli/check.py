@@ -300,7 +300,10 @@ def run_check_log(args: argparse.Namespace) -> int:
         ev = replay(settings, spec, _heard(history.samples(), said), _log_progress)
     if sys.stderr.isatty():
         sys.stderr.write("\n")
-    if history.note:  # how its time was read, said once
+    if not history.lines:
+        print(f"error: {args.log} is empty", file=sys.stderr)
+        return 1
+    if history.note and said:  # how its time was read, said once (of a log it could read)
         print(f"{name}: {history.note}", file=sys.stderr)
     if not said:
         print(f"error: {args.log} holds no SGLang log lines", file=sys.stderr)
