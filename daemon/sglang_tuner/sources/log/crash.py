@@ -585,7 +585,9 @@ _CAUSE_LINE = re.compile(
     r"|device-side assert"
 )
 # A process dying in words that are no Python exception: the kernel's signals as the shell says
-# them, the interpreter's and C++ runtime's aborts, a Rust panic (the router, the gateway).
+# them, the interpreter's and C++ runtime's aborts, a Rust panic (the router, the gateway). Only
+# a cheap gate for the log's last words: what they are is `diagnose`'s (the killed and native
+# families of messages/exceptions.py).
 _DEATH = re.compile(
     r"^(?:Segmentation fault|Bus error|Aborted|Killed|Illegal instruction)(?: \(core dumped\))?$"
     r"|core dumped|^Fatal Python error:|\bpanicked at\b|^terminate called after throwing"
