@@ -218,14 +218,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write PREFIX.md and PREFIX.json")
     parser.add_argument("--merge", type=Path, nargs="+", help="report on earlier JSON parts")
     parser.add_argument(
-        "--step-exact",
-        action="store_true",
-        help="the simulator admits after every decode step, as SGLang does, not every 8 while "
-        "requests wait (bench/sim_granularity.py; about 1.7x the time)",
+        "--decode-block",
+        type=int,
+        default=decode.MIN_DECODE_BLOCK,
+        help="decode steps the simulator runs at least between admissions while requests wait "
+        f"(default {decode.MIN_DECODE_BLOCK}: after every step, as SGLang; 8 reproduces the "
+        "bunched admission of earlier builds, bench/sim_granularity.py)",
     )
     args = parser.parse_args(argv)
-    if args.step_exact:
-        decode.MIN_DECODE_BLOCK = 1  # forked workers inherit it
+    if args.decode_block < 1:
+        parser.error(f"--decode-block must be at least 1, got {args.decode_block}")
+    decode.MIN_DECODE_BLOCK = args.decode_block  # forked workers inherit it
     if not 0 <= args.perturb < 1:
         parser.error(f"--perturb must be in [0, 1), got {args.perturb}")
     if args.runs < 1 or args.jobs < 1:
@@ -249,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = run_all(range(seed, seed + args.runs), spread, args.jobs, log)
         wall = time.monotonic() - started
     world = f"perturbed ±{spread:.0%}" if spread else "unperturbed"
-    world += ", step-exact admission" if args.step_exact else ""
+    world += f", decode blocks of {args.decode_block}" if args.decode_block > 1 else ""
     seeds = f"seeds {cells[0]['seed']}..{cells[-1]['seed']}" if cells else "no seeds"
     text = report(cells, wall, f"Closed-loop matrix, {world}, {seeds}")
     print(text)

@@ -1,12 +1,13 @@
 """The simulator's decode blocks against step-exact admission, on the matrix's drawn starts.
 
-While requests wait, the simulator runs decode in blocks of at least `MIN_DECODE_BLOCK` steps
-before it tries admission again; SGLang tries after every step in which a request finished. This
-runs each drawn start (`matrix_cases.draw`, the perturbed world) for 10 simulated minutes both
-ways, on the same traffic seed, and reports how far each objective moves where requests queue:
-what the block costs in fidelity, and what step-exact admission costs in CPU.
+The simulator admits after every decode step, as SGLang does (`MIN_DECODE_BLOCK = 1`); earlier
+builds ran decode in blocks of at least 8 steps before they tried admission again while requests
+waited. This runs each drawn start (`matrix_cases.draw`, the perturbed world) for 10 simulated
+minutes both ways, on the same traffic seed, and reports how far each objective moves where
+requests queue: what the block costs in fidelity, and what step-exact admission costs in CPU.
 
     PYTHONPATH=daemon python bench/sim_granularity.py [--seed 31000] [--runs 60] [--spread 0.25]
+        [--block 8]
 """
 
 from __future__ import annotations
@@ -43,20 +44,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=31000, help="first drawn case")
     parser.add_argument("--runs", type=int, default=60, help="cases drawn")
     parser.add_argument("--spread", type=float, default=0.25, help="the world's perturbation")
+    parser.add_argument("--block", type=int, default=8, help="the blocks compared (default 8)")
     args = parser.parse_args()
-    block = decode.MIN_DECODE_BLOCK
+    block, exact = args.block, decode.MIN_DECODE_BLOCK
     diffs: dict[str, list[float]] = {name: [] for name in FIELDS}
     cpu = [0.0, 0.0]
     for k, seed in enumerate(range(args.seed, args.seed + args.runs), 1):
         config = config_for(draw(seed, args.spread).spec())
-        (coarse, c_cpu), (exact, e_cpu) = run(config, block), run(config, 1)
-        decode.MIN_DECODE_BLOCK = block
+        (coarse, c_cpu), (exact_run, e_cpu) = run(config, block), run(config, 1)
+        decode.MIN_DECODE_BLOCK = exact
         print(f"  {k}/{args.runs} seed {seed}", file=sys.stderr, end="\r")
-        if coarse.gen_throughput <= 0 or exact.gen_throughput <= 0 or coarse.queue_mean < 1:
+        if coarse.gen_throughput <= 0 or exact_run.gen_throughput <= 0 or coarse.queue_mean < 1:
             continue  # down, or nothing waits: the block changes nothing there
         cpu[0], cpu[1] = cpu[0] + c_cpu, cpu[1] + e_cpu
         for name, field in FIELDS.items():
-            before, after = getattr(coarse, field), getattr(exact, field)
+            before, after = getattr(coarse, field), getattr(exact_run, field)
             if before:
                 diffs[name].append((after / before - 1) * 100)
     n = len(diffs["tok/s"])

@@ -27,12 +27,9 @@ EXPECTED = {
     "mem_fraction_too_low": ("offline", "mem_fraction_too_low", (), ()),
     "mem_fraction_too_high": ("offline", "mem_fraction_too_high", (), ()),
     # crash-looping, its batches stay small: torch.compile's hint follows the two fixes
-    "prefill_oom": (
-        "offline",
-        "prefill_oom",
-        ("mem_fraction_too_high", "torch_compile_small_batch"),
-        (),
-    ),
+    # the run ends while the crash-looping server restarts: the rules that read a live
+    # server (torch.compile on small batches) have no data, the crash fixes stand
+    "prefill_oom": ("offline", "prefill_oom", ("mem_fraction_too_high",), ()),
     "cuda_graph_not_covering": ("offline", "cuda_graph_not_covering", (), ()),
     "lpm_no_prefix_reuse": ("offline", "lpm_without_prefix_reuse", (), ()),
     # the HiCache hint needs sglang:evicted_tokens_total (>= 0.5.5.post1): not on 0.4.10

@@ -73,7 +73,11 @@ def test_each_verdict_on_live_servers_and_the_regression_alert(
     daemon = daemon_factory(config)
     time.sleep(FAST["window_seconds"])  # a window of the servers as they were
 
-    # The crash-looping server gets the daemon's own next change (an OOM fix) as it stands.
+    # The crash-looping server gets the daemon's own next change (an OOM fix) as it stands,
+    # once the daemon has seen it crash and come back (a restart in the window before it:
+    # it crashes now and then, a few times in ten simulated minutes)
+    daemon.wait_for(lambda d: any(c["kind"] == "restart" for c in _changes(d, "crashing")),
+                    timeout=120)  # fmt: skip
     step = daemon.wait_for(lambda d: _next_change(d, "crashing"), timeout=60)
     assert step["rule"] == "prefill_oom"
     flags = {step["action"]["flag"]: step["action"]["suggested"]}

@@ -1,6 +1,7 @@
 """Inter-token latency against the per-rank batch: the linear fit, the batch for a target, and
 ITL p99 at another batch (checked against the simulator)."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,12 @@ from sglang_sim import SCENARIOS
 from sglang_sim.gpus import gpu_named
 from sglang_sim.measure import measure
 from sglang_sim.workload import Load
-from sglang_tuner.predict.itl_model import batch_for_itl_target, itl_fit, itl_p99_change
+from sglang_tuner.predict.itl_model import (
+    batch_for_itl_target,
+    itl_fit,
+    itl_p99_change,
+    stall_quantile,
+)
 from sglang_tuner.rule import RuleInput
 
 
@@ -93,19 +99,37 @@ def test_batch_for_itl_target_suggests_at_least_one_request():
     assert batch_for_itl_target(_input(0.03, **{"num_running_reqs": "_x3"}), 2, 1.0)[0] == 1
 
 
-def test_a_stall_of_many_prompts_grows_with_the_batch():
-    # 400 prompts in today's stall: the Poisson spread is 5 % of it, the stall about doubles
-    change = itl_p99_change(0.02, 1.02, 0.0, 2.0, prompts=400)
-    assert 0.9 < change < 1.0
+def test_the_stall_quantile_is_one_prompts_tail_when_few_steps_wait():
+    # 5 % of the steps admit a request (Poisson, mean 0.05): the 1 % of steps ITL p99 sees
+    # wait for one prompt of exponential length, its tail beyond a fifth of those steps
+    p = 1 - math.exp(-0.05)
+    assert stall_quantile(0.05) == pytest.approx(math.log(p / 0.01), rel=0.03)  # and two
+    assert stall_quantile(0.009) == 0.0  # fewer than 1 % of the steps wait at all
 
 
-def test_a_stall_of_a_few_prompts_grows_slower_than_the_batch():
-    # 4 prompts today: about 1 admitted on average plus the spread; at 2.7x the batch the
-    # p99 stall holds about twice the prompts, not 2.7 times
-    grown = itl_p99_change(0.02, 1.02, 0.0, 2.7, prompts=4)
-    assert 0.8 < grown < 1.3
-    shrunk = itl_p99_change(0.02, 1.02, 0.0, 0.5, prompts=4)
-    assert -0.45 < shrunk < -0.3  # a cut keeps more of the tail than half
+def test_the_stall_quantile_of_many_prompts_is_their_sum_and_its_spread():
+    # 400 prompts a step: mean 400, variance 2 x 400 (a Poisson count of exponential lengths)
+    assert stall_quantile(400) == pytest.approx(400 + 2.326 * math.sqrt(800), rel=0.02)
+
+
+def test_a_stall_of_many_prompts_grows_almost_as_the_batch():
+    change = itl_p99_change(0.02, 1.02, 0.0, 2.0, admitted=100)
+    assert 0.75 < change < 0.95
+
+
+def test_a_stall_of_one_prompt_grows_with_its_tail_not_the_batch():
+    # one step in twenty admits a request: at 2.7x the batch the p99 step still waits for one
+    # prompt, a longer one of its tail (+65 %), not for 2.7 times the prompts
+    grown = itl_p99_change(0.02, 1.02, 0.0, 2.7, admitted=0.05)
+    assert 0.5 < grown < 0.8
+    shrunk = itl_p99_change(0.02, 1.02, 0.0, 0.5, admitted=0.05)
+    assert -0.55 < shrunk < -0.3  # half the batch keeps more than half the tail
+
+    # a price per pass (weights read once for all its prompts) makes longer stalls cheaper
+    def priced(prompts: float) -> float:
+        return 0.5 + prompts
+
+    assert itl_p99_change(0.02, 1.02, 0.0, 2.7, 0.05, priced) < grown
 
 
 def test_without_the_prompts_the_stall_is_proportional_to_the_batch():

@@ -17,13 +17,14 @@ def test_a_latency_cap_on_a_busy_online_server_states_ttft_p99_and_itl_p99():
     p = finding.action.prediction
     assert p is not None and p.objective == "ITL p50" and p.gain is not None and p.gain > 0
     # the clients keep their concurrency: more of them wait for the fewer slots, each admitted
-    # as one leaves (no more bunching): TTFT p99 as the simulator measures it, within 10 points
+    # as one leaves: TTFT p99 as the simulator measures it, within 10 points, over the window
+    # the judgement read (60-360 s: the server still settles) before and after the change
     ttft, _low, _high = p.effects["TTFT p99"]
     base = SCENARIOS["online_batch_too_large"].for_version("0.5.23")
     assert finding.action.suggested is not None
     cap = int(finding.action.suggested)
     capped = replace(base, knobs=replace(base.knobs, max_running_requests=cap))
-    before, after = (measure(c, seconds=600.0, seed=1).ttft_p99 for c in (base, capped))
+    before, after = (measure(c, seconds=300.0, seed=1).ttft_p99 for c in (base, capped))
     assert abs(ttft - (after / before - 1)) < 0.10, (ttft, before, after)
     # the prefill a decode step waits for shrinks with the batch: the tail falls further
     itl_p99, low, high = p.effects["ITL p99"]

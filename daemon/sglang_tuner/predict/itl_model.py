@@ -3,6 +3,7 @@ at which ITL p50 meets a target (the batch-size advice of "Troubleshooting / Hig
 ITL p99 (a decode step and the prefill it waited for) at another batch."""
 
 import math
+from collections.abc import Callable
 
 from sglang_tuner.model.signals import ITL_P50_SECONDS
 from sglang_tuner.predict.units import batch_signal
@@ -42,9 +43,34 @@ def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int,
     return max(1, per_rank), target, PROPORTIONAL
 
 
-# The normal 99th percentile: the p99 stall holds the mean admission plus this many of its
-# standard deviations (a Poisson count's is the square root of its mean).
-STALL_Z = 2.326
+# The share of decode steps whose stall ITL p99 sees: the 99th percentile of the tokens, and
+# every running request's next token waits for the prefill before its step.
+TAIL_LEVEL = 0.01
+
+
+def stall_quantile(admitted: float, level: float = TAIL_LEVEL) -> float:
+    """The stall, in mean prompts, that `level` of decode steps exceed: each step waits for
+    the prefill of the K requests admitted since the last, K ~ Poisson(`admitted`), each
+    prompt of exponential length (the widest spread a known mean allows: the window gives
+    the mean prompt, not its tail). 0 where fewer than `level` of the steps wait at all."""
+    if admitted <= 0 or -math.expm1(-admitted) <= level:
+        return 0.0
+    top = int(admitted + 12 * math.sqrt(admitted) + 20)
+
+    def beyond(s: float) -> float:  # P(S > s) = sum_k P(K = k) P(Gamma(k, 1) > s)
+        total, pk, term, cdf = 0.0, math.exp(-admitted), 1.0, 0.0
+        for k in range(1, top + 1):
+            pk *= admitted / k
+            cdf += term  # sum_{j<k} s^j / j!
+            term *= s / k
+            total += pk * math.exp(-s) * cdf
+        return total
+
+    lo, hi = 0.0, admitted + 10 * math.sqrt(admitted) + 30
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if beyond(mid) > level else (lo, mid)
+    return (lo + hi) / 2
 
 
 def itl_p99_change(
@@ -52,22 +78,24 @@ def itl_p99_change(
     itl_p99: float,
     p50_change: float,
     batch_ratio: float,
-    prompts: float | None = None,
+    admitted: float | None = None,
+    cost: Callable[[float], float] | None = None,
 ) -> float:
     """ITL p99's relative change when ITL p50 moves by `p50_change` and the per-rank batch by
     `batch_ratio` (new over now). The tail is a decode step plus the prefill it waited for:
-    p99 = p50 + a stall. SGLang runs every prefill batch it can form before the next decode
-    step (`get_next_batch_to_run`), so a stall is the prefill of the requests admitted
-    together, and those arrive as running requests leave: a count with a Poisson spread
-    whose mean m grows with the batch. The p99 stall holds m + z·sqrt(m) prompts (z the
-    normal p99), so it grows slower than the batch where m is small and as the batch where
-    it is large. `prompts`: the prompts today's stall holds (its seconds over one prompt's
-    prefill), from which m is solved; None: the stall is taken as proportional to the batch."""
+    p99 = p50 + a stall. SGLang retries admission after every decode step and runs every
+    prefill batch it can form before the next one (`get_next_batch_to_run`), so a stall is
+    the prefill of the requests admitted since the last step (`stall_quantile`). `admitted`:
+    the mean prompts admitted per step today, the batch over the output length (Little's
+    law, queued or not), which grows with the batch; `cost`: seconds to prefill that many
+    mean prompts (default: in proportion), so the stall scales as cost(then) / cost(now).
+    None: the stall is taken as proportional to the batch."""
     stall = max(0.0, itl_p99 - itl_p50)
     scale = batch_ratio
-    if prompts is not None and prompts > 0:
-        root = (math.sqrt(STALL_Z * STALL_Z + 4 * prompts) - STALL_Z) / 2  # sqrt(m) today
-        mean = root * root * batch_ratio
-        scale = (mean + STALL_Z * math.sqrt(mean)) / prompts
-    then = itl_p50 * (1 + p50_change) + stall * scale
-    return then / itl_p99 - 1
+    if admitted is not None and admitted > 0:
+        price = cost or (lambda prompts: prompts)
+        now, then = stall_quantile(admitted), stall_quantile(admitted * batch_ratio)
+        # where today's tail waits for no admission, its stall is taken as one prompt's
+        scale = price(then) / price(now) if now > 0 else price(then) / price(1.0) or 1.0
+    then_p99 = itl_p50 * (1 + p50_change) + stall * scale
+    return then_p99 / itl_p99 - 1

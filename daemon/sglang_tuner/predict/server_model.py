@@ -17,6 +17,7 @@ answer is "no prediction" and why. Predictions are relative: gain on tokens/s of
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sglang_physics import GPUS, MODELS, Deployment, Gpu, ModelSpec, StepModel, gpu_named
@@ -392,28 +393,47 @@ def itl_tail(
     physics: StepModel | None = None,
 ) -> float | None:
     """ITL p99's relative change at `batch` (ITL p50 moving by `itl_change`); None without
-    both quantiles. With the physics, the stall is counted in prompts (`stall_prompts`)."""
+    both quantiles. The stall is the prefill of the prompts admitted between two decode steps
+    (`admitted_per_step`), priced by the physics where it has the model (`stall_cost`)."""
     p50, p99 = obs.itl, itl_p99(inp)
     if not p50 or not p99 or p99 < p50 or obs.batch <= 0:
         return None
-    prompts = stall_prompts(inp, physics, p99 - p50)
-    return itl_p99_change(p50, p99, itl_change, batch / obs.batch, prompts)
+    admitted = admitted_per_step(inp, obs)
+    cost = stall_cost(inp, physics)
+    return itl_p99_change(p50, p99, itl_change, batch / obs.batch, admitted, cost)
 
 
-def stall_prompts(inp: RuleInput, physics: StepModel | None, stall: float) -> float | None:
-    """How many of the window's prompts (`prompt_tokens`: their uncached part) the physics
-    prefills in `stall` seconds at today's --chunked-prefill-size (`prefill_price`); None
-    without the physics or the token rates."""
+def admitted_per_step(inp: RuleInput, obs: Observed) -> float | None:
+    """Requests a rank admits per decode step on average: as many as leave, its batch over
+    the output tokens per request (Little's law, whether requests queue or not); None
+    without the generation and request rates."""
+    tokens, requests = inp.view.mean(GENERATION_TOKENS_RATE), inp.view.mean(REQUEST_RATE)
+    if not tokens or not requests or tokens <= requests:
+        return None
+    return obs.batch / (tokens / requests)
+
+
+def stall_cost(inp: RuleInput, physics: StepModel | None) -> Callable[[float], float] | None:
+    """Seconds the physics takes to prefill a number of the window's mean prompts (their
+    uncached part, `prompt_tokens`) in passes of today's --chunked-prefill-size, each token
+    attending to half its prompt: a pass's weight reads are shared by its tokens, so two
+    prompts cost less than twice one. None without the physics or the token rates."""
     prompt = prompt_tokens(inp)
-    if physics is None or prompt is None or stall <= 0:
+    if physics is None or prompt is None or prompt[0] <= 0:
         return None
     configured = inp.config.chunked_prefill_size if inp.config else None
     chunk = configured if configured and configured > 0 else PRICED_CHUNK
-    per_token = prefill_price(physics, chunk, prompt[1])
-    uncached = prompt[0]
-    if uncached <= 0 or per_token <= 0:
-        return None
-    return stall / per_token / uncached
+    uncached, context = prompt[0], prompt[1] / 2
+
+    def seconds(tokens: float) -> float:
+        n = max(1, round(tokens))
+        return physics.prefill_seconds(n, physics.model.attention_flops(n, context))
+
+    def cost(prompts: float) -> float:
+        full, rest = divmod(prompts * uncached, chunk)
+        return full * seconds(chunk) + (seconds(rest) if rest >= 1 else 0.0)
+
+    return cost
 
 
 def prompt_tokens(inp: RuleInput) -> tuple[float, float] | None:
