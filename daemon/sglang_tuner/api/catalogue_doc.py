@@ -48,11 +48,13 @@ the eager launches of the uncovered steps; a latency cap is sized where the cali
 the target, with its tokens/s cost, and a cap by slots admits one request per departure (TTFT
 p99: the wait for the k-th departure, no bunching);
 tp -> dp replicas each run their share of the load on one GPU's pool. Every change that moves
-the batch also states its other objectives (`effects`): tokens/s, ITL p50, ITL p99 (ITL p50 plus
-the prefill stall a step waits for: the prompts admitted together as requests leave, m on
-average, m + 2.33 sqrt(m) at the p99, m growing with the batch) and TTFT p99 from a queue fitted
-per server (`predict/queueing.py`: the window's request rate and requests in the server, served
-at the new capacity; clients that hold their concurrency wait their turn, open arrivals past the
+the batch also states its other objectives (`effects`): tokens/s, ITL p50 and ITL p99 (a decode
+step plus the prefill stall it waits for: the prompts admitted since the last step, a Poisson
+count of mean m, the batch over the output length, growing with the batch; each quantile's
+stall is that of m prompts of exponential length, priced per prefill pass by the physics and
+calibrated on today's p99 less p50) and TTFT p99 from a queue fitted per server
+(`predict/queueing.py`: the window's request rate and requests in the server, served at the new
+capacity; clients that hold their concurrency wait their turn, open arrivals past the
 capacity leave TTFT p99 unbounded, said so with no figure). A crash fix predicts the crashes
 stop (objective `crashes`), unless it is in place already; a revert predicts undoing the
 regression its verdict measured, and states every objective the verdict measured going back

@@ -40,7 +40,7 @@ from sglang_tuner.model.signals import (
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
 )
-from sglang_tuner.predict.itl_model import itl_p99_change
+from sglang_tuner.predict.itl_model import TAIL_LEVEL, itl_p99_change, stall_quantile
 from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue, pooled_p99
 from sglang_tuner.predict.units import max_running_per_rank
 from sglang_tuner.rule import RuleInput
@@ -55,6 +55,7 @@ _FIT_MIN_POINTS, _FIT_MIN_SPREAD = 4, 0.2  # batch range >= 20 % of its mean to 
 _CALIBRATION = (0.5, 3.0)  # the physics' decode step may be off by this much, no more
 _BINDING_USAGE = 0.7  # the pool binds admission from here (SGLang reserves room for outputs)
 PRICED_CHUNK = 4096  # prefill is priced per token at the physics' time for a chunk this long
+MEDIAN = 0.5  # ITL p50: the stall half the steps exceed
 
 
 def objective(profile: str) -> str:
@@ -223,6 +224,7 @@ class ServerModel:
     fit: tuple[float, float, int] | None
     graph_max_bs: int | None  # None: graphs off, or unknown
     graphs_off: bool
+    stall: "Stall | None" = None  # the prefill a decode step waits for, where it can be read
 
     @property
     def basis(self) -> str:
@@ -295,6 +297,26 @@ class ServerModel:
         assert scale is not None
         return scale * self.decode(batch)
 
+    def itl_slotted(self, batch: float, level: float = MEDIAN) -> float | None:
+        """ITL at a batch capped by slots (`level`: the share of tokens above; p50 by default):
+        the decode step plus the stall that share of steps exceeds, each step waiting for the
+        prompts admitted one per departure since the last (`Stall`). Where the pool binds
+        today, admission waits for free tokens and comes in bursts, so today's ITL p50 is the
+        decode step alone; where it does not, it also holds today's median stall. The stalls
+        today's p99 shows beyond the count (admissions bunched behind a full pool, retracted
+        requests prefilled again) do not come back under a cap that frees the pool. None
+        without the physics or the rates that count admissions."""
+        obs, stall = self.obs, self.stall
+        if stall is None or self.physics is None or not obs.itl or obs.batch <= 0:
+            return None
+        d0 = self.decode(obs.batch)
+        if d0 <= 0:
+            return None
+        step = obs.itl
+        if obs.usage < _BINDING_USAGE:  # admitted one per departure today too
+            step = max(obs.itl - stall.seconds(1.0, MEDIAN), 0.5 * obs.itl)
+        return step * self.decode(batch) / d0 + stall.seconds(batch / obs.batch, level)
+
     def throughput_ratio(self, batch: float) -> float:
         """Tokens/s at `batch` over tokens/s now."""
         b0 = self.obs.batch
@@ -322,7 +344,32 @@ def server_model(inp: RuleInput) -> ServerModel | str:
         )
     off = bool(config and config.disable_cuda_graph)
     max_bs = config.cuda_graph_max_bs if config else None
-    return ServerModel(obs, physics, fit, max_bs, off)
+    return ServerModel(obs, physics, fit, max_bs, off, stall_of(inp, obs, physics))
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """The prefill a decode step waits for when each departure admits one request: the
+    prompts admitted since the last step, a Poisson count of mean `admitted` at the observed
+    batch (`admitted_per_step`), `cost` seconds for a number of mean prompts."""
+
+    admitted: float
+    cost: Callable[[float], float]
+
+    def seconds(self, batch_ratio: float, level: float) -> float:
+        """The stall `level` of the steps exceed at the batch times `batch_ratio`."""
+        prompts = stall_quantile(self.admitted * batch_ratio, level)
+        return self.cost(prompts) if prompts > 0 else 0.0
+
+
+def stall_of(inp: RuleInput, obs: Observed, physics: StepModel | None) -> Stall | None:
+    """The window's admissions per step, priced by the physics' prefill passes (`stall_cost`);
+    None without the physics or the rates. Not calibrated on the window: today's tail holds
+    what a cap removes (bursts behind a full pool), and the step less ITL p50 is no mean."""
+    admitted, cost = admitted_per_step(inp, obs), stall_cost(inp, physics)
+    if admitted is None or cost is None:
+        return None
+    return Stall(admitted, cost)
 
 
 # -- predictions --------------------------------------------------------------------------------
@@ -369,14 +416,21 @@ def batch_effects(
     relative change: tokens/s by the step model; ITL p50 by the decode step (calibrated on the
     observed ITL where the physics has the model, else the whole step); ITL p99 by its stall
     (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`; `slots`: a cap by slots),
-    unless unbounded."""
+    unless unbounded. A cap that leaves the batch held by its slots admits one request per
+    departure: ITL p50 and p99 from the decode step and that admission's stall
+    (`capped_itl`)."""
     obs = model.obs
-    if model.physics is not None and model.itl_scale() is not None:
+    slotted = capped_itl(model, batch) if slots else None
+    if slotted is not None and obs.itl:
+        itl = slotted / obs.itl - 1
+    elif model.physics is not None and model.itl_scale() is not None:
         itl = model.itl(batch) / model.itl(obs.batch) - 1
     else:
         itl = model.step(batch) / model.step(obs.batch) - 1
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
-    tail = itl_tail(inp, obs, batch, itl, model.physics)
+    tail = capped_tail(inp, model, batch) if slots else None
+    if tail is None:
+        tail = itl_tail(inp, model, batch, itl)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
     ttft = ttft_change(inp, obs, batch, ratio, slots)
@@ -385,21 +439,35 @@ def batch_effects(
     return effects
 
 
-def itl_tail(
-    inp: RuleInput,
-    obs: Observed,
-    batch: float,
-    itl_change: float,
-    physics: StepModel | None = None,
-) -> float | None:
+def capped_itl(model: ServerModel, batch: float, level: float = MEDIAN) -> float | None:
+    """ITL (p50, or the quantile `level` of tokens exceed) at a cap to `batch` that its slots
+    hold (`slot_bound`: the pool no longer binds): `ServerModel.itl_slotted`; None where the
+    pool still binds or the model cannot say."""
+    obs = model.obs
+    if not slot_bound(obs.usage, obs.batch, batch):
+        return None
+    return model.itl_slotted(batch, level)
+
+
+def capped_tail(inp: RuleInput, model: ServerModel, batch: float) -> float | None:
+    """ITL p99's relative change under a cap by slots (`capped_itl`), None where it cannot say."""
+    p99, then = itl_p99(inp), capped_itl(model, batch, TAIL_LEVEL)
+    if not p99 or then is None:
+        return None
+    return then / p99 - 1
+
+
+def itl_tail(inp: RuleInput, model: ServerModel, batch: float, itl_change: float) -> float | None:
     """ITL p99's relative change at `batch` (ITL p50 moving by `itl_change`); None without
     both quantiles. The stall is the prefill of the prompts admitted between two decode steps
-    (`admitted_per_step`), priced by the physics where it has the model (`stall_cost`)."""
+    (`admitted_per_step`), priced by the physics where it has the model (`stall_cost`):
+    today's stall scaled (`itl_p99_change`)."""
+    obs = model.obs
     p50, p99 = obs.itl, itl_p99(inp)
     if not p50 or not p99 or p99 < p50 or obs.batch <= 0:
         return None
     admitted = admitted_per_step(inp, obs)
-    cost = stall_cost(inp, physics)
+    cost = stall_cost(inp, model.physics)
     return itl_p99_change(p50, p99, itl_change, batch / obs.batch, admitted, cost)
 
 
@@ -748,26 +816,33 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
         return "the physics' decode step needs ITL p50 and a recognised model and GPU"
     obs = model.obs
     top = max(1, math.floor(obs.batch) - 1)
-    if model.itl(1) > target:
+
+    def itl_at(batch: float) -> float:  # a cap the slots hold admits one per departure
+        slotted = capped_itl(model, batch)
+        return model.itl(batch) if slotted is None else slotted
+
+    if itl_at(1) > target:
         return (
             f"no batch meets {target * 1e3:.0f} ms on this server: one request alone takes "
-            f"{model.itl(1) * 1e3:.0f} ms a step (the weights' read)"
+            f"{itl_at(1) * 1e3:.0f} ms a step (the weights' read)"
         )
     low, high = 1, top  # itl(low) <= target; find the largest such batch
-    if model.itl(high) <= target:
+    if itl_at(high) <= target:
         low = high
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if model.itl(mid) <= target else (low, mid)
+        low, high = (mid, high) if itl_at(mid) <= target else (low, mid)
     batch, now = low, obs.itl
     assert now is not None
-    then = model.itl(batch)
+    then = itl_at(batch)
     gain = 1 - then / now
     spread = max(FLOOR, SPREAD * abs(gain))
     ratio = model.throughput_ratio(batch)
     effects = batch_effects(inp, model, batch, ratio, slots=True)
     effects[ITL] = _spread(then / now - 1)
-    tail = itl_tail(inp, obs, batch, then / now - 1, model.physics)
+    tail = capped_tail(inp, model, batch)
+    if tail is None:
+        tail = itl_tail(inp, model, batch, then / now - 1)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
     why = (
