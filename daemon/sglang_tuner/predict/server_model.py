@@ -373,8 +373,11 @@ def stall_of(inp: RuleInput, obs: Observed, physics: StepModel | None) -> Stall 
 
 
 # -- predictions --------------------------------------------------------------------------------
-def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Prediction:
-    """The prediction for a change that moves the running batch from now to `batch`."""
+def _ranged(
+    inp: RuleInput, model: ServerModel, batch: float, why: str, freed: bool = False
+) -> Prediction:
+    """The prediction for a change that moves the running batch from now to `batch`
+    (`freed`: the pool no longer binds it, `batch_effects`)."""
     ratio = model.throughput_ratio(batch)
     other = model.fit_ratio(batch)
     gain = objective_gain(inp, model.obs, batch, ratio)
@@ -383,7 +386,7 @@ def _ranged(inp: RuleInput, model: ServerModel, batch: float, why: str) -> Predi
     if other is not None and model.physics is not None:
         alt = objective_gain(inp, model.obs, batch, other)
         low, high = min(low, alt), max(high, alt)
-    effects = batch_effects(inp, model, batch, ratio)
+    effects = batch_effects(inp, model, batch, ratio, freed=freed)
     prediction = Prediction(
         objective(inp.profile), gain, low, high, f"{why}; {model.basis}", effects
     )
@@ -410,17 +413,23 @@ def _spread(change: float) -> tuple[float, float, float]:
 
 
 def batch_effects(
-    inp: RuleInput, model: ServerModel, batch: float, ratio: float, slots: bool = False
+    inp: RuleInput,
+    model: ServerModel,
+    batch: float,
+    ratio: float,
+    slots: bool = False,
+    freed: bool = False,
 ) -> dict[str, tuple[float, float, float]]:
     """What moving the running batch to `batch` does to every objective, as the metric's own
     relative change: tokens/s by the step model; ITL p50 by the decode step (calibrated on the
     observed ITL where the physics has the model, else the whole step); ITL p99 by its stall
     (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`; `slots`: a cap by slots),
-    unless unbounded. A cap that leaves the batch held by its slots admits one request per
-    departure: ITL p50 and p99 from the decode step and that admission's stall
-    (`capped_itl`)."""
+    unless unbounded. A cap that leaves the batch held by its slots, or a change after which
+    every waiting request fits (`freed`), admits one request per departure: ITL p50 and p99
+    from the decode step and that admission's stall (`capped_itl`)."""
     obs = model.obs
-    slotted = capped_itl(model, batch) if slots else None
+    unbound = freed or (slots and slot_bound(obs.usage, obs.batch, batch))
+    slotted = model.itl_slotted(batch) if unbound else None
     if slotted is not None and obs.itl:
         itl = slotted / obs.itl - 1
     elif model.physics is not None and model.itl_scale() is not None:
@@ -428,7 +437,7 @@ def batch_effects(
     else:
         itl = model.step(batch) / model.step(obs.batch) - 1
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
-    tail = capped_tail(inp, model, batch) if slots else None
+    tail = unbound_tail(inp, model, batch) if unbound else None
     if tail is None:
         tail = itl_tail(inp, model, batch, itl)
     if tail is not None:
@@ -449,9 +458,10 @@ def capped_itl(model: ServerModel, batch: float, level: float = MEDIAN) -> float
     return model.itl_slotted(batch, level)
 
 
-def capped_tail(inp: RuleInput, model: ServerModel, batch: float) -> float | None:
-    """ITL p99's relative change under a cap by slots (`capped_itl`), None where it cannot say."""
-    p99, then = itl_p99(inp), capped_itl(model, batch, TAIL_LEVEL)
+def unbound_tail(inp: RuleInput, model: ServerModel, batch: float) -> float | None:
+    """ITL p99's relative change at a batch the pool no longer binds
+    (`ServerModel.itl_slotted`), None where it cannot say."""
+    p99, then = itl_p99(inp), model.itl_slotted(batch, TAIL_LEVEL)
     if not p99 or then is None:
         return None
     return then / p99 - 1
@@ -666,7 +676,7 @@ def predict_pool_change(inp: RuleInput, new_fraction: float) -> Prediction:
     wanted = obs.batch * usage_in(obs, new_pool) / obs.usage * new_pool / pool
     batch = admitted(obs, max_running_per_rank(config), wanted)
     why = f"{binds}; pool {pool:,.0f} -> {new_pool:,.0f} tokens, batch -> {batch:.0f}"
-    return _ranged(inp, model, batch, why)
+    return _ranged(inp, model, batch, why, freed=batch < wanted)
 
 
 def predict_admission(inp: RuleInput, target_usage: float) -> Prediction:
@@ -840,7 +850,7 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     ratio = model.throughput_ratio(batch)
     effects = batch_effects(inp, model, batch, ratio, slots=True)
     effects[ITL] = _spread(then / now - 1)
-    tail = capped_tail(inp, model, batch)
+    tail = unbound_tail(inp, model, batch) if slot_bound(obs.usage, obs.batch, batch) else None
     if tail is None:
         tail = itl_tail(inp, model, batch, then / now - 1)
     if tail is not None:
