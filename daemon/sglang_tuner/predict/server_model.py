@@ -297,10 +297,11 @@ class ServerModel:
         assert scale is not None
         return scale * self.decode(batch)
 
-    def itl_slotted(self, batch: float, level: float = MEDIAN) -> float | None:
-        """ITL at a batch capped by slots (`level`: the share of tokens above; p50 by default):
-        the decode step plus the stall that share of steps exceeds, each step waiting for the
-        prompts admitted one per departure since the last (`Stall`). Where the pool binds
+    def itl_unbound(self, batch: float, level: float = MEDIAN) -> float | None:
+        """ITL at a batch the pool does not bind (a cap its slots hold, a pool every waiting
+        request fits in; `level`: the share of tokens above, p50 by default): the decode step
+        plus the stall that share of steps exceeds, each step waiting for the prompts admitted
+        one per departure since the last (`Stall`). Where the pool binds
         today, admission waits for free tokens and comes in bursts, so today's ITL p50 is the
         decode step alone; where it does not, it also holds today's median stall. The stalls
         today's p99 shows beyond the count (admissions bunched behind a full pool, retracted
@@ -426,10 +427,10 @@ def batch_effects(
     (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`; `slots`: a cap by slots),
     unless unbounded. A cap that leaves the batch held by its slots, or a change after which
     every waiting request fits (`freed`), admits one request per departure: ITL p50 and p99
-    from the decode step and that admission's stall (`capped_itl`)."""
+    from the decode step and that admission's stall (`ServerModel.itl_unbound`)."""
     obs = model.obs
     unbound = freed or (slots and slot_bound(obs.usage, obs.batch, batch))
-    slotted = model.itl_slotted(batch) if unbound else None
+    slotted = model.itl_unbound(batch) if unbound else None
     if slotted is not None and obs.itl:
         itl = slotted / obs.itl - 1
     elif model.physics is not None and model.itl_scale() is not None:
@@ -450,18 +451,18 @@ def batch_effects(
 
 def capped_itl(model: ServerModel, batch: float, level: float = MEDIAN) -> float | None:
     """ITL (p50, or the quantile `level` of tokens exceed) at a cap to `batch` that its slots
-    hold (`slot_bound`: the pool no longer binds): `ServerModel.itl_slotted`; None where the
+    hold (`slot_bound`: the pool no longer binds): `ServerModel.itl_unbound`; None where the
     pool still binds or the model cannot say."""
     obs = model.obs
     if not slot_bound(obs.usage, obs.batch, batch):
         return None
-    return model.itl_slotted(batch, level)
+    return model.itl_unbound(batch, level)
 
 
 def unbound_tail(inp: RuleInput, model: ServerModel, batch: float) -> float | None:
     """ITL p99's relative change at a batch the pool no longer binds
-    (`ServerModel.itl_slotted`), None where it cannot say."""
-    p99, then = itl_p99(inp), model.itl_slotted(batch, TAIL_LEVEL)
+    (`ServerModel.itl_unbound`), None where it cannot say."""
+    p99, then = itl_p99(inp), model.itl_unbound(batch, TAIL_LEVEL)
     if not p99 or then is None:
         return None
     return then / p99 - 1
