@@ -849,13 +849,8 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     gain = 1 - then / now
     spread = max(FLOOR, SPREAD * abs(gain))
     ratio = model.throughput_ratio(batch)
-    effects = batch_effects(inp, model, batch, ratio, slots=True)
-    effects[ITL] = _spread(then / now - 1)
-    tail = unbound_tail(inp, model, batch) if slot_bound(obs.usage, obs.batch, batch) else None
-    if tail is None:
-        tail = itl_tail(inp, model, batch, then / now - 1)
-    if tail is not None:
-        effects[ITL_P99] = _spread(tail)
+    effects = batch_effects(inp, model, batch, ratio, slots=True)  # ITL p50 there is `then`
+    tail = effects[ITL_P99][0] if ITL_P99 in effects else None
     why = (
         f"ITL p50 {now * 1e3:.0f} -> {then * 1e3:.0f} ms at {batch} per rank (batch p50 "
         f"{obs.batch:.0f}){_tail_text(inp, tail)}; decode tokens/s {ratio - 1:+.0%} while the "
