@@ -17,6 +17,7 @@ from sglang_tuner.model.advice import Advice, AlertState, Finding
 from sglang_tuner.model.next_change import Plan
 from sglang_tuner.model.scrape import QueryStatus
 from sglang_tuner.model.secrets import redact_url_secrets
+from sglang_tuner.model.window_histogram import is_bucket_signal
 from sglang_tuner.target_state import TargetState
 
 
@@ -105,7 +106,11 @@ def target_status(
     """What the outputs show about one target (`task`: how its scrape task fares, when it
     ever failed; `log`: its log source, when it has one)."""
     spec, last, config = target.spec, target.last, target.config
-    signals = dict(target.latest_values) if last is not None and last.is_up else {}
+    up = last is not None and last.is_up
+    # a histogram's buckets ride with the samples for the window's quantiles; not signals
+    signals = (
+        {k: v for k, v in target.latest_values.items() if not is_bucket_signal(k)} if up else {}
+    )
     return TargetStatus(
         name=spec.name,
         url=redact_url_secrets(spec.url),

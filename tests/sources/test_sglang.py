@@ -4,6 +4,14 @@ from pathlib import Path
 
 import pytest
 from sglang_tuner.model import signals as s
+from sglang_tuner.model.scrape import Snapshot
+from sglang_tuner.model.window import Window
+from sglang_tuner.model.window_histogram import (
+    TTFT_BUCKETS,
+    is_bucket_signal,
+    quantile_sorted,
+    window_buckets,
+)
 from sglang_tuner.sources.sglang import NoSglangMetricsError, SignalMapper
 from sglang_tuner.sources.sglang_names import SGLANG_METRIC_NAMES, describe_signal_sources
 
@@ -19,6 +27,18 @@ RATES = {
     s.TTFT_P99_SECONDS: 0.6,
     s.RESTARTS: 0.0,
 }
+
+
+def window_histogram_of(
+    samples: list[dict[str, float]], prefix: str
+) -> tuple[list[float], list[float]]:
+    """The histogram a window of `samples` (5 s apart) carries, summed."""
+    window = Window(len(samples) + 3)
+    for k, values in enumerate([*samples, *samples, *samples]):  # three samples at least
+        window.append(Snapshot("t", 5.0 * (k + 1), values))
+    found = window_buckets(window.view(1e9, 1e9), prefix)
+    assert found is not None
+    return found
 
 
 def two_scrapes(stem: str) -> dict[str, float]:
@@ -142,7 +162,22 @@ def test_signal_mapper_accepts_an_sglang_page_with_nothing_it_reads_yet() -> Non
 
 
 def test_signal_mapper_emits_only_canonical_signals() -> None:
-    assert set(two_scrapes("v0.5.23_dp2_full")) <= set(s.ALL_SIGNALS)
+    values = two_scrapes("v0.5.23_dp2_full")
+    assert {k for k in values if not is_bucket_signal(k)} <= set(s.ALL_SIGNALS)
+    carried = {k for k in values if is_bucket_signal(k)}
+    assert {k.split(":")[0] for k in carried} == {"ttft_bucket", "itl_bucket"}
+
+
+def test_signal_mapper_carries_the_intervals_buckets_that_give_its_quantiles() -> None:
+    values = two_scrapes("v0.5.17")
+    bounds, counts = window_histogram_of([values], TTFT_BUCKETS)
+    assert quantile_sorted(0.5, bounds, counts) == pytest.approx(values[s.TTFT_P50_SECONDS])
+    assert quantile_sorted(0.99, bounds, counts) == pytest.approx(values[s.TTFT_P99_SECONDS])
+
+
+def test_signal_mapper_carries_no_buckets_on_its_first_scrape() -> None:
+    values = SignalMapper().update((FIXTURES / "v0.5.17_a.prom").read_text(), 100.0)
+    assert not any(is_bucket_signal(k) for k in values)
 
 
 def test_sglang_metric_names_cover_every_described_source() -> None:

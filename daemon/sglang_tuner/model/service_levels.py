@@ -18,6 +18,7 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import WindowView
+from sglang_tuner.model.window_histogram import PREFIX_OF, window_quantile
 
 SET, DEFAULT, INFERRED = "set", "default", "inferred"
 
@@ -146,12 +147,17 @@ def applied_levels(
 
 
 def measure(view: WindowView) -> dict[str, float]:
-    """Each objective's value now: the median of its signal over the window (tokens/s over the
-    samples that decoded), for the objectives the window has."""
+    """Each objective's value now, for the objectives the window has: a p99 the window's own
+    (its histogram's, `model.window_histogram`) where its samples carry their buckets, else
+    the median of its signal over the window (tokens/s over the samples that decoded)."""
     out = {}
     for objective, signal in LEVEL_SIGNALS.items():
+        prefix = PREFIX_OF.get(signal)
+        whole = None if prefix is None else window_quantile(view, prefix, 0.99)
         values = [v for v in view.values(signal) if objective != TOKENS or v > 0]
-        if values:
+        if whole is not None:
+            out[objective] = whole
+        elif values:
             values.sort()
             out[objective] = values[(len(values) - 1) // 2]
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_tuner.model.scrape import Snapshot
+from sglang_tuner.model.window_histogram import is_bucket_signal
 
 Row = Mapping[str, float]
 NAN = math.nan
@@ -128,7 +129,7 @@ class WindowView:
     columns: Mapping[str, Sequence[float]]
     window_seconds: float
     # Rules share one view; several read the same rows and values, so compute them once.
-    _memo: dict[object, list[Any]] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[object, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def count(self) -> int:
@@ -145,6 +146,13 @@ class WindowView:
         found = self._memo.get(signal)
         if found is None:
             found = self._memo[signal] = [v for v in self.columns.get(signal, ()) if v == v]
+        return found
+
+    def cached(self, key: object, compute: Callable[[], Any]) -> Any:
+        """`compute()`, once per view and `key` (an aggregate several readers ask for)."""
+        found = self._memo.get(key, _MISSING)
+        if found is _MISSING:
+            found = self._memo[key] = compute()
         return found
 
     def present(self, signal: str) -> int:
@@ -175,9 +183,10 @@ class WindowView:
         per sample for each of them was a sixth of judging."""
         found = self._memo.get(_EVERY_ROW)
         if found is None:
-            names = tuple(self.columns)
+            # a carried histogram's buckets are no signal a rule reads (`window_histogram`)
+            names = tuple(n for n in self.columns if not is_bucket_signal(n))
             # the columns have the view's length: zip needs no length check
-            columns = zip(*self.columns.values(), strict=False)
+            columns = zip(*(self.columns[n] for n in names), strict=False)
             found = [dict(zip(names, vals, strict=False)) for vals in columns]
             for name in names:
                 for i in self._missing(name):

@@ -26,9 +26,9 @@ rate r is Gamma(k, r), its p99 about (k + 2.33 sqrt(k)) / r (`slot_wait`). Today
 then not carried over: most of it is the bunching of an admission that waits for free pool
 tokens (many requests admitted when a batch ends), which the slot cap replaces; what stays is
 the prefill, today's TTFT p50 less the mean wait (Little's law). Today's
-TTFT p99 is the window's (`pooled_p99`): each scrape interval's p50 and p99 pooled by its
-requests, not the median interval's p99, which misses a tail that comes in bursts. Pure: no
-I/O, no clock.
+TTFT p99 is the window's (`window_p99`): from the window's histogram where the samples carry
+it, else each scrape interval's p50 and p99 pooled by its requests; never the median
+interval's p99, which misses a tail that comes in bursts. Pure: no I/O, no clock.
 """
 
 import math
@@ -43,6 +43,7 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import WindowView
+from sglang_tuner.model.window_histogram import PREFIX_OF, window_quantile
 
 UNBOUNDED = math.inf  # the queue grows for as long as the load lasts
 TAIL = 0.01  # p99: the wait exceeded by 1 % of requests
@@ -161,6 +162,20 @@ def held_steady(view: WindowView) -> bool | None:
     return spread <= max(_HELD_FLOOR, _HELD / math.sqrt(mean))
 
 
+def window_p99(
+    view: WindowView,
+    quantiles: tuple[str, str] = (TTFT_P50_SECONDS, TTFT_P99_SECONDS),
+    weight: str = REQUEST_RATE,
+) -> float | None:
+    """A latency's p99 over the whole window (TTFT's by default): from the window's histogram
+    where the samples carry their buckets (`model.window_histogram`), as Prometheus's
+    `histogram_quantile(0.99, sum(increase(...[window])))`; else pooled from each interval's
+    p50 and p99 (`pooled_p99`)."""
+    prefix = PREFIX_OF.get(quantiles[1])
+    found = None if prefix is None else window_quantile(view, prefix, 1 - TAIL)
+    return found if found is not None else pooled_p99(view, quantiles, weight)
+
+
 def pooled_p99(
     view: WindowView,
     quantiles: tuple[str, str] = (TTFT_P50_SECONDS, TTFT_P99_SECONDS),
@@ -200,7 +215,7 @@ def fit_queue(view: WindowView, ranks: int, batch: float, waiting: float) -> Que
     the window), else from the waiting requests over their median queue time (Little's law).
     None without either, or without TTFT p99. Clients whose population the window cannot
     read are taken as a closed loop (their concurrency kept)."""
-    p99, rate = pooled_p99(view), view.mean(REQUEST_RATE)
+    p99, rate = window_p99(view), view.mean(REQUEST_RATE)
     queued = view.quantile(QUEUE_TIME_P50_SECONDS, 0.5)
     if not rate and queued and waiting > 0:
         rate = waiting * ranks / queued

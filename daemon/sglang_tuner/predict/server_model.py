@@ -41,7 +41,7 @@ from sglang_tuner.model.signals import (
     TOKEN_USAGE,
 )
 from sglang_tuner.predict.itl_model import TAIL_LEVEL, itl_p99_change, stall_quantile
-from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue, pooled_p99
+from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue, window_p99
 from sglang_tuner.predict.units import max_running_per_rank
 from sglang_tuner.rule import RuleInput
 
@@ -861,8 +861,9 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
 
 
 def itl_p99(inp: RuleInput) -> float | None:
-    """ITL p99 over the window: the intervals pooled by their tokens (`queueing.pooled_p99`)."""
-    return pooled_p99(inp.view, (ITL_P50_SECONDS, ITL_P99_SECONDS), GEN_THROUGHPUT)
+    """ITL p99 over the window: its histogram, else the intervals pooled by their tokens
+    (`queueing.window_p99`)."""
+    return window_p99(inp.view, (ITL_P50_SECONDS, ITL_P99_SECONDS), GEN_THROUGHPUT)
 
 
 def _tail_text(inp: RuleInput, tail: float | None) -> str:

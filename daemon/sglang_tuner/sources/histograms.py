@@ -9,6 +9,8 @@ subtract in one C-level pass. `quantile` and `bucket_deltas` take the `le -> cou
 import operator
 from array import array
 
+from sglang_tuner.model.window_histogram import quantile_sorted
+
 Buckets = tuple[tuple[float, ...], list[float]]  # bounds, cumulative counts (same order)
 # Between two scrapes: the bounds and the counts in an array (as dicts of floats they were a
 # tenth of the daemon's memory per target).
@@ -16,7 +18,6 @@ Packed = tuple[tuple[float, ...], "array[float]"]
 _SHARED_BOUNDS: dict[tuple[float, ...], tuple[float, ...]] = {}
 _BOUNDS_OF_TEXT: dict[tuple[bytes, ...], tuple[float, ...]] = {}
 _SHARED_MAX = 256  # distinct bucket layouts shared; a page inventing more keeps its own
-_INF = float("inf")
 
 
 def shared_bounds(bounds: tuple[float, ...]) -> tuple[float, ...]:
@@ -74,35 +75,12 @@ def quantile(q: float, buckets: dict[float, float]) -> float | None:
     negative); a quantile in the +Inf bucket returns the highest finite bound.
     """
     bounds = sorted(le for le in buckets if le == le)  # drop NaN
-    return _quantile_sorted(q, bounds, [buckets[le] for le in bounds])
+    return quantile_sorted(q, bounds, [buckets[le] for le in bounds])
 
 
 def quantile_of(q: float, buckets: Buckets) -> float | None:
     """`quantile` over `Buckets` (read in place when the bounds ascend, as pages write them)."""
     bounds, counts = buckets
     if all(map(operator.lt, bounds, bounds[1:])):  # ascending, no NaN
-        return _quantile_sorted(q, bounds, counts)
+        return quantile_sorted(q, bounds, counts)
     return quantile(q, dict(zip(bounds, counts, strict=True)))
-
-
-def _quantile_sorted(
-    q: float, bounds: "tuple[float, ...] | list[float]", counts: list[float]
-) -> float | None:
-    """`quantile` over ascending bounds (no NaN) and their counts."""
-    if not bounds or bounds[-1] != _INF:
-        return None
-    total = counts[-1]
-    if total <= 0 or len(bounds) < 2:
-        return None
-    rank = q * total
-    prev_bound, prev_count = 0.0, 0.0
-    for le, count in zip(bounds, counts, strict=True):
-        if count >= rank:
-            if le == _INF:
-                return bounds[-2]
-            if le <= 0 or count == prev_count:
-                return le
-            lower = prev_bound if prev_bound < le else min(le, 0.0)
-            return lower + (le - lower) * (rank - prev_count) / (count - prev_count)
-        prev_bound, prev_count = le, count
-    return bounds[-2]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 from sglang_tuner.model import signals as s
 from sglang_tuner.model.scrape import ScrapeLimits
+from sglang_tuner.model.window_histogram import PREFIX_OF, bucket_signals
 from sglang_tuner.sources.exposition import RawSamples, scan_exposition
 from sglang_tuner.sources.exposition_labels import LabelCache
 from sglang_tuner.sources.histograms import (
@@ -213,13 +214,17 @@ class SignalMapper:
             family = next((n for n in names if n in buckets), None)
             if family is None:
                 continue
-            delta = deltas(self._prev_buckets.get(family), buckets[family])
+            before = self._prev_buckets.get(family)
+            delta = deltas(before, buckets[family])
             for signal, q in ((p50, 0.5), (p99, 0.99)):
                 estimate = quantile_of(q, delta)
                 if estimate is not None:
                     values[signal] = estimate
                     if self.resolution.get(signal) is not delta[0]:
                         self.resolution[signal] = delta[0]
+            prefix = PREFIX_OF.get(p99)
+            if prefix is not None and before is not None and p99 in values:
+                values |= bucket_signals(prefix, *delta)  # the window's histogram, carried
         return values
 
     def _interval_retractions(
