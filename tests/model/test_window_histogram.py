@@ -10,6 +10,7 @@ from sglang_tuner.model.window_histogram import (
     ITL_BUCKETS,
     bucket_signals,
     is_bucket_signal,
+    quantile_sorted,
     window_buckets,
     window_quantile,
 )
@@ -91,3 +92,17 @@ def test_rules_rows_do_not_carry_the_buckets() -> None:
     view = view_of([interval({0.04: 1000.0})[0] for _ in range(4)])
     rows = view.rows((ITL_P50_SECONDS,))
     assert len(rows) == 4 and not any(is_bucket_signal(k) for row in rows for k in row)
+
+
+def test_a_tail_read_inside_a_doubling_bucket_is_nearer_the_truth_than_an_even_spread() -> None:
+    # latencies exponential with mean 0.1 s, counted in SGLang-like doubling buckets
+    bounds = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, INF)
+    counts = [1e6 * (1 - math.exp(-le / 0.1)) if le != INF else 1e6 for le in bounds]
+    true_p99 = -0.1 * math.log(0.01)  # 0.46 s, inside (0.4, 0.8]
+    even = quantile_sorted(0.99, bounds, counts)
+    as_tail = quantile_sorted(0.99, bounds, counts, tail=True)
+    assert even is not None and as_tail is not None
+    assert as_tail == pytest.approx(true_p99, rel=1e-6)  # exact for an exponential tail
+    assert abs(even - true_p99) > 0.05
+    # at or below the median the read is Prometheus's own
+    assert quantile_sorted(0.3, bounds, counts, tail=True) == quantile_sorted(0.3, bounds, counts)

@@ -38,6 +38,12 @@ QUANTILES_OF: Final = {
     ITL_BUCKETS: (ITL_P50_SECONDS, ITL_P99_SECONDS),
 }
 PREFIX_OF: Final = {p99: prefix for prefix, (_, p99) in QUANTILES_OF.items()}
+# The families whose top buckets the predictor reads as a tail (`quantile_sorted`): ITL's, a
+# decode step and the stalls of prefills it waited for, thinning out as a tail does. Not
+# TTFT's: a closed loop of clients waits its turn like a conveyor, its waits packed together
+# (online_batch_too_large: p99 17.5 s in the bucket (10, 20]; read as a tail 15.6 s, evenly
+# 19.7 s), and the queue model fits its residual on that figure.
+READ_AS_TAIL: Final = frozenset({ITL_BUCKETS})
 # Of the samples with the family's p99, the share that must carry its buckets (samples stored
 # before the buckets were carried, or read from a source without them, have none).
 COVERAGE: Final = 0.9
@@ -139,18 +145,27 @@ def _bound(name: str, prefix: str) -> float | None:
     return found
 
 
-def window_quantile(view: "WindowView", prefix: str, q: float) -> float | None:
+def window_quantile(view: "WindowView", prefix: str, q: float, tail: bool = False) -> float | None:
     """The window's `q` quantile of one family from its summed buckets (None as for
-    `window_buckets`, or when the window counted nothing)."""
+    `window_buckets`, or when the window counted nothing); `tail`: interpolated as a tail
+    (`quantile_sorted`), else as Prometheus does."""
     found = window_buckets(view, prefix)
-    return None if found is None else quantile_sorted(q, *found)
+    return None if found is None else quantile_sorted(q, *found, tail=tail)
 
 
-def quantile_sorted(q: float, bounds: "Sequence[float]", counts: "Sequence[float]") -> float | None:
+def quantile_sorted(
+    q: float, bounds: "Sequence[float]", counts: "Sequence[float]", tail: bool = False
+) -> float | None:
     """Prometheus's `histogram_quantile` over ascending bounds (no NaN) and their cumulative
     counts; None if empty or without a +Inf bucket. Linear interpolation inside the bucket; the
     lowest bucket starts at 0 (or at its bound when negative); a quantile in the +Inf bucket
-    returns the highest finite bound."""
+    returns the highest finite bound.
+
+    `tail`: above the median, inside a bucket that some requests pass, the share slower than t
+    falls exponentially from the bucket's lower edge to its upper one (log-linear), as a tail
+    does, instead of evenly: SGLang's latency buckets double (TTFT 10, 20, 40 s; ITL 0.25, 0.5,
+    1 s), and an even spread puts a p99 near the far edge of a bucket whose requests crowd its
+    near one (a simulated ITL p99 of 0.277 s read 0.366 s evenly, 0.321 s so)."""
     if not bounds or bounds[-1] != _INF:
         return None
     total = counts[-1]
@@ -165,6 +180,10 @@ def quantile_sorted(q: float, bounds: "Sequence[float]", counts: "Sequence[float
             if le <= 0 or count == prev_count:
                 return le
             lower = prev_bound if prev_bound < le else min(le, 0.0)
+            above_low, above_high = total - prev_count, total - count
+            if tail and 2 * prev_count >= total and above_high > 0 and lower > 0:
+                share = math.log(above_low / (total - rank)) / math.log(above_low / above_high)
+                return lower + (le - lower) * share
             return lower + (le - lower) * (rank - prev_count) / (count - prev_count)
         prev_bound, prev_count = le, count
     return bounds[-2]

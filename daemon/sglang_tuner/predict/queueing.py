@@ -43,7 +43,7 @@ from sglang_tuner.model.signals import (
     TTFT_P99_SECONDS,
 )
 from sglang_tuner.model.window import WindowView
-from sglang_tuner.model.window_histogram import PREFIX_OF, window_quantile
+from sglang_tuner.model.window_histogram import PREFIX_OF, READ_AS_TAIL, window_quantile
 
 UNBOUNDED = math.inf  # the queue grows for as long as the load lasts
 TAIL = 0.01  # p99: the wait exceeded by 1 % of requests
@@ -169,10 +169,13 @@ def window_p99(
 ) -> float | None:
     """A latency's p99 over the whole window (TTFT's by default): from the window's histogram
     where the samples carry their buckets (`model.window_histogram`), as Prometheus's
-    `histogram_quantile(0.99, sum(increase(...[window])))`; else pooled from each interval's
-    p50 and p99 (`pooled_p99`)."""
+    `histogram_quantile(0.99, sum(increase(...[window])))`, ITL's top buckets read as a tail
+    (`window_histogram.READ_AS_TAIL`); else pooled from each interval's p50 and p99
+    (`pooled_p99`)."""
     prefix = PREFIX_OF.get(quantiles[1])
-    found = None if prefix is None else window_quantile(view, prefix, 1 - TAIL)
+    if prefix is None:
+        return pooled_p99(view, quantiles, weight)
+    found = window_quantile(view, prefix, 1 - TAIL, tail=prefix in READ_AS_TAIL)
     return found if found is not None else pooled_p99(view, quantiles, weight)
 
 
