@@ -78,7 +78,8 @@ class Window:
         for name, column in self._columns.items():
             column[i] = values.get(name, NAN)
         for name in values.keys() - self._columns.keys():
-            column = array("d", [NAN]) * self.capacity
+            # a carried histogram's counts are whole numbers: 4 bytes each hold them exactly
+            column = array("f" if is_bucket_signal(name) else "d", [NAN]) * self.capacity
             column[i] = values[name]
             self._columns[name] = column
         self._next = (i + 1) % self.capacity
