@@ -52,6 +52,29 @@ def test_a_closed_loop_capped_by_slots_waits_for_the_kth_departure_not_todays_bu
     assert OPEN.ttft_p99_at(50.0, 0.5, slots=True) == OPEN.ttft_p99_at(50.0, 0.5)
 
 
+def test_a_paced_closed_loop_moves_as_its_queue_not_as_a_coarse_bucket_reads_it():
+    # a 1B on an L4 behind 512 clients, 159 running and 353 waiting at 17.3 requests/s: the
+    # mean TTFT (exact, from _sum / _count) 20.5 s is the mean wait; SGLang's bucket (20, 40]
+    # reads its p99 as 39.8 s, the simulator's fine histogram 21.9 s
+    paced = Queue(arrivals=17.33, batch=159.0, waiting=353.0, ttft_p99=39.8, closed=True,
+                  ttft_p50=29.8, ttft_mean=20.5)  # fmt: skip
+    now = (353 + 2.326 * math.sqrt(353)) / 17.33  # the wait for the 353rd departure: 22.8 s
+    k = 512.0 - 97.0
+    then = (k + 2.326 * math.sqrt(k)) / (17.33 * 0.82)
+    prefill = 20.5 - 353 / 17.33
+    change = paced.ttft_change(97.0, 0.82, slots=True, paced=True)
+    assert math.isclose(change, (then + prefill) / (now + prefill) - 1)
+    assert 0.35 < change < 0.50  # the simulator measured +35 % for this cap
+    # against the bucket's reading, the same cap looked free
+    assert paced.ttft_change(97.0, 0.82, slots=True) < 0.1
+    # no request waiting after the change, open arrivals, or no mean: the p99 model
+    assert paced.paced_change(600.0, 1.1) is None
+    assert (
+        Queue(17.33, 159.0, 353.0, 39.8, closed=False, ttft_mean=20.5).paced_change(97, 1) is None
+    )
+    assert Queue(17.33, 159.0, 353.0, 39.8, closed=True).paced_change(97.0, 0.82) is None
+
+
 def test_open_arrivals_wait_longer_as_they_near_the_capacity():
     # 50 slots completing 100 requests/s between them: the p99 wait grows toward saturation
     waits = [erlang_c_wait(rate, 2.0, 50) for rate in (60.0, 90.0, 97.0, 99.5)]

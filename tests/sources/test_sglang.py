@@ -256,3 +256,12 @@ def test_signal_mapper_keeps_the_bucket_bounds_each_latency_quantile_is_read_fro
     assert 200 < values[s.TTFT_P99_SECONDS] <= 400
     assert mapper.resolution[s.TTFT_P99_SECONDS] == (100.0, 200.0, 400.0, float("inf"))
     assert mapper.resolution[s.TTFT_P50_SECONDS] == (100.0, 200.0, 400.0, float("inf"))
+
+
+def test_signal_mapper_reads_the_intervals_mean_ttft_from_sum_and_count() -> None:
+    a, b = (FIXTURES / "v0.5.17_a.prom").read_text(), (FIXTURES / "v0.5.17_b.prom").read_text()
+    mapper = SignalMapper()
+    mapper.update(a, 100.0)
+    values = mapper.update(b, 105.0)
+    # time_to_first_token_seconds: _sum 61 + 40.5 -> 90.5 + 61, _count 122 + 81 -> 181 + 122
+    assert values[s.TTFT_MEAN_SECONDS] == pytest.approx((151.5 - 101.5) / (303 - 203))

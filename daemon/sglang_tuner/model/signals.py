@@ -37,6 +37,9 @@ E2E_P50_SECONDS: Final = "e2e_p50_seconds"
 E2E_P99_SECONDS: Final = "e2e_p99_seconds"
 QUEUE_TIME_P50_SECONDS: Final = "queue_time_p50_seconds"
 QUEUE_TIME_P99_SECONDS: Final = "queue_time_p99_seconds"
+# The mean TTFT of the requests the interval finished, from the histogram's _sum and _count:
+# exact, where its quantiles are read inside buckets that double (10, 20, 40 s).
+TTFT_MEAN_SECONDS: Final = "ttft_mean_seconds"
 PROMPT_TOKENS_MEAN: Final = "prompt_tokens_mean"  # mean prompt length of finished requests
 # Log only: the share of Prefill batch lines whose #new-token is within 10 % of the largest one
 # this process printed (from its third such line on): batches cut at one size are cut by a
@@ -126,6 +129,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     E2E_P99_SECONDS,
     QUEUE_TIME_P50_SECONDS,
     QUEUE_TIME_P99_SECONDS,
+    TTFT_MEAN_SECONDS,
     PROMPT_TOKENS_MEAN,
     PREFILL_FULL_RATIO,
     STARTUP_AVAILABLE_GPU_MEM_GB,
@@ -152,6 +156,7 @@ EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     NUM_USED_TOKENS: ("tokens", "used", 1.0),
     MAX_TOTAL_NUM_TOKENS: ("tokens", "pool", 1.0),
     PROMPT_TOKENS_MEAN: ("tokens", "prompt_mean", 1.0),
+    TTFT_MEAN_SECONDS: ("seconds", "ttft_mean", 1.0),
     GEN_THROUGHPUT: ("tokens_per_second", "gen_throughput", 1.0),
     PROMPT_TOKENS_RATE: ("tokens_per_second", "prompt", 1.0),
     GENERATION_TOKENS_RATE: ("tokens_per_second", "generation", 1.0),

@@ -569,7 +569,8 @@ def ttft_change(
     queue = fit_queue(inp.view, obs.ranks, obs.batch, obs.queue)
     if queue is not None:
         slots = slots and slot_bound(obs.usage, obs.batch, batch)
-        return max(-1.0, queue.ttft_change(batch, ratio, slots))
+        paced = obs.usage < _BINDING_USAGE
+        return max(-1.0, queue.ttft_change(batch, ratio, slots, paced))
     if obs.queue <= 0 or ratio <= 0:
         return None
     return max(-1.0, max(0.0, obs.batch + obs.queue - batch) / ratio / obs.queue - 1)
@@ -606,8 +607,9 @@ def wait_for_a_slot(
     queue = fit_queue(inp.view, max(1, ranks), batch, waiting)
     if queue is None:
         return None
-    slots = slot_bound(inp.view.mean(TOKEN_USAGE) or 0.0, batch, capped)
-    change = queue.ttft_change(capped, ratio, slots)
+    usage = inp.view.mean(TOKEN_USAGE) or 0.0
+    slots = slot_bound(usage, batch, capped)
+    change = queue.ttft_change(capped, ratio, slots, paced=usage < _BINDING_USAGE)
     return None if change == UNBOUNDED else change
 
 

@@ -8,6 +8,7 @@ summed, averaged or maxed as `model/signals.py` says. Counters become rates with
 The names read, per version, are in `sglang_names.py`.
 """
 
+import math
 import re
 from collections.abc import Callable, Iterable
 
@@ -37,8 +38,11 @@ from sglang_tuner.sources.sglang_names import (
     _RETRACTED_CUMULATIVE,
     _RETRACTED_INTERVAL,
     _SAMPLE_NAMES,
+    _TTFT_SUM,
     _ratios,
 )
+
+_TTFT_FAMILY = "time_to_first_token_seconds"
 
 _LE_RE = re.compile(rb',le="([^"]*)"')  # starts with a literal: a fast search
 _STRICT_LE_RE = re.compile(rb'(?:^|,)\s*le="([^"]*)"')
@@ -171,6 +175,7 @@ class SignalMapper:
         if retracted is None:
             retracted = self._total(samples, _RETRACTED_CUMULATIVE)
         totals["retracted"] = retracted
+        totals[_TTFT_SUM] = self._total(samples, _TTFT_SUM)
         return {key: value for key, value in totals.items() if value is not None}
 
     def _buckets(self, samples: RawSamples, family: str) -> dict[float, float]:
@@ -205,7 +210,18 @@ class SignalMapper:
             values[s.RETRACTIONS_PER_MINUTE] = inc["retracted"] * 60.0 / dt
         values |= _ratios(inc)
         values |= self._quantiles(buckets)
+        values |= self._ttft_mean(inc.get(_TTFT_SUM), buckets)
         return values
+
+    def _ttft_mean(self, total: float | None, buckets: dict[str, Buckets]) -> dict[str, float]:
+        """The interval's mean TTFT: the _sum's increase over the count's (the +Inf bucket's)."""
+        now, before = buckets.get(_TTFT_FAMILY), self._prev_buckets.get(_TTFT_FAMILY)
+        if total is None or now is None or before is None or not now[1] or not before[1]:
+            return {}
+        if now[0][-1] != math.inf or before[0][-1] != math.inf:
+            return {}
+        count = now[1][-1] - before[1][-1]
+        return {s.TTFT_MEAN_SECONDS: total / count} if count > 0 and total >= 0 else {}
 
     def _quantiles(self, buckets: dict[str, Buckets]) -> dict[str, float]:
         """p50/p99 of each latency histogram from the bucket increases over the interval."""

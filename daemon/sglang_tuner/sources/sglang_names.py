@@ -56,7 +56,11 @@ _FAMILIES: frozenset[str] = frozenset(
 )
 _HISTOGRAM_FAMILIES = frozenset(f for names in _HISTOGRAMS.values() for f in names)
 # Sample names kept by the parser: histograms are read from their buckets only.
-_SAMPLE_NAMES = (_FAMILIES - _HISTOGRAM_FAMILIES) | {f + "_bucket" for f in _HISTOGRAM_FAMILIES}
+# TTFT's _sum too: its mean over an interval is exact, its quantiles are read inside buckets.
+_TTFT_SUM = "time_to_first_token_seconds_sum"
+_SAMPLE_NAMES = (
+    (_FAMILIES - _HISTOGRAM_FAMILIES) | {f + "_bucket" for f in _HISTOGRAM_FAMILIES} | {_TTFT_SUM}
+)
 
 # Every SGLang name the map reads, colon form; histograms also with their sample suffixes.
 SGLANG_METRIC_NAMES: frozenset[str] = frozenset(
@@ -80,6 +84,10 @@ def describe_signal_sources() -> dict[str, list[str]]:
     ]
     table[s.PREFIX_CACHE_HIT_RATIO] = ["sglang:cached_tokens_total", "sglang:prompt_tokens_total"]
     table[s.PROMPT_TOKENS_MEAN] = ["sglang:prompt_tokens_total", "sglang:num_requests_total"]
+    table[s.TTFT_MEAN_SECONDS] = [
+        f"sglang:{_TTFT_SUM}",
+        "sglang:time_to_first_token_seconds_bucket",
+    ]
     table[s.CUDA_GRAPH_PASS_RATIO] = ["sglang:cuda_graph_passes_total"]
     table[s.RESTARTS] = sorted(f"sglang:{f}" for f in _RATES.values())
     return table

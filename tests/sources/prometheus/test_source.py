@@ -129,7 +129,7 @@ def test_queries_read_every_version_name_in_both_spellings():
 
 
 def test_query_count_is_fixed_and_names_are_unique():
-    assert len({q.name for q in QUERIES}) == len(QUERIES) == 26
+    assert len({q.name for q in QUERIES}) == len(QUERIES) == 27
     # one expression per query, each aggregated to one series per target (per split)
     for q in QUERIES:
         assert "by (instance, job" in q.expr, q.name

@@ -119,6 +119,7 @@ def build_queries(promql: PromQL) -> tuple[FleetQuery, ...]:
     for (p50, p99), families in _HISTOGRAMS.items():
         queries.append(FleetQuery(p50, promql.quantile(0.5, families)))
         queries.append(FleetQuery(p99, promql.quantile(0.99, families)))
+    queries.append(FleetQuery(s.TTFT_MEAN_SECONDS, _ttft_mean(promql)))
     queries.append(FleetQuery(COUNTER_RESETS, _resets(promql)))
     queries.append(FleetQuery(UP, f"max by ({g}) (up{{{promql.selector}}}) == 0"))
     return tuple(queries)
@@ -141,6 +142,16 @@ def _retractions(promql: PromQL) -> str:
     summed = promql.per_dp(promql.ranged("sum_over_time", _RETRACTED_INTERVAL))
     interval = f"60 / {promql.window_seconds:g} * sum by ({g}) ({summed})"
     return " or ".join((counter, zero, cumulative, interval))
+
+
+def _ttft_mean(promql: PromQL) -> str:
+    """The mean TTFT of the requests the window finished: the _sum's rate over the _count's."""
+    g = promql.group
+    total, count = (
+        f"sum by ({g}) ({promql.ranged('rate', 'time_to_first_token_seconds' + x)})"
+        for x in ("_sum", "_count")
+    )
+    return f"{total} / {count}"
 
 
 def _resets(promql: PromQL) -> str:
