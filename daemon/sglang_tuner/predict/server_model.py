@@ -298,15 +298,15 @@ class ServerModel:
         return scale * self.decode(batch)
 
     def itl_unbound(self, batch: float, level: float = MEDIAN) -> float | None:
-        """ITL at a batch admitted one request per departure (a cap its slots hold, a pool every
-        waiting request fits in, a pool that binds without bunching; `level`: the share of
-        tokens above, p50 by default): the decode step plus the stall that share of steps
-        exceeds, each step waiting for the prompts admitted since the last (`Stall`). Where
-        admission comes in bursts today (`bursty`), today's ITL p50 is the decode step alone;
-        else it also holds today's median stall. The stalls today's p99 shows beyond the count
-        (admissions bunched behind a full pool, retracted requests prefilled again) do not come
-        back under a cap that frees the pool. None without the physics or the rates that count
-        admissions."""
+        """ITL at a batch the pool does not bind (a cap its slots hold, a pool every waiting
+        request fits in; `level`: the share of tokens above, p50 by default): the decode step
+        plus the stall that share of steps exceeds, each step waiting for the prompts admitted
+        one per departure since the last (`Stall`). Where the pool binds
+        today, admission waits for free tokens and comes in bursts, so today's ITL p50 is the
+        decode step alone; where it does not, it also holds today's median stall. The stalls
+        today's p99 shows beyond the count (admissions bunched behind a full pool, retracted
+        requests prefilled again) do not come back under a cap that frees the pool. None
+        without the physics or the rates that count admissions."""
         obs, stall = self.obs, self.stall
         if stall is None or self.physics is None or not obs.itl or obs.batch <= 0:
             return None
@@ -314,25 +314,9 @@ class ServerModel:
         if d0 <= 0:
             return None
         step = obs.itl
-        if not self.bursty():  # admitted one per departure today too
+        if obs.usage < _BINDING_USAGE:  # admitted one per departure today too
             step = max(obs.itl - stall.seconds(1.0, MEDIAN), 0.5 * obs.itl)
         return step * self.decode(batch) / d0 + stall.seconds(batch / obs.batch, level)
-
-    def bursty(self) -> bool:
-        """Whether admission comes in bursts today: the pool binds it (SGLang admits once free
-        tokens cover a request's prompt and its reserved output), admission one per departure
-        would stall the median decode step (`Stall`), and ITL p50 shows less than half that
-        stall over the physics' decode step. Then many requests are admitted when a batch of
-        them ends, and most steps wait for none (`online_batch_too_large`: 3.3 admitted per
-        step on average, ITL p50 near the bare step). A pool that binds while admission keeps
-        pace with departures is not bursty: a raise that lifts the admissions per step past one
-        puts a prefill into the median step (a 70B on 8 GPUs offline, 0.56 -> 1.46 admitted per
-        step: ITL p50 18 -> 218 ms)."""
-        obs, stall = self.obs, self.stall
-        if stall is None or obs.usage < _BINDING_USAGE or not obs.itl or self.physics is None:
-            return False
-        median = stall.seconds(1.0, MEDIAN)
-        return median > 0 and obs.itl < self.decode(obs.batch) + 0.5 * median
 
     def throughput_ratio(self, batch: float) -> float:
         """Tokens/s at `batch` over tokens/s now."""
@@ -443,13 +427,10 @@ def batch_effects(
     (`itl_p99_change`); TTFT p99 by the queueing model (`ttft_change`; `slots`: a cap by slots),
     unless unbounded. A cap that leaves the batch held by its slots, or a change after which
     every waiting request fits (`freed`), admits one request per departure: ITL p50 and p99
-    from the decode step and that admission's stall (`ServerModel.itl_unbound`). So does a
-    pool that binds today without bursts (`ServerModel.bursty`), for ITL p50: its admissions
-    per step move with the batch."""
+    from the decode step and that admission's stall (`ServerModel.itl_unbound`)."""
     obs = model.obs
     unbound = freed or (slots and slot_bound(obs.usage, obs.batch, batch))
-    paced = unbound or (obs.usage >= _BINDING_USAGE and not model.bursty())
-    slotted = model.itl_unbound(batch) if paced else None
+    slotted = model.itl_unbound(batch) if unbound else None
     if slotted is not None and obs.itl:
         itl = slotted / obs.itl - 1
     elif model.physics is not None and model.itl_scale() is not None:
