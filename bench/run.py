@@ -15,6 +15,8 @@ RUNS = (
     ("simulator: 1,000 servers", ["sim_scale.py", "--servers", "1000", "--seconds", "30"]),
     ("daemon: 1,000 targets", ["scale.py", "--targets", "1000", "--seconds", "40", "--untuned"]),
     ("daemon memory: label values new every scrape", ["label_churn.py", "--seconds", "60"]),
+    ("a window's memory with its histogram buckets, beside without", ["window_memory.py"]),
+    ("a window's p99 as the daemon reads it, beside its fine histogram", ["window_p99.py"]),
     ("HTTP clients, fetch only", ["clients.py", "--targets", "1000", "--seconds", "30"]),
     ("daemon beside Prometheus: 200 targets", ["peer.py", "--targets", "200", "--seconds", "40"]),
     (

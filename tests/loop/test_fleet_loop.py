@@ -115,7 +115,7 @@ def test_daemon_reads_the_fleet_reports_each_query_and_survives_a_failing_one(da
 
     body = daemon.wait_for(three_targets_with_samples, timeout=20)
     assert body["shard"] == {"index": 0, "count": 1}
-    assert len(body["queries"]) == 26 and all(q["up"] for q in body["queries"])
+    assert len(body["queries"]) == 27 and all(q["up"] for q in body["queries"])
     assert {t["error_reason"] for t in body["data"]} == {None}
     # no server URL configured: the server args are unknown, and /targets says why
     row = daemon.wait_for(lambda d: d.get("/targets").json()["data"][0]["config_error"], 10)
