@@ -163,9 +163,10 @@ def quantile_sorted(
 
     `tail`: above the median, inside a bucket that some requests pass, the share slower than t
     falls exponentially from the bucket's lower edge to its upper one (log-linear), as a tail
-    does, instead of evenly: SGLang's latency buckets double (TTFT 10, 20, 40 s; ITL 0.25, 0.5,
-    1 s), and an even spread puts a p99 near the far edge of a bucket whose requests crowd its
-    near one (a simulated ITL p99 of 0.277 s read 0.366 s evenly, 0.321 s so)."""
+    does, instead of evenly: SGLang's latency buckets are wide (its metrics collector: TTFT
+    bounds ..., 8, 10, 20, 40, 60 s; ITL ..., 0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4 s), and an even
+    spread puts a p99 near the far edge of a bucket whose requests crowd its near one (a
+    simulated ITL p99 of 0.277 s read 0.366 s evenly, 0.321 s so)."""
     if not bounds or bounds[-1] != _INF:
         return None
     total = counts[-1]

@@ -141,7 +141,8 @@ class Queue:
         (`slot_wait`, k the requests past the batch) plus the prefill, today's exact mean TTFT
         (the histogram's _sum over its _count) less today's mean wait, both today and then.
         Today's figure is the model's, not the histogram's: a queue so admitted is a conveyor
-        whose waits are packed together, and SGLang's buckets double (10, 20, 40 s), so a p99
+        whose waits are packed together, and SGLang's TTFT buckets are wide (bounds 10, 20, 40,
+        60 s in its metrics collector), so a p99
         packed at a bucket's lower edge reads near its upper one (a 1B on an L4 behind 512
         clients: p99 21.9 s read as 39.8 s; the model 22.9 s). None without the mean, for open
         arrivals, or where no request waits before or after."""
