@@ -183,6 +183,69 @@ def test_a_crash_without_an_exception_line_says_where_its_traceback_ends():
     )
 
 
+def test_a_cut_traceback_says_its_exception_is_missing_and_what_its_phase_usually_holds():
+    cut = CrashReport(50.0, "unclassified", "unclassified", "prefill", "", frame="common.py in f")
+    text = _judge((cut,)).action.text
+    assert "frames but not its last line" in text and "--chunked-prefill-size" in text
+    assert "Read the traceback before this line" not in text  # there is no such line
+
+
+def _capture_failed(server_args: str) -> list[str]:
+    return [
+        f"[2026-03-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=1{server_args})",
+        "[2026-03-01 10:00:20 TP0] Capture cuda graph bs [1, 2, 4, 8]",
+        "[2026-03-01 10:00:21 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/model_executor/cuda_graph_runner.py", line 436, in capture',
+        "    ) = self.capture_one_batch_size(bs, forward)",
+        "Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream "
+        "is capturing",
+    ]
+
+
+def test_a_capture_failure_not_for_memory_drops_torch_compile_first_as_sglang_lists():
+    # SGLang's capture message: smaller fraction, smaller graphs (memory), then "disable torch
+    # compile", then --disable-cuda-graph; only the last two act on a failure not for memory
+    step = _next_change(_capture_failed(", enable_torch_compile=True"))
+    assert step.rule == "crash_diagnosed"
+    assert step.action.text.startswith("crash during capture, CUDA-graph capture failed, not for")
+    assert "Not out of memory" in step.action.text
+    assert (step.action.flag, step.action.current, step.action.suggested) == (
+        "--enable-torch-compile", "true", "false"
+    )  # fmt: skip
+
+
+def test_a_capture_failure_not_for_memory_names_no_memory_flag_and_no_value():
+    for args, compile_said in ((", enable_torch_compile=False", False), ("", True)):
+        step = _next_change(_capture_failed(args))
+        assert step.rule == "crash_diagnosed" and step.action.flag is None
+        assert "--disable-cuda-graph" in step.action.text and "bug in SGLang" in step.action.text
+        assert ("launch line has --enable-torch-compile" in step.action.text) is compile_said
+        assert "--mem-fraction-static 0." not in step.action.text
+
+
+def test_an_error_in_sglangs_serving_code_is_said_as_a_bug_with_no_flag():
+    outcome = _judge(
+        (CrashReport(50.0, "crash", "serving_failure", "serving", "AssertionError: x"),)
+    )
+    assert isinstance(outcome, Finding) and outcome.action.flag is None
+    assert "Not out of memory" in outcome.action.text and "a bug in SGLang" in outcome.action.text
+
+
+def test_sglangs_pool_too_small_check_is_no_room_for_the_pool_not_a_load_failure():
+    # tp_worker.py (0.3.4-0.5.23) asserts max_total_num_tokens leaves a request room
+    lines = [
+        "[2026-03-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=1, "
+        "mem_fraction_static=0.5)",
+        "[2026-03-01 10:00:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/tp_worker.py", line 147, in __init__',
+        "    assert (",
+        "AssertionError: Memory pool size is too small",
+    ]
+    step = _next_change(lines)
+    assert step.rule == "startup_not_enough_memory"
+    assert step.action.flag == "--mem-fraction-static" and float(step.action.suggested) > 0.5
+
+
 def test_a_refused_request_the_log_ends_in_is_said_as_a_hint():
     outcome = _judge((_report("request"),))
     assert isinstance(outcome, Finding) and outcome.severity is Severity.INFO

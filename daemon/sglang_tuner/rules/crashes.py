@@ -404,6 +404,27 @@ _KINDS: dict[str, str] = {
     "decode_oom": "out of memory in decode",
 }
 _PHASES = {"pool_sizing": "pool sizing", "unknown": "an unknown phase"}
+# What to do about a crash that is not out of memory, by its kind (capture failures: see
+# `_capture_failed`).
+_FAILED_DO = {
+    "serving_failure": "Not out of memory: a check or an error in SGLang's own serving code, a "
+    "bug in SGLang (or in a feature it was launched with) that no tuning flag is known to "
+    "stop: upgrade SGLang, and report it upstream with this traceback and the request that "
+    "triggered it, if the log shows one",
+    "load_failure": "Not out of memory: starting the model failed in SGLang's own code, not a "
+    "tuning problem: check the checkpoint, its format and quantization, and the launch flags "
+    "against this SGLang version; a failed check inside SGLang is a bug to report upstream",
+}
+# What a traceback cut before its exception usually holds, by the phase its frames name.
+_PHASE_CAUSES = {
+    "capture": "capture failures are often out of memory, which SGLang's message then answers "
+    "with a smaller --cuda-graph-max-bs or --mem-fraction-static; others are a kernel that "
+    "cannot be captured; ",
+    "prefill": "a crash in prefill is often out of memory, answered by a smaller "
+    "--chunked-prefill-size; ",
+    "decode": "a crash in decode is often out of memory, answered by a smaller batch "
+    "(--max-running-requests) or --mem-fraction-static; ",
+}
 _NOT_TUNING_DO = {
     "allocator_bug": "upgrade SGLang and report it upstream with this log",
     "toolchain": "use an SGLang build (or kernels) made for this GPU and CUDA version",
@@ -488,6 +509,14 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
             f"{said}. Correct {where} in the launch command (SGLang's message says how)",
             expected="the server starts: it refused its flags before serving",
         )
+    if report.kind == "capture_failure":
+        return _capture_failed(inp, said)
+    if report.kind in _FAILED_DO:
+        return Action(
+            f"{said}. {_FAILED_DO[report.kind]}",
+            expected="no flag change: no tuning flag is known to stop this crash",
+            prediction=Prediction(CRASHES, None, basis="not out of memory: no flag sizes it"),
+        )
     if report.kind == "oom" and report.phase == "serving":
         return _general_oom(inp, said)
     if report.kind == "oom" and report.phase == "load":
@@ -505,10 +534,58 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
             "weights do not fit (more GPUs or quantized weights)",
             expected="no flag change until the phase is known",
         )
+    if not report.message:
+        return Action(
+            f"{said}. The log holds the traceback's frames but not its last line, the exception "
+            f"that names the cause (cut from the excerpt?): {_PHASE_CAUSES.get(report.phase, '')}"
+            "send the traceback to its end to name it; no flag value until then",
+            expected="no flag change until the cause is known",
+        )
     return Action(
         f"{said}. Read the traceback before this line: no tuning rule knows this crash, so no "
         "flag value is suggested",
         expected="no flag change until the cause is known",
+    )
+
+
+def _capture_failed(inp: RuleInput, said: str) -> Action:
+    """A CUDA-graph capture that failed, not for memory. SGLang's own capture message
+    (cuda_graph_runner.py, 0.4-0.5) lists four remedies: a smaller --mem-fraction-static and a
+    smaller --cuda-graph-max-bs, which make room (no use here), then "disable torch compile by
+    not using --enable-torch-compile" and "--disable-cuda-graph (Not recommended. Huge
+    performance loss)"."""
+    head = (
+        f"{said}. Not out of memory, so the memory half of SGLang's own list of remedies (a "
+        "smaller --mem-fraction-static or --cuda-graph-max-bs) does not apply: a kernel or a "
+        "check on the captured path failed, most often a bug in SGLang or its kernels (upgrade "
+        "SGLang; report it upstream with this traceback)"
+    )
+    basis = "SGLang's own remedies for a failed capture (cuda_graph_runner.py)"
+    compile_on = inp.config.enable_torch_compile if inp.config is not None else None
+    if compile_on:
+        return Action(
+            f"{head}. The server runs with torch.compile, which SGLang's list says to drop "
+            "first: launch it without --enable-torch-compile",
+            "--enable-torch-compile",
+            "true",
+            "false",
+            note="decode may be slower at small batches without torch.compile",
+            expected="the graphs capture without torch.compile's compiled kernels, and the "
+            "server starts",
+            prediction=Prediction(CRASHES, None, basis=basis),
+        )
+    compile_said = (
+        ""
+        if compile_on is False
+        else "if the launch line has --enable-torch-compile, launch "
+        "without it (SGLang's next remedy); "
+    )
+    return Action(
+        f"{head}. To serve meanwhile: {compile_said}--disable-cuda-graph starts the server "
+        "without graphs, at a large cost in decode speed (SGLang: 'Huge performance loss'), so "
+        "no flag value is suggested",
+        expected="no flag change: no tuning flag makes a kernel capturable",
+        prediction=Prediction(CRASHES, None, basis=basis),
     )
 
 
@@ -554,7 +631,8 @@ CRASH_DIAGNOSED = Rule(
     "(the flag it names), or an unclassified crash (its phase and last line); a flag value only "
     "where SGLang's own message printed it as the workaround, or for an out-of-memory crash "
     "while serving (prefill or decode not said) the guide's step for both: a lower "
-    "--mem-fraction-static.",
+    "--mem-fraction-static; a capture that failed not for memory, SGLang's own remedy that acts "
+    "on it (--enable-torch-compile off where it is on).",
     source="ours: every crash a log ends in gets a name, from SGLang's message catalogue "
     "(0.4.0-0.5.23) and the generic families (docs/log-messages.md)",
     check=_check_crash_diagnosed,

@@ -107,7 +107,7 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
             "not enough memory|not enough gpu memory|no room for the full kv pool|"
             "no gpu memory for the kv cache|increase --mem-fraction-static|"
             "is too small to serve any requests|memory is not enough|"
-            "max_running_request is zero"
+            "max_running_request is zero|memory pool size is too small"
         ),
         phase="pool_sizing",
         calls=FAILURES,
