@@ -64,9 +64,10 @@ def _current(inp: RuleInput) -> float | None:
 def _lower_conservativeness(inp: RuleInput) -> Action:
     """One step down toward the guide's 0.3; never below it."""
     running, cap = per_rank_batch(inp.view, 0.5), max_running_per_rank(inp.config)
-    # Online, a capped batch is usually a latency choice (batch_too_large_for_latency's).
-    if inp.profile != "online" and cap and running is not None and running >= 0.95 * cap:
-        # The batch is at --max-running-requests: admission is capped, not conservative.
+    if cap and running is not None and running >= 0.95 * cap:
+        # The batch is at --max-running-requests: admission is capped, not conservative. Online
+        # the raise trades ITL for queue wait and tokens/s: the prediction says on every
+        # objective, and the plan holds it where it would break a service level.
         suggested = flag_from_per_rank(inp.config, cap * 2)
         action = flag_action("--max-running-requests", max_running_flag(inp.config), suggested, inp)
         usage = format_value(inp.view.quantile(TOKEN_USAGE, 0.5))
@@ -140,12 +141,9 @@ def _raise_conservativeness(inp: RuleInput) -> Action:
 
 
 def _not_too_conservative(inp: RuleInput) -> str | None:
-    """At the guide's lowest value already, retracting, or (online) capped by
-    --max-running-requests on purpose: lowering it is not the answer."""
+    """At the guide's lowest value already, or retracting: lowering it is not the answer (a
+    batch held at --max-running-requests gets that cap raised instead)."""
     current = _current(inp)
-    running, cap = per_rank_batch(inp.view, 0.5), max_running_per_rank(inp.config)
-    if inp.profile == "online" and cap and running is not None and running >= 0.95 * cap:
-        return f"the batch is at --max-running-requests ({cap} per rank): capped, not conservative"
     if current is not None and current <= inp.thresholds["conservativeness_floor"]:
         return f"--schedule-conservativeness is already {current:g}, the guide's lowest value"
     full = inp.view.quantile(PREFILL_FULL_RATIO, 0.5)
