@@ -85,6 +85,16 @@ def test_scheduler_too_conservative_batch_capped_suggests_max_running_requests()
     assert out.action.text == "--max-running-requests 60 -> 120"
 
 
+def test_a_cap_that_holds_an_online_batch_is_raised_too_the_plan_weighs_the_trade():
+    # online the raise trades ITL for queue wait: no longer vetoed as a latency choice; the
+    # prediction says every objective and the plan holds it where a service level breaks
+    config = ServerConfig(schedule_conservativeness=1.0, max_running_requests=60)
+    out = evaluate(SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=config, profile="online")
+    assert isinstance(out, Finding)
+    assert out.action.text == "--max-running-requests 60 -> 120"
+    assert "now capped at 60" in out.action.expected
+
+
 def test_scheduler_too_conservative_unknown_current_value_noted():
     out = evaluate(SCHEDULER_TOO_CONSERVATIVE, LOW_USAGE, config=None, config_error="http_401")
     assert isinstance(out, Finding)
