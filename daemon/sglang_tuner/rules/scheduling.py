@@ -175,7 +175,9 @@ def _admitting(row: Mapping[str, float]) -> bool:
 def _check_conservative(inp: RuleInput) -> Outcome:
     """Frequently, over samples with requests running: token usage < 0.9 with requests
     waiting; not when already at the guide's lowest value or while the pool overflows
-    (retraction bursts in the window)."""
+    (retraction bursts in the window). A batch held at --max-running-requests gets that cap
+    doubled instead, on every profile: online the raise trades ITL for queue wait, and the
+    prediction on every objective and the plan's service levels decide."""
     target = inp.thresholds["token_usage_target"]
     freq = frequently(
         inp.view,
