@@ -21,7 +21,9 @@ from .workload import Arrivals, Req
 
 # Decode steps simulated at least between two admissions while requests wait. SGLang retries
 # admission on every iteration of its event loop, before each decode step (1: exact); a block
-# still ends early at the first finished request. Larger values trade fidelity for CPU: 8 bunched
+# still ends early at the first finished request, and, with nothing waiting, at the first
+# finished request of a closed loop (its client sends again at once) or after the step the next
+# known arrival comes in. Larger values trade fidelity for CPU: 8 bunched
 # the admissions of the requests that left during a block, ITL p99 31.5 % high at the median
 # (bench/sim_granularity.py), for 1/1.66 of the CPU.
 MIN_DECODE_BLOCK = 1
@@ -80,12 +82,15 @@ class DecodeMixin(ABC):
             self._decode_log()
         steps = max(self.knobs.decode_log_interval - self.steps_since_log, 1)
         lefts = [r.target - r.out for r in self.running]
-        if self.waiting:
+        if self.waiting or self.arrivals.clients:
+            # requests wait, or (a closed loop) the first to finish has its client send again
+            # at once: SGLang admits it on the next iteration of its event loop
             steps = min(steps, max(min(lefts), MIN_DECODE_BLOCK))
-        else:
+        if not self.waiting:
             gap = self.arrivals.next_after() - self.now
-            if gap < 1.0:
-                steps = max(1, min(steps, int(gap / 0.02) + 1))
+            if gap < float("inf"):  # the next known arrival is admitted after the step it comes in
+                step = self.engine.decode_seconds(len(self.running), self._seq_sum())
+                steps = max(1, min(steps, int(gap / step) + 1))
         free = self.capacity - self.used
         fit = steps
         if _growth(lefts, steps) > free:

@@ -134,3 +134,15 @@ def test_eager_decode_pays_a_gap_per_launch_or_waits_for_the_host():
     tiny = ServerConfig(knobs=replace(GUIDE, disable_cuda_graph=True), llm=LLMS["llama-3.2-1b"])
     host = 16 * 11.5 * 12.5e-6
     assert ServerModel(tiny).engine.decode_seconds(1, 120) == pytest.approx(host + 0.7e-3)
+
+
+def test_a_closed_loop_client_is_admitted_after_the_step_its_answer_ends():
+    # SGLang receives new requests on every iteration of its event loop: a client that sends
+    # again as its answer ends waits one decode step and its prefill, not the rest of a block
+    # of decode steps (before: TTFT p99 0.36 s, 11 of 64 clients waiting unseen by #queue-req)
+    load = Load(clients=64, prompt_mean=200, max_new_tokens=256, eos_fraction=0.5,
+                eos_max_tokens=256)  # fmt: skip
+    result = measure(ServerConfig(knobs=GUIDE, load=load), seconds=60, warmup=20)
+    assert result.queue_mean == 0 and result.running_mean > 0.95 * 64
+    assert result.ttft_p99 < 4 * result.itl_p50
+    assert result.itl_p99 < 4 * result.itl_p50
