@@ -2,7 +2,9 @@
 
 Runs `sglang-tuner check --log FILE --format json` on every log of the real-log corpus
 (tests/fixtures/sglang/logs/corpus, the part rules are written against) and of the holdout
-(tests/fixtures/sglang/logs/holdout, never read while writing rules) and holds the next change
+(tests/fixtures/sglang/logs/holdout, never read while writing rules), or of the fresh set
+(tests/fixtures/sglang/logs/fresh: threads drawn after both, from threads no file of the project
+named, scored as drawn) and holds the next change
 against the entry's `fix_flag` (or its structured `fix_moves` / `worse_moves`) in index.yaml:
 
 - match: the next change moves the thread's fix flag in the fix's direction; for a bug or
@@ -16,7 +18,7 @@ A log that ends in a crash is also checked for a named diagnosis: any advice on 
 critical severity, or predicted on crashes, or from a crash rule; "unclassified" counts those
 whose only name is the generic "unclassified crash" fallback.
 
-    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|both] [--verbose]
+    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|fresh|both] [--verbose]
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import yaml
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "sglang" / "logs"
-SETS = ("corpus", "holdout")
+SETS = ("corpus", "holdout", "fresh")  # fresh: threads drawn after the holdout, scored once
 CRASH_KINDS = {
     "startup_not_enough_memory",
     "startup_cuda_oom",
@@ -322,11 +324,13 @@ def _row(kind: str, got: list[Verdict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=(*SETS, "both"), default="both")
+    parser.add_argument(
+        "--set", choices=(*SETS, "both"), default="both", help="both: corpus and holdout"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--verbose", action="store_true", help="one line per log")
     args = parser.parse_args()
-    for name in SETS if args.set == "both" else (args.set,):
+    for name in [s for s in SETS if s != "fresh"] if args.set == "both" else (args.set,):
         print(table(name, score_set(name, args.jobs), args.verbose), end="\n\n")
 
 
