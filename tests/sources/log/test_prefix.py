@@ -59,6 +59,13 @@ SAMPLES = [
     ("kubectl logs --timestamps", f"{NANO} {LINE}", TS + 0.123456789, ""),
     ("docker logs -t", f"2025-08-11T17:20:03.000000000Z {LINE}", TS, ""),
     ("kubectl logs --prefix", f"[pod/sglang-0/sglang] {LINE}", None, "sglang-0/sglang"),
+    ("Ray worker", f"(SGLangEngine pid=4711) {LINE}", None, "SGLangEngine pid=4711"),
+    (
+        "Ray worker with its node, deduplicated",
+        f"(Scheduler pid=9, ip=10.0.0.2) {LINE} [repeated 3x across cluster]",
+        None,
+        "Scheduler pid=9",
+    ),
     ("CRI (containerd, CRI-O)", f"{NANO} stderr F {LINE}", TS + 0.123456789, ""),
     (
         "docker json-file",
@@ -227,6 +234,7 @@ WRAPPERS = {
     "compose -t, coloured": lambda line, ts: f"\x1b[36msglang-1  |\x1b[0m {_iso(ts)} {line}",
     "kubectl --timestamps": lambda line, ts: f"{_iso(ts)} {line}",
     "kubectl --prefix": lambda line, _ts: f"[pod/sglang-0/sglang] {line}",
+    "Ray worker": lambda line, _ts: f"(SGLangEngine pid=4711) {line}",
     "CRI": lambda line, ts: f"{_iso(ts)} stderr F {line}",
     "journalctl": lambda line, ts: (
         time.strftime("%b %d %H:%M:%S gpu-1 python3[7]: ", time.gmtime(ts)) + line

@@ -1,7 +1,8 @@
 """What a tool put around SGLang's own log line, taken off: the terminal's colours, `docker
 compose logs` (`svc-1  | `), journalctl (`short`, `short-precise`, `short-iso`, `short-full`,
 `short-unix`), `kubectl logs --timestamps` and `docker logs -t` (an RFC 3339 stamp), `kubectl
-logs --prefix` (`[pod/name/container] `), the CRI runtime's files (`<RFC 3339> stdout F `),
+logs --prefix` (`[pod/name/container] `), Ray's worker prefix (`(ActorName pid=123) `), the
+CRI runtime's files (`<RFC 3339> stdout F `),
 JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
 vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, OpenTelemetry's
 `body`: a message field and a time field), Loki's `logcli query` default output (`<RFC 3339>
@@ -62,6 +63,11 @@ _PYLOG_BRACKETS = re.compile(
     r"(?:\[[^\]\s][^\]]{0,255}\]){1,4}:? ?"
 )
 _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
+# Ray's driver output: each worker's line behind `(ActorName pid=123) ` or `(Actor pid=123,
+# ip=10.0.0.1) `, a deduplicated one ending in ` [repeated 3x across cluster]` (the RL frameworks
+# that run SGLang engines as Ray actors print their logs this way)
+_RAY = re.compile(r"\(([\w.:-]{1,128} pid=\d{1,10})(?:, ip=[\w.:-]{1,64})?\) ")
+_RAY_REPEATED = re.compile(r" ?\[repeated \d{1,10}x across cluster\]$")
 _BRACKET_LOST = re.compile(
     r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] "
 )
@@ -140,6 +146,8 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
     first = line[:1]
     if first == "[":
         return _bracket(line)
+    if first == "(":
+        return _ray(line)
     if first == "{":
         return _json(line) if len(line) <= MAX_JSON_CHARS else None
     if first.isdigit():
@@ -169,6 +177,16 @@ def _foreign(line: str) -> Unwrapped | None:
     stamp = f"{day.group(1)}-{day.group(2)}-{day.group(3)}"
     when = f"{hour}:{minute}:{second}"
     return Unwrapped(f"[{stamp} {when}] {rest}", _utc(stamp, when, fraction), "")
+
+
+def _ray(line: str) -> Unwrapped | None:
+    """Ray's `(ActorName pid=123[, ip=...]) ` before a worker's line; the actor and pid name the
+    stream (several engines interleave in one driver's output)."""
+    match = _RAY.match(line)
+    if match is None:
+        return None
+    rest = _RAY_REPEATED.sub("", line[match.end() :])
+    return Unwrapped(rest, None, match.group(1))
 
 
 def _bracket(line: str) -> Unwrapped | None:
