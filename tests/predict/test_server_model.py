@@ -341,7 +341,7 @@ def test_a_larger_prefill_chunk_is_priced_with_the_same_attention(model: str, gp
 
     base = SCENARIOS["healthy"].for_version("0.5.23")
     small = replace(
-        base, llm=MODELS[model], gpu=gpu_named(gpu), load=Load(clients=256),
+        base, llm=MODELS[model], gpu=gpu_named(gpu), load=Load(clients=1024),
         knobs=replace(base.knobs, chunked_prefill_size=512, tp_size=tp),
     )  # fmt: skip
     run = run_scenario("healthy", config=small, gpu_model=gpu)

@@ -95,6 +95,10 @@ def itl_p99_change(
     if admitted is not None and admitted > 0:
         price = cost or (lambda prompts: prompts)
         now, then = stall_quantile(admitted), stall_quantile(admitted * batch_ratio)
+        if now <= 0 < then and cost is not None:
+            # today's tail waits for no admission (its p99 is a decode step's own spread):
+            # the stall it will wait for is priced whole, not scaled from that spread
+            return (itl_p50 * (1 + p50_change) + stall + cost(then)) / itl_p99 - 1
         # where today's tail waits for no admission, its stall is taken as one prompt's
         scale = price(then) / price(now) if now > 0 else price(then) / price(1.0) or 1.0
     then_p99 = itl_p50 * (1 + p50_change) + stall * scale

@@ -251,9 +251,28 @@ class ServerModel:
         return self.graph_max_bs is None or batch <= self.graph_max_bs
 
     @property
+    def decode_itl(self) -> float | None:
+        """ITL p50 less the median stall it holds: a decode step alone. Where the pool does not
+        bind, each departure admits one request at once and SGLang runs its prefill before the
+        next decode step, so at about an admission a step or more most steps wait for one and
+        ITL p50 holds that stall (`Stall`, at today's batch). Where the pool binds, admission
+        waits for free tokens and comes in bursts: ITL p50 is the decode step."""
+        itl, stall = self.obs.itl, self.stall
+        if not itl or stall is None or self.obs.usage >= _BINDING_USAGE:
+            return itl
+        return max(itl - stall.seconds(1.0, MEDIAN), 0.5 * itl)
+
+    def median_stall(self, batch: float) -> float:
+        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds."""
+        if self.stall is None or self.obs.usage >= _BINDING_USAGE or not self.obs.itl:
+            return 0.0
+        return self.stall.seconds(batch / max(self.obs.batch, 1e-9), MEDIAN)
+
+    @property
     def split_by_itl(self) -> bool:
-        """ITL p50 is the decode step alone: the rest of the observed step is prefill."""
-        itl = self.obs.itl
+        """ITL p50, less its median stall, is the decode step: the rest of the observed step
+        is prefill."""
+        itl = self.decode_itl
         return itl is not None and 0 < itl < self.obs.step
 
     def prefill_per_step(self, batch: float) -> float:
@@ -262,8 +281,8 @@ class ServerModel:
         each token attending to the window's prompt before it) and the window's prompt /
         generation token rates."""
         if self.split_by_itl:
-            assert self.obs.itl is not None
-            return batch * (self.obs.step - self.obs.itl) / self.obs.batch
+            assert self.decode_itl is not None
+            return batch * (self.obs.step - self.decode_itl) / self.obs.batch
         if self.physics is None or self.obs.prefill_per_output <= 0:
             return 0.0
         per_token = prefill_price(self.physics, PRICED_CHUNK, self.obs.prompt)
@@ -286,16 +305,18 @@ class ServerModel:
     def itl_scale(self) -> float | None:
         """ITL p50 observed over the physics' decode step at the observed batch: a decode
         step between two tokens, without the prefills that stall some of them."""
-        if self.physics is None or not self.obs.itl or self.obs.itl <= 0:
+        itl = self.decode_itl
+        if self.physics is None or not itl or itl <= 0:
             return None
         d0 = self.decode(self.obs.batch)
-        return self.obs.itl / d0 if d0 > 0 else None
+        return itl / d0 if d0 > 0 else None
 
     def itl(self, batch: float) -> float:
-        """ITL p50 at `batch`: the decode step's shape, calibrated on the observed ITL."""
+        """ITL p50 at `batch`: the decode step's shape, calibrated on the observed ITL, and the
+        median stall at that batch (`decode_itl`)."""
         scale = self.itl_scale()
         assert scale is not None
-        return scale * self.decode(batch)
+        return scale * self.decode(batch) + self.median_stall(batch)
 
     def itl_unbound(self, batch: float, level: float = MEDIAN) -> float | None:
         """ITL at a batch the pool does not bind (a cap its slots hold, a pool every waiting
@@ -313,9 +334,7 @@ class ServerModel:
         d0 = self.decode(obs.batch)
         if d0 <= 0:
             return None
-        step = obs.itl
-        if obs.usage < _BINDING_USAGE:  # admitted one per departure today too
-            step = max(obs.itl - stall.seconds(1.0, MEDIAN), 0.5 * obs.itl)
+        step = self.decode_itl or obs.itl  # less today's median stall where it holds one
         return step * self.decode(batch) / d0 + stall.seconds(batch / obs.batch, level)
 
     def throughput_ratio(self, batch: float) -> float:
