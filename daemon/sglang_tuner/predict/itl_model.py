@@ -4,6 +4,7 @@ ITL p99 (a decode step and the prefill it waited for) at another batch."""
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from sglang_tuner.model.signals import ITL_P50_SECONDS
 from sglang_tuner.predict.units import batch_signal
@@ -48,6 +49,7 @@ def batch_for_itl_target(inp: RuleInput, batch: float, itl: float) -> tuple[int,
 TAIL_LEVEL = 0.01
 
 
+@lru_cache(maxsize=4096)  # the server model asks for today's median stall at every batch it tries
 def stall_quantile(admitted: float, level: float = TAIL_LEVEL) -> float:
     """The stall, in mean prompts, that `level` of decode steps exceed: each step waits for
     the prefill of the K requests admitted since the last, K ~ Poisson(`admitted`), each
