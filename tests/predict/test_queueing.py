@@ -3,6 +3,7 @@ rates, fitted on today's window."""
 
 import math
 
+import pytest
 from helpers import window_from
 from sglang_tuner.predict.queueing import (
     UNBOUNDED,
@@ -73,6 +74,22 @@ def test_a_paced_closed_loop_moves_as_its_queue_not_as_a_coarse_bucket_reads_it(
         Queue(17.33, 159.0, 353.0, 39.8, closed=False, ttft_mean=20.5).paced_change(97, 1) is None
     )
     assert Queue(17.33, 159.0, 353.0, 39.8, closed=True).paced_change(97.0, 0.82) is None
+
+
+def test_a_slower_prefill_adds_its_own_share_of_ttft_not_the_waits():
+    # TTFT p50 1.0 s of which 0.4 s is prefill (the mean wait 50 / 20 = 2.5 s is past it: the
+    # prefill is bounded by p50 less nothing here, read as p50 with no one waiting)
+    idle = Queue(arrivals=20.0, batch=100.0, waiting=0.0, ttft_p99=1.0, closed=True,
+                 ttft_p50=0.4)  # fmt: skip
+    same = idle.ttft_change(100.0, 1.0)
+    twice = idle.ttft_change(100.0, 1.0, prefill_scale=2.0)
+    assert same == pytest.approx(0.0)
+    assert twice == pytest.approx(0.4)  # one more prefill of 0.4 s on a p99 of 1 s
+    paced = Queue(arrivals=17.33, batch=159.0, waiting=353.0, ttft_p99=39.8, closed=True,
+                  ttft_p50=20.0, ttft_mean=20.5)  # fmt: skip
+    assert paced.ttft_change(97.0, 1.0, paced=True, prefill_scale=3.0) > paced.ttft_change(
+        97.0, 1.0, paced=True
+    )
 
 
 def test_open_arrivals_wait_longer_as_they_near_the_capacity():

@@ -11,6 +11,7 @@ from sglang_sim.measure import measure
 from sglang_sim.workload import Load
 from sglang_tuner.model.advice import Finding, Pass, Severity
 from sglang_tuner.model.server_config import ServerConfig
+from sglang_tuner.model.window import WindowView
 from sglang_tuner.predict.server_model import (
     gpu_spec,
     latency_cap,
@@ -173,6 +174,32 @@ def test_cuda_graphs_for_a_small_model_with_eager_batches_are_a_warning():
     assert "run eager" in p.basis
 
 
+def test_cuda_graphs_online_are_predicted_on_every_latency_and_judged_by_the_larger_fall():
+    # the 8B on an H100 of the test above, online, nobody waiting: graphs shorten every token's
+    # step (ITL p50 falls), TTFT p99 has no queue to shrink
+    config = ServerConfig(
+        model_path=LLAMA_8B, gpu_model="NVIDIA H100 80GB HBM3", cuda_graph_max_bs=16,
+        max_total_num_tokens=400_000, version="0.5.23",
+    )  # fmt: skip
+    view = window_from(
+        num_running_reqs="40x20", num_queue_reqs="0x20", gen_throughput="2600x20",
+        token_usage="0.2x20", itl_p50_seconds="0.0145x20", itl_p99_seconds="0.03x20",
+        ttft_p50_seconds="0.03x20", ttft_p99_seconds="0.08x20", request_rate="10x20",
+        generation_tokens_rate="2600x20", prompt_tokens_rate="3000x20",
+        startup_available_gpu_mem_gb="20x20",
+    )  # fmt: skip
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=config, profile="online")
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.objective == "ITL p50" and p.gain is not None and p.gain > 0
+    assert set(p.effects) >= {"tok/s", "ITL p50", "TTFT p99"}
+    assert p.effects["ITL p50"][0] == pytest.approx(-p.gain)
+    assert abs(p.effects["TTFT p99"][0]) < 0.05  # nobody waits: the queue moves nothing
+    offline = evaluate(CUDA_GRAPH_NOT_COVERING, view, config=config)
+    assert isinstance(offline, Finding) and offline.action.prediction is not None
+    assert offline.action.prediction.objective == "tok/s"
+
+
 def test_cuda_graphs_where_the_gpu_is_the_bound_are_a_hint_predicting_little():
     # an 8B on an L4-class bandwidth: an 80 ms step hides the launches
     config = ServerConfig(
@@ -298,6 +325,42 @@ def test_data_parallel_is_predicted_per_replica_and_graded_by_it():
     assert abs(p.gain - 0.56) <= 0.1, p
     assert "4 replicas at a batch of 57 each" in p.basis
     assert out.action.expected.startswith(f"{p.gain * 100:+.0f} % tok/s")
+
+
+# An 8B on two B200s at tp 2, --mem-fraction-static 0.95, behind a closed loop of 740 clients
+# that all run (the simulator's seed 31158, unperturbed figures).
+TP2_B200 = ServerConfig(
+    model_path=LLAMA_8B, gpu_model="NVIDIA B200", tp_size=2, mem_fraction_static=0.95,
+    max_total_num_tokens=2_637_889,
+)  # fmt: skip
+
+
+def _all_running(usage: float) -> WindowView:
+    return window_from(
+        num_running_reqs="740x20", num_queue_reqs="0x20", token_usage=f"{usage}x20",
+        gen_throughput="7300x20", itl_p50_seconds="0.1x20", itl_p99_seconds="0.22x20",
+        ttft_p50_seconds="0.073x20", ttft_p99_seconds="0.2x20", ttft_mean_seconds="0.082x20",
+        request_rate="15.8x20", generation_tokens_rate="7300x20",
+        prompt_tokens_rate="47400x20",
+    )  # fmt: skip
+
+
+def test_data_parallel_states_its_ttft_cost_where_a_replica_pool_binds():
+    # at token usage 0.87 each replica's pool (one GPU: whole weights, a smaller share of KV)
+    # holds fewer than its half of the 740: the rest wait, and each prompt's prefill runs on one
+    # GPU. The simulator measured +10 % tok/s and TTFT p99 +256 %.
+    out = evaluate(PREFER_DATA_PARALLEL, _all_running(0.87), config=TP2_B200)
+    assert isinstance(out, Finding)
+    p = out.action.prediction
+    assert p is not None and p.objective == "tok/s" and p.gain is not None and p.gain > 0
+    assert set(p.effects) >= {"tok/s", "TTFT p99", "ITL p50", "ITL p99"}
+    assert p.effects["TTFT p99"][0] > 0.5
+    assert "a prompt's prefill on one GPU takes" in p.basis
+    assert "TTFT p99 +" in out.action.expected  # the cost said in advance
+    # a roomy pool: every client still fits a replica; only the slower prefill is left
+    roomy = evaluate(PREFER_DATA_PARALLEL, _all_running(0.4), config=TP2_B200)
+    assert isinstance(roomy, Finding) and roomy.action.prediction is not None
+    assert 0 < roomy.action.prediction.effects["TTFT p99"][0] < p.effects["TTFT p99"][0]
 
 
 def test_data_parallel_without_the_physics_is_no_prediction_and_keeps_its_warning():

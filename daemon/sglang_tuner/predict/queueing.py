@@ -95,16 +95,20 @@ class Queue:
         today = self.wait(self.batch, 1.0)
         return today if math.isfinite(today) else 0.0
 
-    def ttft_p99_at(self, batch: float, ratio: float, slots: bool = False) -> float:
+    def ttft_p99_at(
+        self, batch: float, ratio: float, slots: bool = False, prefill_scale: float = 1.0
+    ) -> float:
         """TTFT p99 at `batch` slots and tokens/s x `ratio`: the wait plus today's residual (a
         wait today longer than TTFT p99 itself, the rate read low: scaled instead). `slots`:
-        the change caps the batch by slots below today's (`slot_wait`, closed loops only)."""
+        the change caps the batch by slots below today's (`slot_wait`, closed loops only).
+        `prefill_scale`: the request's own prefill (`prefill`) takes that many times as long."""
+        longer = self.prefill() * (prefill_scale - 1)
         if slots and self.closed and batch < self.batch:
-            return self.slot_wait(batch, ratio) + self.prefill()
+            return self.slot_wait(batch, ratio) + self.prefill() + longer
         wait, today = self.wait(batch, ratio), self._today()
         if today > self.ttft_p99:
-            return self.ttft_p99 * wait / today
-        return wait + self.residual()
+            return self.ttft_p99 * wait / today + longer
+        return wait + self.residual() + longer
 
     def slot_wait(self, batch: float, ratio: float) -> float:
         """The p99 wait for one of `batch` slots freed one per departure, at the population's
@@ -123,19 +127,25 @@ class Queue:
         return max(0.0, min(self.ttft_p50 - self.waiting / self.arrivals, self.residual()))
 
     def ttft_change(
-        self, batch: float, ratio: float, slots: bool = False, paced: bool = False
+        self,
+        batch: float,
+        ratio: float,
+        slots: bool = False,
+        paced: bool = False,
+        prefill_scale: float = 1.0,
     ) -> float:
         """TTFT p99's relative change (UNBOUNDED: it grows over the window); `paced`: today
         admission keeps pace with departures (the pool does not bind it), and a closed loop
-        that queues before and after moves as its queue does (`paced_change`)."""
+        that queues before and after moves as its queue does (`paced_change`);
+        `prefill_scale`: a request's own prefill then takes that many times today's."""
         if paced:
-            found = self.paced_change(batch, ratio)
+            found = self.paced_change(batch, ratio, prefill_scale)
             if found is not None:
                 return found
-        then = self.ttft_p99_at(batch, ratio, slots)
+        then = self.ttft_p99_at(batch, ratio, slots, prefill_scale)
         return then / self.ttft_p99 - 1 if math.isfinite(then) else UNBOUNDED
 
-    def paced_change(self, batch: float, ratio: float) -> float | None:
+    def paced_change(self, batch: float, ratio: float, prefill_scale: float = 1.0) -> float | None:
         """TTFT p99's relative change for a closed loop admitted one request per departure,
         whose requests wait before and after the change: the wait for the k-th departure
         (`slot_wait`, k the requests past the batch) plus the prefill, today's exact mean TTFT
@@ -152,7 +162,7 @@ class Queue:
             return None
         prefill = max(0.0, self.ttft_mean - self.waiting / self.arrivals)
         now = self.slot_wait(self.batch, 1.0) + prefill
-        then = self.slot_wait(batch, ratio) + prefill
+        then = self.slot_wait(batch, ratio) + prefill * prefill_scale
         return then / now - 1 if now > 0 else None
 
 

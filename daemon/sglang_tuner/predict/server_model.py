@@ -773,7 +773,11 @@ def predict_graphs(
 ) -> Prediction:
     """CUDA graphs up to `new_max_bs`: the uncovered share of steps loses its eager launch cost
     (~11.5 launches per layer at 12.5 us of host time each, gpu-physics.md); a companion
-    --mem-fraction-static cut shrinks a binding pool."""
+    --mem-fraction-static cut shrinks a binding pool. Every objective: tokens/s by the steps
+    saved; ITL p50 by one step's launches where the median token's step ran eager (most steps
+    uncovered), calibrated as the observed ITL is; ITL p99 by its stall (`itl_tail`); TTFT p99
+    by the queue at the new rate (`ttft_change`). Online the objective is whichever latency
+    falls more: graphs shorten every token's step, and TTFT moves only where requests queue."""
     model = server_model(inp)
     if isinstance(model, str):
         return no_prediction(THROUGHPUT, model)
@@ -785,9 +789,8 @@ def predict_graphs(
     obs = model.obs
     b = obs.batch
     eager, graph = model.decode(b, cuda_graph=False), model.decode(b, cuda_graph=True)
-    saved = max(0.0, eager - graph) * model.scale() * uncovered
-    if new_max_bs < b:
-        saved *= 0.5  # half the steps, roughly, still above the new size
+    covered = 1.0 if new_max_bs >= b else 0.5  # half the steps, roughly, still above the size
+    saved = max(0.0, eager - graph) * model.scale() * uncovered * covered
     ratio = obs.step / max(obs.step - saved, 1e-9)
     why = (
         f"{uncovered:.0%} of decode steps run eager at batch ~{b:.0f}: "
@@ -798,9 +801,26 @@ def predict_graphs(
         if pool.gain is not None and pool.gain < 0:
             ratio *= 1 + pool.gain
             why += f"; the companion memory cut: {pool.gain:+.0%}"
-    gain = ratio - 1
+    effects = {THROUGHPUT: _spread(ratio - 1)}
+    itl_scale = model.itl_scale()
+    if obs.itl and itl_scale is not None:
+        median_eager = uncovered >= MEDIAN
+        itl = -max(0.0, eager - graph) * itl_scale * covered / obs.itl if median_eager else 0.0
+        effects[ITL] = _spread(max(-0.9, itl))
+        tail = itl_tail(inp, model, b, effects[ITL][0])
+        if tail is not None:
+            effects[ITL_P99] = _spread(tail)
+    ttft = ttft_change(inp, obs, b, ratio)
+    if ttft is not None and ttft != UNBOUNDED:
+        effects[TTFT] = _spread(ttft)
+    target, gain = THROUGHPUT, ratio - 1
+    if objective(inp.profile) == TTFT:
+        falls = {o: -effects[o][0] for o in (TTFT, ITL) if o in effects}
+        if falls:
+            target = max(falls, key=lambda o: falls[o])
+            gain = falls[target]
     spread = max(FLOOR, SPREAD * abs(gain))
-    return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, f"{why}; {model.basis}")
+    return Prediction(target, gain, gain - spread, gain + spread, f"{why}; {model.basis}", effects)
 
 
 def predict_itl_cap(
@@ -925,7 +945,11 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
         return no_prediction(THROUGHPUT, "the weights leave no KV pool on one GPU")
     wanted = (obs.batch + obs.queue) / replicas
     binds = pool_binds(inp, obs)
-    room = obs.batch * pool_ratio if binds else wanted  # the same KV per request, a new pool
+    # the same KV per request in a replica's pool, filled to today's usage where the pool binds
+    # or runs past the level from which it binds admission (a replica whose pool is smaller
+    # than its share binds there), else as far as the requests go
+    full = binds or obs.usage >= _BINDING_USAGE
+    room = obs.batch * pool_ratio if full else wanted
     batch = max(1.0, min(wanted, room))
     cap = max_running_per_rank(config)
     batch = min(batch, cap) if cap else batch
@@ -942,12 +966,65 @@ def predict_data_parallel(inp: RuleInput, replicas: int) -> Prediction:
     now = obs.batch / obs.step
     gain = after / now - 1
     spread = max(FLOOR, SPREAD * abs(gain))
+    slow = one_gpu / max(prefill_price(physics, PRICED_CHUNK, obs.prompt), 1e-12)
+    itl_scale, itl_then = model.itl_scale(), None
+    if itl_scale is not None:  # the ITL calibration carries over as the step's does
+        replica_step = single.decode_seconds(b, kv, cuda_graph=model.uses_graph(b))
+        itl_then = itl_scale * replica_step + slow * model.median_stall(b)
+    effects, unbounded = replica_effects(inp, model, replicas, b, gain, itl_then, slow)
     why = (
         f"{replicas} replicas at a batch of {b} each (now {obs.batch:.0f} on tp {replicas}, "
         f"{obs.queue:.0f} waiting); one GPU's pool is {pool_ratio:.0%} of this server's"
-        f"{' (it binds the batch)' if binds else ''}; {model.basis}"
+        f"{' (it binds the batch)' if full and room < wanted else ''}; a prompt's prefill on "
+        f"one GPU takes {slow:.1f}x its time on {replicas}; {model.basis}"
     )
-    return Prediction(THROUGHPUT, gain, gain - spread, gain + spread, why)
+    return Prediction(
+        THROUGHPUT, gain, gain - spread, gain + spread, why, effects, unbounded=unbounded
+    )
+
+
+def replica_effects(
+    inp: RuleInput,
+    model: ServerModel,
+    replicas: int,
+    batch: int,
+    gain: float,
+    itl_then: float | None,
+    slow: float,
+) -> tuple[dict[str, tuple[float, float, float]], tuple[str, ...]]:
+    """Every objective of `replicas` data-parallel replicas that each run `batch` where one rank
+    runs today's batch, tokens/s moving by `gain` and each prompt's prefill taking `slow` times
+    today's (one GPU's compute, not the tp group's): ITL p50 to `itl_then` (the replica's
+    decode step and median stall; None: not predicted); ITL p99 as that plus today's stall
+    grown by the replica's admissions (`itl_p99_change`) and by `slow`; TTFT p99 from the
+    queue fitted on the window, split evenly over the replicas (each takes 1/replicas of the
+    arrivals and clients, `Queue.ttft_change`), its prefill `slow` times as long. The second
+    value names the objectives that grow without bound (open arrivals past the capacity)."""
+    obs = model.obs
+    effects = {THROUGHPUT: _spread(gain)}
+    if itl_then is not None and obs.itl:
+        itl = itl_then / obs.itl - 1
+        effects[ITL] = _spread(itl)
+        p50, p99 = obs.itl, itl_p99(inp)
+        if p99 and p99 >= p50:
+            admitted, cost = admitted_per_step(inp, obs), stall_cost(inp, model.physics)
+            grown = itl_p99_change(p50, p99, 0.0, batch / obs.batch, admitted, cost)
+            stall = max(0.0, p99 * (1 + grown) - p50)  # the stall at the replica's admissions
+            effects[ITL_P99] = _spread((itl_then + slow * stall) / p99 - 1)
+    queue = fit_queue(inp.view, obs.ranks, obs.batch, obs.queue)
+    if queue is None:
+        return effects, ()
+    split = replace(
+        queue,
+        arrivals=queue.arrivals / replicas,
+        batch=queue.batch / replicas,
+        waiting=queue.waiting / replicas,
+    )
+    ttft = split.ttft_change(batch, 1 + gain, paced=obs.usage < _BINDING_USAGE, prefill_scale=slow)
+    if ttft == UNBOUNDED:
+        return effects, (TTFT,)
+    effects[TTFT] = _spread(max(-1.0, ttft))
+    return effects, ()
 
 
 def predict_fewer_overcommits(
