@@ -66,11 +66,16 @@ class Figures:
     restarts: float
 
     @classmethod
-    @functools.lru_cache(maxsize=64)  # noqa: B019 - configs are frozen; one process per cell
     def of(cls, config: SimConfig) -> "Figures":
-        runs: list[Measurement] = [measure(config, seconds=600.0, seed=s) for s in SEEDS]
+        runs = measured_runs(config, SEEDS)
         mean = {f: statistics.fmean(getattr(m, f) for m in runs) for f in cls.__dataclass_fields__}
         return cls(**mean)
+
+
+@functools.lru_cache(maxsize=128)
+def measured_runs(config: SimConfig, seeds: tuple[int, ...]) -> tuple[Measurement, ...]:
+    """`measure` of `config` on each traffic seed (configs are frozen; one process per cell)."""
+    return tuple(measure(config, seconds=600.0, seed=s) for s in seeds)
 
 
 @dataclass

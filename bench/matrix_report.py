@@ -201,6 +201,11 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     worth = [c for c in ran if c.get("best_gain") is not None and c["best_gain"] >= WARN_GAIN]
     need = [c for c in worth if owed(c)]
     two = [c for c in ran if (c.get("best_gain_two") or -1.0) >= WARN_GAIN and owed(c)]
+    # gains the traffic seeds' spread covers (runs before the noise test carry no raw figure)
+    noise = [
+        c for c in ran if owed(c) and c not in need
+        and (c.get("best_gain_raw") or -1.0) >= WARN_GAIN
+    ]  # fmt: skip
     return {
         "runs": len(ran), "errors": len(cells) - len(ran), "applied": len(changes),
         "harmful": len(harmful), "harmful_unstated": len(unstated),
@@ -213,6 +218,7 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "crash_fixed": sum(1 for c in need if c.get("crash_fixed")),
         "not_owed": len(worth) - len(need),
         "need_two": len(two), "warned_two": sum(1 for c in two if c["warned"]),
+        "in_noise": len(noise), "in_noise_warned": sum(1 for c in noise if c["warned"]),
         "not_owed_held": sum(1 for c in worth if not owed(c) and c.get("warned_held")),
         "no_prediction": sum(1 for _c, ch in changes if ch["predicted"] is None),
         "multi_objective": sum(1 for _c, ch in changes if len(ch["predicted_by"]) > 1),
@@ -233,7 +239,9 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         f"{f['need_warning']}; warned: {f['warned']} ({f['crash_fixed']} of them a crash "
         f"stopped by a warning on another flag); held back with the trade stated (a service "
         f"level of the daemon's it would break): {f['warned_held']} (the gain measured on "
-        f"four traffic seeds; on the loop's two alone: {f['warned_two']} of {f['need_two']})",
+        f"four traffic seeds; on the loop's two alone: {f['warned_two']} of {f['need_two']}); "
+        f"not counted: {f['in_noise']} whose gain is inside the four seeds' spread (twice the "
+        f"standard error of the difference), {f['in_noise_warned']} of them warned",
         f"- starts whose best single change gains ≥ 5 % only by breaking a guard its profile "
         f"keeps (not counted above): {f['not_owed']}; the daemon held {f['not_owed_held']} "
         f"of them with the trade stated",

@@ -4,6 +4,8 @@ advance."""
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from matrix_report import figures, harms, owed, stated  # noqa: E402
@@ -46,3 +48,27 @@ def test_a_fix_that_only_gains_by_breaking_a_guard_is_no_warning_owed():
     starts = [_start("online", ["ITL p50"]), _start("online", []), _start("offline", ["ITL p50"])]
     f = figures(starts)
     assert (f["need_warning"], f["warned"], f["not_owed"]) == (2, 0, 1)
+
+
+def test_a_start_owed_a_warning_gains_past_the_traffic_seeds_own_spread():
+    from closed_loop import Figures
+    from closed_loop_matrix import _gain, _mean, _noise
+    from sglang_sim import Measurement
+
+    def run(ttft_p99: float, itl_p50: float) -> Measurement:
+        return Measurement(
+            seconds=600.0, gen_throughput=1000.0, token_usage=0.2, retractions_per_min=0.0,
+            ttft_p50=0.02, ttft_p99=ttft_p99, itl_p50=itl_p50, itl_p99=0.03, restarts=0.0,
+            requests_finished=1000, running_mean=40.0, queue_mean=0.0, up_ratio=1.0,
+        )  # fmt: skip
+
+    # TTFT p99 of four traffic seeds: 64, 19, 31, 26 ms, then 31, 26, 20, 25: -17 % on the
+    # means, inside the seeds' spread; ITL p50 15.3 -> 14.9 ms on every seed, outside it
+    bad = [run(t, 0.0153) for t in (0.064, 0.019, 0.031, 0.026)]
+    good = [run(t, 0.0149) for t in (0.031, 0.026, 0.020, 0.025)]
+    means = _mean(bad), _mean(good)
+    assert isinstance(means[0], Figures)
+    raw, _ = _gain(*means, "online")
+    assert raw is not None and raw > 0.15  # the TTFT p99 of the means
+    gain, _ = _gain(*means, "online", _noise(bad, good))
+    assert gain == pytest.approx(1 - 0.0149 / 0.0153)  # ITL p50's fall alone
