@@ -216,33 +216,6 @@ def test_cuda_graphs_where_the_gpu_is_the_bound_are_a_hint_predicting_little():
     assert p is not None and p.gain is not None and p.gain < 0.05
 
 
-def test_a_larger_batch_behind_a_binding_pool_holds_the_prefill_before_most_steps():
-    # a 1B on an L40S at --mem-fraction-static 0.33 (the simulator's seed 31273): 110 running,
-    # 629 waiting, the pool full. Each departure frees its request's tokens and the next waiting
-    # one is admitted at once, so at 0.79 (about 300 running, over an admission a step) most
-    # decode steps wait for a prefill: the simulator measured ITL p50 +319 %. While retracting,
-    # admission comes in bursts after each retraction and ITL p50 stays the decode step.
-    config = ServerConfig(
-        model_path="meta-llama/Llama-3.2-1B-Instruct", gpu_model=L40S, mem_fraction_static=0.33,
-        max_total_num_tokens=398_096, version="0.5.9",
-    )  # fmt: skip
-    series = {
-        "num_running_reqs": "110x20", "num_queue_reqs": "629x20", "token_usage": "0.94x20",
-        "gen_throughput": "2807x20", "itl_p50_seconds": "0.0199x20",
-        "itl_p99_seconds": "0.19x20", "request_rate": "11x20",
-        "generation_tokens_rate": "2807x20", "prompt_tokens_rate": "11000x20",
-        "startup_available_gpu_mem_gb": "25x20",
-    }  # fmt: skip
-    steady = predict_pool_change(rule_input(MEM_FRACTION_TOO_LOW, window_from(**series),
-                                            config=config), 0.79)  # fmt: skip
-    retracting = predict_pool_change(
-        rule_input(MEM_FRACTION_TOO_LOW, window_from(**series, retractions_per_minute="5x20"),
-                   config=config), 0.79,
-    )  # fmt: skip
-    assert steady.effects["ITL p50"][0] > 1.6  # the decode step alone: +138 %
-    assert retracting.effects["ITL p50"][0] < steady.effects["ITL p50"][0] - 0.3
-
-
 def test_the_pool_prediction_scales_the_pool_by_the_freed_memory():
     inp = rule_input(MEM_FRACTION_TOO_LOW, BOUND, config=L40S_AT_HALF)
     p = predict_pool_change(inp, 0.8)

@@ -252,21 +252,19 @@ class ServerModel:
 
     @property
     def decode_itl(self) -> float | None:
-        """ITL p50 less the median stall it holds: a decode step alone. Each departure admits
-        one waiting request at once (where the pool binds, the tokens the finished request
-        frees hold the next one), and SGLang runs its prefill before the next decode step, so at
-        about an admission a step or more most steps wait for one and ITL p50 holds that stall
-        (`Stall`, at today's batch). While requests are retracted, admission comes in bursts
-        after each retraction: ITL p50 is the decode step. (A 1B on an L40S behind a full pool,
-        110 -> 307 running: ITL p50 +319 % in the simulator, the decode step alone +138 %.)"""
+        """ITL p50 less the median stall it holds: a decode step alone. Where the pool does not
+        bind, each departure admits one request at once and SGLang runs its prefill before the
+        next decode step, so at about an admission a step or more most steps wait for one and
+        ITL p50 holds that stall (`Stall`, at today's batch). Where the pool binds, admission
+        waits for free tokens and comes in bursts: ITL p50 is the decode step."""
         itl, stall = self.obs.itl, self.stall
-        if not itl or stall is None or self.obs.retracting:
+        if not itl or stall is None or self.obs.usage >= _BINDING_USAGE:
             return itl
         return max(itl - stall.seconds(1.0, MEDIAN), 0.5 * itl)
 
     def median_stall(self, batch: float) -> float:
-        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 while retracting."""
-        if self.stall is None or self.obs.retracting or not self.obs.itl:
+        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds."""
+        if self.stall is None or self.obs.usage >= _BINDING_USAGE or not self.obs.itl:
             return 0.0
         return self.stall.seconds(batch / max(self.obs.batch, 1e-9), MEDIAN)
 
@@ -324,8 +322,9 @@ class ServerModel:
         """ITL at a batch the pool does not bind (a cap its slots hold, a pool every waiting
         request fits in; `level`: the share of tokens above, p50 by default): the decode step
         plus the stall that share of steps exceeds, each step waiting for the prompts admitted
-        one per departure since the last (`Stall`). Today's ITL p50 holds today's median
-        stall, but while retracting (admission in bursts) it is the decode step alone. The stalls
+        one per departure since the last (`Stall`). Where the pool binds
+        today, admission waits for free tokens and comes in bursts, so today's ITL p50 is the
+        decode step alone; where it does not, it also holds today's median stall. The stalls
         today's p99 shows beyond the count (admissions bunched behind a full pool, retracted
         requests prefilled again) do not come back under a cap that frees the pool. None
         without the physics or the rates that count admissions."""
