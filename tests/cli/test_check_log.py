@@ -4,6 +4,7 @@ dates never dated 1970."""
 
 import json
 import os
+from pathlib import Path
 
 from sglang_tuner.__main__ import main
 
@@ -106,3 +107,12 @@ def test_check_log_explain_says_why_each_rule_gave_no_advice(tmp_path, capsys):
     assert "  scheduler_too_conservative: passed: 100% of the Prefill batch lines are cut" in out
     assert "  retractions_frequent: passed" in out
     assert "  mem_fraction_too_low: no data: " in out
+
+
+def test_check_log_takes_the_gpu_model_the_log_does_not_name(tmp_path, capsys):
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "sglang" / "logs" / "v0.5.17.log"
+    assert main(["check", "--log", str(log)]) == 0
+    unknown = capsys.readouterr().out
+    assert "GPU model unknown: give it as check --gpu-model NAME" in unknown
+    assert main(["check", "--log", str(log), "--gpu-model", "NVIDIA H100 80GB HBM3"]) == 0
+    assert "GPU model unknown" not in capsys.readouterr().out

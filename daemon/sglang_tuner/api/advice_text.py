@@ -18,7 +18,10 @@ CLEAN = "no advice: every rule that could judge it passed"
 # command that does it (or where the daemon takes it).
 _ONE_SHOT_HINTS = (
     ("set the target's log_file", "give its log (check --log FILE; the daemon: log_file)"),
-    ("set the target's gpu_model or dcgm_url", "the daemon takes it as gpu_model or dcgm_url"),
+    (
+        "set the target's gpu_model or dcgm_url",
+        "give it as check --gpu-model NAME (the daemon: gpu_model or dcgm_url)",
+    ),
 )
 
 

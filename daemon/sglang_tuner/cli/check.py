@@ -78,8 +78,10 @@ def check_settings(args: argparse.Namespace) -> Settings:
     """Settings for a short watch: the whole watch is the window, advice fires without a hold."""
     interval = max(0.2, args.interval or 2.0)
     targets = [
-        {"url": u, "profile": args.profile, "api_key_env": args.api_key_env} for u in args.urls
-    ]
+        {"url": u, "profile": args.profile, "api_key_env": args.api_key_env,
+         "gpu_model": args.gpu_model}
+        for u in args.urls
+    ]  # fmt: skip
     return judged_at_once(
         interval,
         {
@@ -287,7 +289,9 @@ def run_check_log(args: argparse.Namespace) -> int:
     """Replay one log (a file, or - for standard input) and print the advice at its end."""
     settings = log_settings(args)
     name = "stdin" if args.log == "-" else Path(args.log).name
-    spec = TargetSpec(name=name, url=f"log:{args.log}", profile=args.profile)
+    spec = TargetSpec(
+        name=name, url=f"log:{args.log}", profile=args.profile, gpu_model=args.gpu_model
+    )
     try:
         handle = sys.stdin.buffer if args.log == "-" else open(args.log, "rb")  # noqa: SIM115
     except OSError as exc:

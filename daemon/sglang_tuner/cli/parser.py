@@ -162,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=get_args(Profile),
         help="offline|online|long_context|multi_turn (default: inferred from the traffic)",
     )
+    check.add_argument(
+        "--gpu-model",
+        default=None,
+        help="the servers' GPU as nvidia-smi names it, e.g. 'NVIDIA H100 80GB HBM3' (SGLang does "
+        "not report it): the rules and predictions that need the GPU read it from here",
+    )
     check.add_argument("--api-key-env", help="environment variable holding the servers' --api-key")
     _history_flags(check)
     check.add_argument(
