@@ -175,7 +175,7 @@ def test_cuda_graphs_for_a_small_model_with_eager_batches_are_a_warning():
 
 
 def test_cuda_graphs_online_are_predicted_on_every_latency_and_judged_by_the_larger_fall():
-    # the 8B on an H100 of the test above, online, nobody waiting: graphs shorten every token's
+    # an 8B on an H100, online, nobody waiting: graphs shorten every token's
     # step (ITL p50 falls), TTFT p99 has no queue to shrink
     config = ServerConfig(
         model_path=LLAMA_8B, gpu_model="NVIDIA H100 80GB HBM3", cuda_graph_max_bs=16,
