@@ -251,22 +251,46 @@ class ServerModel:
         return self.graph_max_bs is None or batch <= self.graph_max_bs
 
     @property
+    def stall_evident(self) -> bool:
+        """ITL p50 beyond what calibrating the physics' decode step can explain (`_CALIBRATION`'s
+        ceiling, with the physics): the median step waits for a prefill whether the pool binds
+        or not (long prompts behind short outputs: each step's departures admit prompts that
+        cost more than the step itself)."""
+        itl = self.obs.itl
+        if self.physics is None or not itl:
+            return False
+        return itl > _CALIBRATION[1] * self.decode(self.obs.batch)
+
+    @property
     def decode_itl(self) -> float | None:
         """ITL p50 less the median stall it holds: a decode step alone. Where the pool does not
         bind, each departure admits one request at once and SGLang runs its prefill before the
         next decode step, so at about an admission a step or more most steps wait for one and
         ITL p50 holds that stall (`Stall`, at today's batch). Where the pool binds, admission
-        waits for free tokens and comes in bursts: ITL p50 is the decode step."""
+        waits for free tokens and comes in bursts: ITL p50 is the decode step, unless it is
+        more than calibration can make of one (`stall_evident`): then the decode step is the
+        physics' own and the rest of ITL p50 is the stall."""
         itl, stall = self.obs.itl, self.stall
+        if itl and self.stall_evident:
+            return self.decode(self.obs.batch)
         if not itl or stall is None or self.obs.usage >= _BINDING_USAGE:
             return itl
         return max(itl - stall.seconds(1.0, MEDIAN), 0.5 * itl)
 
     def median_stall(self, batch: float) -> float:
-        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds."""
-        if self.stall is None or self.obs.usage >= _BINDING_USAGE or not self.obs.itl:
+        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds, unless
+        ITL p50 shows one (`stall_evident`): today's, grown as the admissions' median stall
+        grows with the batch (`Stall`; without it, with the batch)."""
+        obs, stall = self.obs, self.stall
+        if obs.itl and self.stall_evident:
+            seen = obs.itl - self.decode(obs.batch)
+            now = stall.seconds(1.0, MEDIAN) if stall is not None else 0.0
+            if stall is not None and now > 0:
+                return seen * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN) / now
+            return seen * batch / max(obs.batch, 1e-9)
+        if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
             return 0.0
-        return self.stall.seconds(batch / max(self.obs.batch, 1e-9), MEDIAN)
+        return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
 
     @property
     def split_by_itl(self) -> bool:
@@ -722,10 +746,13 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     """--chunked-prefill-size current -> new at today's batch: each prefill pass reads the
     weights and pays its launch overhead once, so the prefill a decode step carries costs, per
     token, the physics' pass over `new_chunk` tokens against one over today's, each token
-    attending to the window's prompt before it either way (`prefill_price`); the decode step
-    itself (ITL p50) does not move. ITL p99 grows by the longer pass a token may wait behind;
-    TTFT p99 follows the new capacity (`ttft_change`). Needs ITL p50 to split the observed
-    step into decode and prefill."""
+    attending to the window's prompt before it either way (`prefill_price`). SGLang runs every
+    chunk of an admitted prompt before the next decode step (`get_next_batch_to_run` forms a
+    prefill batch while a chunked request is open), so a stall is the whole prompt's prefill
+    whatever the chunk, priced anew: ITL p50 moves by the median stall it holds
+    (`ServerModel.median_stall`; the decode step itself does not move), ITL p99 by today's
+    stall beyond ITL p50; TTFT p99 follows the new capacity (`ttft_change`). Needs ITL p50 to
+    split the observed step into decode and prefill."""
     model = server_model(inp)
     if isinstance(model, str):
         return no_prediction(inp.profile, model)
@@ -744,22 +771,26 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     per_token = [
         prefill_price(physics, c, prompt[1] if prompt else None) for c in (current, new_chunk)
     ]
+    price = per_token[1] / per_token[0]
     now = model.step(obs.batch)
-    after = now - prefill + prefill * per_token[1] / per_token[0]
+    after = now - prefill + prefill * price
     ratio = now / after
     gain = objective_gain(inp, obs, obs.batch, ratio)
-    effects = {THROUGHPUT: _spread(ratio - 1), ITL: (0.0, -FLOOR, FLOOR)}
+    median = model.median_stall(obs.batch)
+    itl = median * (price - 1) / obs.itl if obs.itl and median > 0 else 0.0
+    effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
     p99 = itl_p99(inp)
-    if p99:
-        longer = new_chunk * per_token[1] - current * per_token[0]
-        effects[ITL_P99] = _spread(max(-0.9, longer / p99))
+    if p99 and obs.itl and p99 >= obs.itl:
+        then = obs.itl * (1 + itl) + (p99 - obs.itl) * price
+        effects[ITL_P99] = _spread(then / p99 - 1)
     ttft = ttft_change(inp, obs, obs.batch, ratio)
     if ttft is not None and ttft != UNBOUNDED:
         effects[TTFT] = _spread(ttft)
     why = (
         f"prefill {per_token[0] * 1e6:.0f} -> {per_token[1] * 1e6:.0f} us per token in passes "
-        f"of {current} -> {new_chunk} tokens, {prefill / now:.0%} of today's step; "
-        f"{model.basis}"
+        f"of {current} -> {new_chunk} tokens, {prefill / now:.0%} of today's step"
+        + (f", {median / obs.itl:.0%} of ITL p50" if obs.itl and median > 0 else "")
+        + f"; {model.basis}"
     )
     spread = max(FLOOR, SPREAD * abs(gain))
     prediction = Prediction(

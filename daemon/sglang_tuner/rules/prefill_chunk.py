@@ -46,7 +46,9 @@ def _raise_to_default(inp: RuleInput, current: int, default: int) -> Action:
     )  # fmt: skip
     return with_expected(
         action, f"prefill passes of up to {default} tokens instead of {current}: fewer weight "
-        "reads per prompt token, faster prefill; a longer pass for decode tokens to wait behind",
+        "reads per prompt token, faster prefill; decode steps wait less for it (SGLang runs "
+        "every chunk of an admitted prompt before the next decode step, so the wait is the "
+        "whole prompt's prefill at any chunk, priced anew)",
     )  # fmt: skip
 
 
