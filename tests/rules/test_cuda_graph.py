@@ -20,6 +20,9 @@ def test_cuda_graph_not_covering_fires_when_batch_exceeds_max_bs():
     assert out.action.text == "--cuda-graph-max-bs 256 -> 304, --mem-fraction-static 0.88 -> 0.86"
     assert out.action.flags() == {"--cuda-graph-max-bs": "304", "--mem-fraction-static": "0.86"}
     assert "p99 batch 300" in out.action.expected
+    # the companion shrinks the pool: the text leaves throughput to the prediction
+    assert "higher throughput" not in out.action.expected
+    assert "is the prediction's" in out.action.expected
     assert out.evidence.startswith(
         "running batch per rank above the CUDA-graph max bs 256 in 100% of 20 samples"
     )

@@ -64,7 +64,8 @@ def _raise_graph_bs(inp: RuleInput) -> Action:
         return Action(f"{flag} is already {current}: lower --max-running-requests to {current}")
     expected = (
         f"decode batches up to {suggested} per rank run as CUDA graphs (now up to "
-        f"{current or '?'}; p99 batch {p99:.0f}): shorter decode steps, higher throughput"
+        f"{current or '?'}; p99 batch {p99:.0f}): those steps lose their eager launches "
+        "(what that does to throughput, with any companion, is the prediction's)"
     )
     action = with_expected(flag_action(flag, current, suggested, inp), expected)
     if version is None:
