@@ -4,7 +4,8 @@ Runs `sglang-tuner check --log FILE --format json` on every log of the real-log 
 (tests/fixtures/sglang/logs/corpus, the part rules are written against) and of the holdout
 (tests/fixtures/sglang/logs/holdout, never read while writing rules), or of the fresh set
 (tests/fixtures/sglang/logs/fresh: threads drawn after both, from threads no file of the project
-named, scored as drawn) and holds the next change
+named, scored as drawn), or of the unseen set (tests/fixtures/sglang/logs/unseen: drawn the same
+way after the fresh set was scored) and holds the next change
 against the entry's `fix_flag` (or its structured `fix_moves` / `worse_moves`) in index.yaml:
 
 - match: the next change moves the thread's fix flag in the fix's direction; for a bug or
@@ -18,7 +19,8 @@ A log that ends in a crash is also checked for a named diagnosis: any advice on 
 critical severity, or predicted on crashes, or from a crash rule; "unclassified" counts those
 whose only name is the generic "unclassified crash" fallback.
 
-    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|fresh|both] [--verbose]
+    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|fresh|unseen|both]
+                                                   [--verbose]
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ import yaml
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "sglang" / "logs"
-SETS = ("corpus", "holdout", "fresh")  # fresh: threads drawn after the holdout, scored once
+# fresh, unseen: threads drawn after the holdout (unseen after fresh was scored), scored once
+SETS = ("corpus", "holdout", "fresh", "unseen")
+SCORING_ONLY = ("fresh", "unseen")
 CRASH_KINDS = {
     "startup_not_enough_memory",
     "startup_cuda_oom",
@@ -330,7 +334,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--verbose", action="store_true", help="one line per log")
     args = parser.parse_args()
-    for name in [s for s in SETS if s != "fresh"] if args.set == "both" else (args.set,):
+    for name in [s for s in SETS if s not in SCORING_ONLY] if args.set == "both" else (args.set,):
         print(table(name, score_set(name, args.jobs), args.verbose), end="\n\n")
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
-SETS = ("corpus", "holdout", "fresh")
+SETS = ("corpus", "holdout", "fresh", "unseen")
 REQUIRED = (
     "file",
     "source",
@@ -59,11 +59,13 @@ def test_every_log_file_has_one_entry(name):
     assert on_disk == set(files), f"{name}: unindexed {on_disk - set(files)}"
 
 
-def test_no_thread_of_the_fresh_set_is_in_the_corpus_or_the_holdout():
-    fresh = {str(e["url"]) for e in _entries("fresh")}
-    seen = {str(e["url"]) for name in ("corpus", "holdout") for e in _entries(name)}
-    assert not fresh & seen, f"fresh threads already used: {sorted(fresh & seen)}"
-    assert len(fresh) == len(_entries("fresh")), "fresh/index.yaml uses a thread twice"
+@pytest.mark.parametrize("name", ("fresh", "unseen"))
+def test_no_thread_of_a_scoring_set_is_in_a_set_drawn_before_it(name):
+    drawn = {str(e["url"]) for e in _entries(name)}
+    before = SETS[: SETS.index(name)]
+    seen = {str(e["url"]) for other in before for e in _entries(other)}
+    assert not drawn & seen, f"{name} threads already used: {sorted(drawn & seen)}"
+    assert len(drawn) == len(_entries(name)), f"{name}/index.yaml uses a thread twice"
 
 
 def test_no_log_or_thread_is_in_both_sets_and_the_holdout_is_a_third():
