@@ -350,7 +350,8 @@ class ServerModel:
         today, admission waits for free tokens and comes in bursts, so today's ITL p50 is the
         decode step alone; where it does not, it also holds today's median stall. The stalls
         today's p99 shows beyond the count (admissions bunched behind a full pool, retracted
-        requests prefilled again) do not come back under a cap that frees the pool. None
+        requests prefilled again) do not come back under a cap that frees the pool. Where ITL
+        p50 shows its stall (`stall_evident`), the admissions' stall is scaled to it. None
         without the physics or the rates that count admissions."""
         obs, stall = self.obs, self.stall
         if stall is None or self.physics is None or not obs.itl or obs.batch <= 0:
@@ -359,7 +360,14 @@ class ServerModel:
         if d0 <= 0:
             return None
         step = self.decode_itl or obs.itl  # less today's median stall where it holds one
-        return step * self.decode(batch) / d0 + stall.seconds(batch / obs.batch, level)
+        waits = stall.seconds(batch / obs.batch, level)
+        if self.stall_evident:  # today's median stall is read, not modelled: scale to it
+            now = stall.seconds(1.0, MEDIAN)
+            if now > 0:
+                waits *= (obs.itl - d0) / now
+            elif level == MEDIAN:
+                waits = self.median_stall(batch)
+        return step * self.decode(batch) / d0 + waits
 
     def throughput_ratio(self, batch: float) -> float:
         """Tokens/s at `batch` over tokens/s now."""
