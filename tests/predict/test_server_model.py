@@ -433,3 +433,27 @@ def test_without_itl_the_prefill_a_step_carries_is_priced_on_the_windows_prompt(
         return ServerModel(obs, physics, None, 160, False).prefill_per_step(15)
 
     assert per_step(16_000) > 1.2 * per_step(1_000) > 0
+
+
+# Long prompts behind short outputs, online: 60 running, each step's departures admit ~2
+# 8,000-token prompts, so ITL p50 (0.4 s) is mostly the prefill the median step waits for.
+PREFILL_BOUND = window_from(
+    num_running_reqs="60x20", num_queue_reqs="30x20", token_usage="0.5x20",
+    gen_throughput="120x20", itl_p50_seconds="0.4x20", itl_p99_seconds="2.0x20",
+    prompt_tokens_rate="32000x20", generation_tokens_rate="120x20", request_rate="4x20",
+)  # fmt: skip
+
+
+def test_an_itl_p50_no_decode_step_explains_is_read_as_decode_plus_its_stall():
+    config = replace(STREAMING_L40S, max_running_requests=1024)
+    inp = rule_input(BATCH_TOO_LARGE_FOR_LATENCY, PREFILL_BOUND, config=config, profile="online")
+    model = server_model(inp)
+    assert not isinstance(model, str) and model.stall_evident
+    obs = model.obs
+    # the decode step is the physics' own; the rest of ITL p50 is the stall it holds
+    assert model.decode_itl == pytest.approx(model.decode(obs.batch))
+    assert model.itl(obs.batch) == pytest.approx(obs.itl)
+    # a cap one under today's batch leaves ITL p50 where it is: the stall is scaled to the one
+    # ITL p50 shows, not modelled afresh beside it
+    one_less = model.itl_unbound(obs.batch - 1)
+    assert one_less is not None and abs(one_less / obs.itl - 1) < 0.05
