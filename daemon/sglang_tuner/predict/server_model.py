@@ -56,6 +56,7 @@ _CALIBRATION = (0.5, 3.0)  # the physics' decode step may be off by this much, n
 _BINDING_USAGE = 0.7  # the pool binds admission from here (SGLang reserves room for outputs)
 PRICED_CHUNK = 4096  # prefill is priced per token at the physics' time for a chunk this long
 MEDIAN = 0.5  # ITL p50: the stall half the steps exceed
+STALL_BOUND = "ITL p50 is mostly prefill"  # latency_cap's answer where the median step waits
 
 
 def objective(profile: str) -> str:
@@ -899,7 +900,10 @@ def predict_cap_raise(inp: RuleInput, new_cap: int) -> Prediction:
 def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
     """The largest per-rank batch below today's whose ITL p50 meets `target`, and what the cap
     does: ITL p50 (the objective) from the physics' decode step calibrated on the observed ITL,
-    tokens/s from the step model. Or why it cannot be sized this way."""
+    tokens/s from the step model. Or why it cannot be sized this way: where ITL p50 is mostly
+    the prefill its median step waits for (`ServerModel.stall_evident`), a cap gains ITL p50 by
+    holding prompts in the queue, and TTFT p99's cost was measured past its 50 % guard where
+    the queue model said +10 to +48 % (the closed-loop matrix, docs/performance.md)."""
     model = server_model(inp)
     if isinstance(model, str):
         return model
@@ -916,6 +920,14 @@ def latency_cap(inp: RuleInput, target: float) -> tuple[int, Prediction] | str:
         return (
             f"no batch meets {target * 1e3:.0f} ms on this server: one request alone takes "
             f"{itl_at(1) * 1e3:.0f} ms a step (the weights' read)"
+        )
+    if model.stall_evident and obs.itl:
+        decode = model.decode(obs.batch)
+        return (
+            f"{STALL_BOUND}: {(obs.itl - decode) * 1e3:.0f} of its {obs.itl * 1e3:.0f} ms is "
+            f"the prefill the median step waits for, the decode step {decode * 1e3:.0f} ms; a "
+            "cap moves that wait into the queue, and TTFT pays it by more than the queue "
+            "model can bound"
         )
     low, high = 1, top  # itl(low) <= target; find the largest such batch
     if itl_at(high) <= target:

@@ -26,7 +26,12 @@ from sglang_tuner.model.signals import (
 )
 from sglang_tuner.model.window import Row, frequently
 from sglang_tuner.predict.itl_model import PROPORTIONAL, batch_for_itl_target, itl_fit
-from sglang_tuner.predict.server_model import latency_cap, predict_itl_cap, wait_for_a_slot
+from sglang_tuner.predict.server_model import (
+    STALL_BOUND,
+    latency_cap,
+    predict_itl_cap,
+    wait_for_a_slot,
+)
 from sglang_tuner.predict.units import (
     batch_signal,
     flag_from_per_rank,
@@ -89,6 +94,8 @@ def _lower_max_running(inp: RuleInput) -> Action:
     action = _fitted_cap(inp, batch, itl, target)
     if sized.startswith(UNREACHABLE):  # the physics says no cap meets it: a hint at most
         action = with_note(action, f"{sized}: a cap cannot reach it; {FASTER}")
+    elif sized.startswith(STALL_BOUND):  # the cap trades the prefill wait for TTFT: a hint
+        action = with_note(action, f"{sized}; a faster prefill shortens the wait itself")
     return with_note(action, whose) if whose else action
 
 
@@ -169,11 +176,12 @@ def _unpriced_is_a_hint(outcome: Outcome) -> Outcome:
     """A cap whose tokens/s cost this server's window cannot tell (no server model, and ITL
     did not vary with the batch enough to fit) is a hint, never applied: a smaller batch
     always costs throughput, and by how much is exactly what is unknown. So is a cap where
-    the server model finds that no batch meets the target (one request alone is slower)."""
+    the server model finds that no batch meets the target (one request alone is slower), or
+    that ITL p50 is mostly the prefill its median step waits for (`STALL_BOUND`)."""
     if not isinstance(outcome, Finding):
         return outcome
     prediction = outcome.action.prediction
-    reachable = UNREACHABLE not in outcome.action.note
+    reachable = UNREACHABLE not in outcome.action.note and STALL_BOUND not in outcome.action.note
     if reachable and (prediction is None or TOKENS in prediction.effects):
         return outcome
     return replace(outcome, severity=Severity.INFO)
