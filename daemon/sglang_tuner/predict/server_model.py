@@ -284,14 +284,22 @@ class ServerModel:
         grows with the batch (`Stall`; without it, with the batch)."""
         obs, stall = self.obs, self.stall
         if obs.itl and self.stall_evident:
-            seen = obs.itl - self.decode(obs.batch)
-            now = stall.seconds(1.0, MEDIAN) if stall is not None else 0.0
-            if stall is not None and now > 0:
-                return seen * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN) / now
-            return seen * batch / max(obs.batch, 1e-9)
+            scale = self.stall_scale()
+            if stall is not None and scale is not None:
+                return scale * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
+            return (obs.itl - self.decode(obs.batch)) * batch / max(obs.batch, 1e-9)
         if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
             return 0.0
         return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
+
+    def stall_scale(self) -> float | None:
+        """Where ITL p50 shows its stall (`stall_evident`): that stall over the one the
+        admissions' model gives at today's batch (None where the model gives none)."""
+        obs, stall = self.obs, self.stall
+        if stall is None or not obs.itl or not self.stall_evident:
+            return None
+        now = stall.seconds(1.0, MEDIAN)
+        return (obs.itl - self.decode(obs.batch)) / now if now > 0 else None
 
     @property
     def split_by_itl(self) -> bool:
@@ -363,9 +371,9 @@ class ServerModel:
         step = self.decode_itl or obs.itl  # less today's median stall where it holds one
         waits = stall.seconds(batch / obs.batch, level)
         if self.stall_evident:  # today's median stall is read, not modelled: scale to it
-            now = stall.seconds(1.0, MEDIAN)
-            if now > 0:
-                waits *= (obs.itl - d0) / now
+            scale = self.stall_scale()
+            if scale is not None:
+                waits *= scale
             elif level == MEDIAN:
                 waits = self.median_stall(batch)
         return step * self.decode(batch) / d0 + waits
