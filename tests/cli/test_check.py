@@ -99,6 +99,11 @@ def test_check_log_errors_are_clear(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "holds no SGLang log lines" in err
     assert "judged by line order" not in err  # no word on how the time of nothing was read
+    assert "in a form it does not know" not in err
+    text.write_text("nothing here\nDecode batch: #running-req 4 (a form no SGLang printed)\n")
+    assert main(["check", "--log", str(text)]) == 1
+    err = capsys.readouterr().err
+    assert "line 2 has SGLang's words in a form it does not know ('Decode batch: #run" in err
     empty = tmp_path / "empty.log"
     empty.write_text("")
     assert main(["check", "--log", str(empty)]) == 1

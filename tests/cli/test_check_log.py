@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from sglang_tuner.__main__ import main
 
 # SGLang 0.4.7+'s retraction line (tests/fixtures/sglang/logs/corpus: same format)
@@ -33,6 +34,24 @@ def test_check_log_two_retraction_lines_name_the_problem_at_low_confidence(tmp_p
     out = capsys.readouterr().out
     assert "retractions_frequent" in out and "low confidence" in out
     assert "judged on 2 lines (6 s of log time; a window is 300 s)" in out
+    assert "evaluated 2025-08-11T17:20:09Z" in out
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        lambda lines: [f"    {line}" for line in lines],  # a code block indented in a list
+        lambda lines: [f"> {line}" for line in lines],  # a quote in a reply
+        lambda lines: [" ".join(lines)],  # a paste whose newlines were lost
+        lambda lines: [f"{n:>4}  {line}" for n, line in enumerate(lines, 1)],  # numbered
+    ],
+    ids=["indented", "quoted", "newlines lost", "numbered"],
+)
+def test_check_log_reads_an_excerpt_as_a_thread_pastes_it(tmp_path, capsys, paste):
+    lines = [DECODE.format(s=1), RETRACT.format(s=3, n=1), RETRACT.format(s=9, n=2)]
+    assert main(["check", "--log", _log(tmp_path, paste(lines))]) == 0
+    out = capsys.readouterr().out
+    assert "retractions_frequent" in out and "low confidence" in out
     assert "evaluated 2025-08-11T17:20:09Z" in out
 
 

@@ -310,7 +310,7 @@ def run_check_log(args: argparse.Namespace) -> int:
     if history.note and said:  # how its time was read, said once (of a log it could read)
         print(f"{name}: {history.note}", file=sys.stderr)
     if not said:
-        print(f"error: {args.log} holds no SGLang log lines", file=sys.stderr)
+        print(f"error: {args.log} holds no SGLang log lines{_unread(args.log)}", file=sys.stderr)
         return 1
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
@@ -319,6 +319,35 @@ def run_check_log(args: argparse.Namespace) -> int:
     if args.explain and (args.format or "text") in {"text", "table"}:
         print(explain_text(ev), end="")
     return 0
+
+
+_SGLANG_WORDS = re.compile(
+    r"Decode batch|Prefill batch|#running-req|Retract requests|#retracted_reqs|max_total_num_tokens"
+    r"|KV Cache is allocated|Load weight|Capture cuda graph|hit an exception"
+)
+_UNREAD_LINES = 100_000  # looked through for a line with SGLang's words (a file only)
+
+
+def _unread(log: str) -> str:
+    """Where a log that gave nothing holds SGLang's words all the same: the first such line's
+    number and start, so its format can be told (a file; standard input is read once)."""
+    if log == "-":
+        return ""
+    try:
+        with open(log, "rb") as handle:
+            for number, line in enumerate(_lines(handle), 1):
+                if number > _UNREAD_LINES:
+                    break
+                if _SGLANG_WORDS.search(line):
+                    start = line.strip()[:100].encode("unicode_escape").decode("ascii")
+                    return (
+                        f" that it can read: line {number} has SGLang's words in a form it does "
+                        f"not know ({start!r}); the forms it reads are listed in "
+                        "docs/operations.md (The SGLang log as a source)"
+                    )
+    except OSError:
+        return ""
+    return ""
 
 
 def _log_progress(lines: int, seconds: float) -> None:

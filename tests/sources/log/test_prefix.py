@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sglang_tuner.sources.log.lines import LogCounts, line_seconds, scan_lines
 from sglang_tuner.sources.log.log_samples import log_samples
-from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, unwrap
+from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, pasted_lines, split_joined, unwrap
 
 LINE = (
     "[2025-08-11 17:20:03 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
@@ -260,6 +260,82 @@ def test_a_real_log_in_every_wrapping_reads_as_the_plain_log(name, wrapper):
     assert [u.text for u in map(unwrap, wrapped, [year] * len(wrapped))] == plain
     times = [x.ts for x in log_samples(wrapped, 5.0)]
     assert times == [x.ts for x in log_samples(plain, 5.0)]
+
+
+# What a paste in an issue thread, a chat or an e-mail puts around each line of a log
+PASTES = {
+    "indented (a markdown code block in a list)": lambda _n, line: f"    {line}",
+    "quoted (markdown, e-mail)": lambda _n, line: f"> {line}",
+    "quoted twice": lambda _n, line: f"> > {line}",
+    "a list item": lambda _n, line: f"- {line}",
+    "cat -n": lambda n, line: f"{n:6d}\t{line}",
+    "an editor's gutter": lambda n, line: f"{n:4d} | {line}",
+    "inline code": lambda _n, line: f"`{line}`",
+}
+
+
+@pytest.mark.parametrize("name", REAL)
+@pytest.mark.parametrize("paste", list(PASTES))
+def test_a_real_log_pasted_in_every_way_reads_as_the_plain_log(name, paste):
+    plain = (LOGS / name).read_text().splitlines()
+    pasted = [PASTES[paste](n, line) for n, line in enumerate(plain, 1)]
+    assert _loads_by_value(scan_lines(pasted)) == _loads_by_value(scan_lines(plain))
+    times = [x.ts for x in log_samples(pasted, 5.0)]
+    assert times == [x.ts for x in log_samples(plain, 5.0)]
+
+
+def test_a_paste_whose_newlines_were_lost_reads_as_the_lines_it_held():
+    plain = (LOGS / REAL[1]).read_text().splitlines()
+    joined = [" ".join(plain[i : i + 4]) for i in range(0, len(plain), 4)]
+    assert len(joined) < len(plain)
+    assert scan_lines(joined) == scan_lines(plain)
+    assert [x.ts for x in log_samples(joined, 5.0)] == [x.ts for x in log_samples(plain, 5.0)]
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+@pytest.mark.parametrize("name", REAL[:2])
+def test_lines_a_terminal_cut_at_its_width_read_as_the_plain_log(name, width):
+    plain = (LOGS / name).read_text().splitlines()
+    batch = [line for line in plain if "#queue-req: " in line or "#retracted_reqs: " in line]
+    cut = [line[i : i + width] for line in batch for i in range(0, len(line), width)]
+    assert len(cut) > len(batch)
+    assert list(pasted_lines(cut)) == batch
+    assert scan_lines(cut) == scan_lines(batch)
+
+
+def test_a_cut_piece_is_joined_only_where_it_completes_the_line():
+    cut = "[2025-06-01 10:00:00 TP0] Decode batch. #running-req: 36, #token: 120000, token"
+    http = 'INFO:     127.0.0.1:60028 - "POST /generate HTTP/1.1" 200 OK'
+    assert list(pasted_lines([cut, http, "[2025-06-01 10:00:01 TP0] x"])) == [
+        cut,
+        http,
+        "[2025-06-01 10:00:01 TP0] x",
+    ]
+    assert list(pasted_lines([cut, "  File x"])) == [cut, "  File x"]
+
+
+def test_split_joined_keeps_a_request_logs_prompt_whole():
+    line = (
+        "[2025-06-01 10:00:00 TP0] Receive: obj=GenerateReqInput(text='why does my log say "
+        "[2025-06-01 09:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 9 "
+        "and [2025-06-01 09:00:01 TP0] Decode batch. #running-req: 1, #token: 9, token usage: "
+        "1.00, gen throughput (token/s): 1.00, #queue-req: 0')"
+    )
+    assert split_joined(line) == [line]
+    assert scan_lines([line]).retracted_reqs == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2045',
+        "    raise RuntimeError(msg)",
+        "- a list item that is not a log line",
+        "  12 apples",
+    ],
+)
+def test_a_decoration_before_text_that_is_no_log_line_stays(line):
+    assert unwrap(line).text == line
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from datetime import date
 from typing import Any
 
 from sglang_tuner.sources.log.crash import CrashDiagnosis, CrashKind, CrashTracker, Phase
-from sglang_tuner.sources.log.prefix import unwrap
+from sglang_tuner.sources.log.prefix import pasted_lines, unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
 from sglang_tuner.sources.log.startup import StartupMemory
 
@@ -172,7 +172,7 @@ class LogScanner:
     def feed(self, lines: Iterable[str]) -> None:
         """Read lines in order, as a tool wrote them (its wrapping is taken off)."""
         read = self.read_line
-        for line in lines:
+        for line in pasted_lines(lines):
             # "[pod/...] ": kubectl logs --prefix; "][": Python logging's bracketed layout
             if line[:1] == "[" and line[1:2] != "p" and line.find("][", 0, 48) < 0:
                 read(line)  # as most are: SGLang's own line (or wrapped in brackets, see below)

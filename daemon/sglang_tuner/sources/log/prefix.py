@@ -10,8 +10,11 @@ vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, Op
 layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][LEVEL]: `), a
 second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
 SGLang's own prefix with its opening bracket lost in a paste, and any other prefix before one of
-SGLang's own messages (its time kept where it prints one). Wrappers nest (compose around
-`-t` stamps, a collector around CRI lines): each is taken off in turn.
+SGLang's own messages (its time kept where it prints one). What a paste adds is taken off too:
+indentation, quote marks (`> `), list bullets, line numbers, inline-code backticks, and lines
+whose newlines were lost are split at SGLang's prefixes, lines a terminal cut at its width are
+joined again (`pasted_lines`). Wrappers nest
+(compose around `-t` stamps, a collector around CRI lines): each is taken off in turn.
 
 Pure and linear in the line's length: every regex is anchored at the line's start and bounded
 (a wrapper is short), and a JSON record longer than `MAX_JSON_CHARS` is read as plain text.
@@ -80,6 +83,43 @@ _OPENERS = re.compile(
     r"|max_total_num_tokens=)"
 )
 _FOREIGN_CHARS = 160  # the longest unknown prefix taken off
+# What a paste puts before a log line: indentation, e-mail and markdown quote marks, a list
+# bullet, a line number (`cat -n`, an editor's gutter), inline-code backticks.
+_PASTE = re.compile(
+    r"[ \t]{0,64}((?:>[ \t]?){0,8})"
+    r"(?:[-*+\u2022][ \t]{1,8}|\d{1,7}(?:[ \t]{0,8}[|:][ \t]{0,8}|[ \t]{1,8}))?(`{0,3})"
+)
+# What a decoration may stand before without quote marks: a log line's own start (SGLang's
+# bracket, a stamp, a JSON record), one of SGLang's messages, a traceback's head or its final
+# exception; never a traceback's indented line.
+_PASTED_START = re.compile(
+    r"[\[{]|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback \(|[A-Za-z_][\w.]{0,128}(?:Error|Exception)\b|"
+    + _OPENERS.pattern
+)
+# A paste whose newlines were lost: SGLang's next prefix inside the line, after a space, a tab,
+# a carriage return (a terminal's capture), an escaped newline (`\n` of a JSON string or an
+# issue's export) or nothing at all ("... #queue-req: 0 [2025-06-01 10:00:05 TP0] Decode batch").
+_INNER_PREFIX = re.compile(
+    r"(?:[ \t\r]|\\r\\n|\\n|\\r)?"
+    r"(?=\[(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: [A-Z_]{1,8}\d{1,6}){0,8}\] )"
+)
+# A batch or retraction line of SGLang's (after its prefix)
+_CUT_OPENERS = (
+    "Decode batch",
+    "Prefill batch",
+    "KV cache pool is full",
+    "Decode out of memory happened",
+    "decode out of memory happened",
+    "Testing retraction",
+)
+_COMPLETE = re.compile(r"#queue-req: \d|#retracted_reqs: \d")
+# a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
+_NOT_A_PIECE = frozenset("[{\t")
+_PIECES = 4  # a line cut into more pieces than this is left in pieces
+_BRACKETS_ONLY = re.compile(r"(?:\[[^\]]{0,96}\][ \t]*)*")
+_FIRST_PREFIX = re.compile(r"\[[^\]]{0,96}\] ")
+# SGLang's request log: a prompt inside it is the client's text, never split into lines
+_REQUEST_LOG = ("Receive: ", "Finish: ", "Receive req", "Abort ")
 # A prefix is a log layout's only with a time or a level in it, and no exception's words (an
 # exception's message may quote SGLang's: "Exception: Capture cuda graph failed").
 _FOREIGN_LEVEL = re.compile(rf"\b{_LEVEL}\b|\b(?:debug|info|warn|warning|error)\b")
@@ -109,12 +149,89 @@ def unwrap_lines(
     """`unwrap` of each line, but a line that opens with a bracket, as most are, passes as it
     is: SGLang's own; a wrapper's dated bracket before SGLang's prefix is read past where the
     line is read (`lines.py`: the message, `line_seconds`: the first bracket's time)."""
-    for line in lines:
+    for line in pasted_lines(lines):
         # "[pod/...] ": kubectl logs --prefix; "][": Python logging's bracketed layout
         if line[:1] == "[" and line[1:2] != "p" and line.find("][", 0, 48) < 0:
             yield line, None, ""  # a plain tuple: a third of a NamedTuple's cost
         else:
             yield unwrap(line, year)
+
+
+def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
+    """The lines as SGLang wrote them where a paste moved their ends: a line holding several
+    is split at SGLang's prefixes (`split_joined`), and a batch or retraction line that a
+    terminal or an editor cut at its width is joined with its pieces (`_Pieces`)."""
+    pieces = _Pieces()
+    held = pieces.held
+    for raw in lines:
+        # as most are: a whole batch line, no other prefix in it, no piece held, not cut
+        if "#queue-req: " in raw and not held and raw.find("[", 1) < 0 and len(raw) != pieces.width:
+            yield raw
+            continue
+        for line in split_joined(raw) if raw.find("[", 1) > 0 else (raw,):
+            if held:
+                if line[:1] not in _NOT_A_PIECE and line[:2] != "  " and len(held) <= _PIECES:
+                    yield from pieces.add(line)
+                    continue
+                yield from pieces.flush()
+            if (
+                line[:1] == "["
+                and line.startswith(_CUT_OPENERS, line.find("] ", 1, 100) + 2)
+                and (len(line) == pieces.width or not _COMPLETE.search(line))
+            ):
+                held.append(line)
+                continue
+            yield line
+    yield from pieces.flush()
+
+
+class _Pieces:
+    """A batch or retraction line cut at a terminal's width, and the pieces after it. Every such
+    line of every version holds `#queue-req: N` or `#retracted_reqs: N` (the message catalogue
+    says), so the line is cut where it lacks them, or where it is as long as a line cut before
+    (the width); pieces are joined only where the joined line holds them, and a piece as long
+    as the first may have more after it."""
+
+    __slots__ = ("held", "width")
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+        self.width = 0  # the width lines were cut at, once one was joined
+
+    def add(self, piece: str) -> list[str]:
+        self.held.append(piece)
+        return [] if len(piece) == len(self.held[0]) else self.flush()
+
+    def flush(self) -> list[str]:
+        held = self.held[:]
+        self.held.clear()
+        if len(held) > 1 and _COMPLETE.search(whole := "".join(held)):
+            self.width = len(held[0])
+            return [whole]
+        return held
+
+
+def split_joined(line: str) -> list[str]:
+    """A line holding several of SGLang's (a paste whose newlines were lost), split at each of
+    SGLang's prefixes inside it; a request log's line (its prompt is the client's) is kept whole,
+    and a bracket with nothing after it (a wrapper's dated one) stays with the line it opens."""
+    cuts = [found.span() for found in _INNER_PREFIX.finditer(line, 1)]
+    # behind a wrapper ("svc-1  | <stamp> [...] "), the first prefix is the line's own
+    own = 0 if line[:1] == "[" else cuts.pop(0)[1] if cuts else 0
+    if not cuts:
+        return [line]
+    first = _FIRST_PREFIX.match(line, own)
+    if first is not None and line.startswith(_REQUEST_LOG, first.end()):
+        return [line]
+    parts, start, head = [], 0, own
+    for cut, after in cuts:
+        if _BRACKETS_ONLY.fullmatch(line, head, cut):  # nothing said since the last prefix
+            head = after
+            continue
+        parts.append(line[start:cut])
+        start = head = after
+    parts.append(line[start:])
+    return parts
 
 
 def unwrap(line: str, year: int | None = None) -> Unwrapped:
@@ -151,10 +268,26 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
     if first == "{":
         return _json(line) if len(line) <= MAX_JSON_CHARS else None
     if first.isdigit():
-        return _stamped(line) or _foreign(line)
+        return _stamped(line) or _foreign(line) or _pasted(line)
     if first.isalpha():
         return _journal_short(line, year) or _compose(line) or _foreign(line)
+    if first in " \t>-*+`\u2022":
+        return _pasted(line)
     return None
+
+
+def _pasted(line: str) -> Unwrapped | None:
+    """A paste's decoration taken off (`_PASTE`): after quote marks whatever follows, else only
+    before the start of a log line (`_PASTED_START`); backticks closing the line go with it."""
+    match = _PASTE.match(line)
+    if match is None or match.end() == 0:
+        return None
+    rest = line[match.end() :]
+    if not match.group(1) and not _PASTED_START.match(rest):
+        return None
+    if match.group(2):
+        rest = rest.rstrip().rstrip("`")
+    return Unwrapped(rest, None, "")
 
 
 def _foreign(line: str) -> Unwrapped | None:
