@@ -474,31 +474,3 @@ def test_no_latency_cap_is_sized_where_itl_p50_is_mostly_the_prefill_it_waits_fo
     out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online")
     assert isinstance(out, Finding) and out.severity is Severity.INFO
     assert "ITL p50 is mostly prefill" in out.action.note
-
-
-# A full pool, 100 running and 500 waiting, 1,000-token prompts and 200-token outputs: half an
-# admission a step, so the median step waits for no prefill today.
-FULL_POOL_RATES = {
-    "num_running_reqs": "100x20", "num_queue_reqs": "500x20", "token_usage": "0.93x20",
-    "gen_throughput": "3000x20", "itl_p50_seconds": "0.03x20",
-    "prompt_tokens_rate": "15000x20", "generation_tokens_rate": "3000x20",
-    "request_rate": "15x20",
-}  # fmt: skip
-
-
-def test_a_full_pool_not_retracting_admits_per_departure_so_a_larger_batch_brings_a_stall():
-    # SGLang tries a prefill batch every iteration (get_new_batch_prefill), so a pool that binds
-    # admits as requests leave; at 2.5 times the batch more than half the steps wait for one
-    inp = rule_input(MEM_FRACTION_TOO_LOW, window_from(**FULL_POOL_RATES), config=L40S_AT_HALF)
-    model = server_model(inp)
-    assert not isinstance(model, str) and model.stall is not None and not model.bunched
-    assert model.median_stall(model.obs.batch) == 0.0  # today's is in the ITL p50 read
-    assert model.median_stall(model.obs.batch * 0.5) == 0.0
-    grown = model.median_stall(model.obs.batch * 2.5)
-    assert grown == pytest.approx(model.stall.seconds(2.5, 0.5)) and grown > 0
-    assert model.itl(model.obs.batch * 2.5) > model.itl_scale() * model.decode(250) + 0.9 * grown
-    # retractions: SGLang's new-token ratio holds admission back and lets it go in bursts
-    retracting = window_from(**FULL_POOL_RATES, retractions_per_minute="3x20")
-    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, retracting, config=L40S_AT_HALF))
-    assert not isinstance(model, str) and model.bunched
-    assert model.median_stall(model.obs.batch * 2.5) == 0.0

@@ -263,13 +263,6 @@ class ServerModel:
         return itl > _CALIBRATION[1] * self.decode(self.obs.batch)
 
     @property
-    def bunched(self) -> bool:
-        """Admission comes in bursts: the pool binds and requests are retracted, so SGLang's
-        new-token ratio holds admission back and lets it go at once. A binding pool without
-        retractions admits as requests leave, one per departure, as a free one does."""
-        return self.obs.usage >= _BINDING_USAGE and self.obs.retracting
-
-    @property
     def decode_itl(self) -> float | None:
         """ITL p50 less the median stall it holds: a decode step alone. Where the pool does not
         bind, each departure admits one request at once and SGLang runs its prefill before the
@@ -286,26 +279,18 @@ class ServerModel:
         return max(itl - stall.seconds(1.0, MEDIAN), 0.5 * itl)
 
     def median_stall(self, batch: float) -> float:
-        """The stall ITL p50 holds at `batch` (`decode_itl`). Where ITL p50 shows one
-        (`stall_evident`): today's, grown as the admissions' median stall grows with the batch
-        (`Stall`; without it, with the batch). Where the pool binds and requests are retracted
-        (`bunched`): 0. Where it binds without retractions, SGLang still tries a prefill batch
-        every iteration (0.4-0.5 `get_new_batch_prefill`) and admits as requests leave: today's
-        median stall is in the ITL p50 read as the decode step, and a larger batch adds what
-        its median stall grows by (a pool raised 2.5x on a 1B: +283 % ITL p50 predicted, +319 %
-        measured, where the decode step alone said +137 %)."""
+        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds, unless
+        ITL p50 shows one (`stall_evident`): today's, grown as the admissions' median stall
+        grows with the batch (`Stall`; without it, with the batch)."""
         obs, stall = self.obs, self.stall
         if obs.itl and self.stall_evident:
             scale = self.stall_scale()
             if stall is not None and scale is not None:
                 return scale * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
             return (obs.itl - self.decode(obs.batch)) * batch / max(obs.batch, 1e-9)
-        if stall is None or self.bunched or not obs.itl:
+        if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
             return 0.0
-        ratio = batch / max(obs.batch, 1e-9)
-        if obs.usage >= _BINDING_USAGE:  # today's, if any, is in the decode step read
-            return max(stall.seconds(ratio, MEDIAN) - stall.seconds(1.0, MEDIAN), 0.0)
-        return stall.seconds(ratio, MEDIAN)
+        return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
 
     def stall_scale(self) -> float | None:
         """Where ITL p50 shows its stall (`stall_evident`): that stall over the one the
