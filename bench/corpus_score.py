@@ -5,7 +5,7 @@ Runs `sglang-tuner check --log FILE --format json` on every log of the real-log 
 (tests/fixtures/sglang/logs/holdout, never read while writing rules), or of the fresh set
 (tests/fixtures/sglang/logs/fresh: threads drawn after both, from threads no file of the project
 named, scored as drawn), or of the unseen set (tests/fixtures/sglang/logs/unseen: drawn the same
-way after the fresh set was scored) and holds the next change
+way after the fresh set was scored; unseen2 after the unseen set was) and holds the next change
 against the entry's `fix_flag` (or its structured `fix_moves` / `worse_moves`) in index.yaml:
 
 - match: the next change moves the thread's fix flag in the fix's direction; for a bug or
@@ -19,7 +19,7 @@ A log that ends in a crash is also checked for a named diagnosis: any advice on 
 critical severity, or predicted on crashes, or from a crash rule; "unclassified" counts those
 whose only name is the generic "unclassified crash" fallback.
 
-    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|fresh|unseen|both]
+    PYTHONPATH=daemon python bench/corpus_score.py [--set corpus|holdout|fresh|unseen|unseen2|both]
                                                    [--verbose]
 """
 
@@ -41,9 +41,10 @@ import yaml
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "sglang" / "logs"
-# fresh, unseen: threads drawn after the holdout (unseen after fresh was scored), scored once
-SETS = ("corpus", "holdout", "fresh", "unseen")
-SCORING_ONLY = ("fresh", "unseen")
+# fresh, unseen, unseen2: threads drawn after the holdout (each after the one before was
+# scored), scored once
+SETS = ("corpus", "holdout", "fresh", "unseen", "unseen2")
+SCORING_ONLY = ("fresh", "unseen", "unseen2")
 CRASH_KINDS = {
     "startup_not_enough_memory",
     "startup_cuda_oom",

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
-SETS = ("corpus", "holdout", "fresh", "unseen")
+SETS = ("corpus", "holdout", "fresh", "unseen", "unseen2")
 REQUIRED = (
     "file",
     "source",
@@ -59,7 +59,7 @@ def test_every_log_file_has_one_entry(name):
     assert on_disk == set(files), f"{name}: unindexed {on_disk - set(files)}"
 
 
-@pytest.mark.parametrize("name", ("fresh", "unseen"))
+@pytest.mark.parametrize("name", ("fresh", "unseen", "unseen2"))
 def test_no_thread_of_a_scoring_set_is_in_a_set_drawn_before_it(name):
     drawn = {str(e["url"]) for e in _entries(name)}
     before = SETS[: SETS.index(name)]
