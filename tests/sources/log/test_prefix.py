@@ -271,6 +271,14 @@ PASTES = {
     "cat -n": lambda n, line: f"{n:6d}\t{line}",
     "an editor's gutter": lambda n, line: f"{n:4d} | {line}",
     "inline code": lambda _n, line: f"`{line}`",
+    "HTML source, indented": lambda _n, line: (
+        "  "
+        + line.replace("&", "&amp;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+        .replace(">", "&gt;")
+        .replace("<", "&lt;")
+    ),
 }
 
 

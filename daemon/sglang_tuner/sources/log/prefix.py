@@ -11,15 +11,16 @@ layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][L
 second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
 SGLang's own prefix with its opening bracket lost in a paste, and any other prefix before one of
 SGLang's own messages (its time kept where it prints one). What a paste adds is taken off too:
-indentation, quote marks (`> `), list bullets, line numbers, inline-code backticks, and lines
-whose newlines were lost are split at SGLang's prefixes, lines a terminal cut at its width are
-joined again (`pasted_lines`). Wrappers nest
-(compose around `-t` stamps, a collector around CRI lines): each is taken off in turn.
+indentation, quote marks (`> `), list bullets, line numbers, inline-code backticks, HTML's
+escapes (`&quot;`), and lines whose newlines were lost are split at SGLang's prefixes, lines a
+terminal cut at its width are joined again (`pasted_lines`). Wrappers nest (compose around `-t`
+stamps, a collector around CRI lines): each is taken off in turn.
 
 Pure and linear in the line's length: every regex is anchored at the line's start and bounded
 (a wrapper is short), and a JSON record longer than `MAX_JSON_CHARS` is read as plain text.
 """
 
+import html
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -116,6 +117,9 @@ _COMPLETE = re.compile(r"#queue-req: \d|#retracted_reqs: \d")
 # a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
 _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces
+# HTML's escapes of the characters SGLang's lines and tracebacks hold (`File &quot;...&quot;`,
+# `-&gt;`, `&#39;NoneType&#39;`), as a page's source or an HTML export carries them
+_ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
 _BRACKETS_ONLY = re.compile(r"(?:\[[^\]]{0,96}\][ \t]*)*")
 _FIRST_PREFIX = re.compile(r"\[[^\]]{0,96}\] ")
 # SGLang's request log: a prompt inside it is the client's text, never split into lines
@@ -246,6 +250,8 @@ def unwrap(line: str, year: int | None = None) -> Unwrapped:
         and not line.startswith("[pod/")
     ):
         return Unwrapped(line, None, "")  # SGLang's own line, as most are: the short path
+    if "&" in line and _ENTITY.search(line):  # copied from a page's HTML source
+        line = html.unescape(line)
     ts: float | None = None
     stream = ""
     for _ in range(_DEPTH):
