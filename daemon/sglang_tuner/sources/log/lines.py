@@ -23,7 +23,7 @@ from datetime import date
 from typing import Any
 
 from sglang_tuner.sources.log.crash import CrashDiagnosis, CrashKind, CrashTracker, Phase
-from sglang_tuner.sources.log.prefix import pasted_lines, unwrap
+from sglang_tuner.sources.log.prefix import REQUEST_LOG, pasted_lines, unwrap
 from sglang_tuner.sources.log.server_args import has_server_args, parse_server_args, summary_values
 from sglang_tuner.sources.log.startup import StartupMemory
 
@@ -86,8 +86,6 @@ _PREFIX = re.compile(
 )
 _DP = re.compile(r" DP(\d+)")
 _PREFIX_CHARS = 96  # SGLang's prefix ends within this many characters ("[... DP12 TP15 EP15] ")
-# SGLang's request log: a prompt inside it is the client's text, never SGLang's message
-_REQUEST_LOG = ("Receive: ", "Finish: ", "Receive req", "Abort ")
 _PREFILL_TOKENS = re.compile(r"#new-token: (\d+), #cached-token: (\d+)")
 # The key of a batch line's load fields, every version: "#token" / "#full token" and
 # "token usage" / "full token usage" (hybrid SWA and SSM pools name the full pool first).
@@ -311,7 +309,7 @@ class LogScanner:
     def _signal(self, line: str, at: int, stream: str) -> bool:
         """A rare signal whose message starts at `at`: retractions, startup and capture markers
         (True: read; False: crash evidence, or nothing)."""
-        if line.startswith(_REQUEST_LOG, at):
+        if line.startswith(REQUEST_LOG, at):
             return True  # the client's text, whatever it says
         if match := _RETRACT.match(line, at):
             self._retract(line, int(match.group(1)), stream)

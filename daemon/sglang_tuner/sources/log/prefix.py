@@ -122,8 +122,9 @@ _PIECES = 4  # a line cut into more pieces than this is left in pieces
 _ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
 _BRACKETS_ONLY = re.compile(r"(?:\[[^\]]{0,96}\][ \t]*)*")
 _FIRST_PREFIX = re.compile(r"\[[^\]]{0,96}\] ")
-# SGLang's request log: a prompt inside it is the client's text, never split into lines
-_REQUEST_LOG = ("Receive: ", "Finish: ", "Receive req", "Abort ")
+# SGLang's request log: a prompt inside it is the client's text, never SGLang's message (never
+# split into lines here, never a signal in `lines.py`)
+REQUEST_LOG = ("Receive: ", "Finish: ", "Receive req", "Abort ")
 # A prefix is a log layout's only with a time or a level in it, and no exception's words (an
 # exception's message may quote SGLang's: "Exception: Capture cuda graph failed").
 _FOREIGN_LEVEL = re.compile(rf"\b{_LEVEL}\b|\b(?:debug|info|warn|warning|error)\b")
@@ -225,7 +226,7 @@ def split_joined(line: str) -> list[str]:
     if not cuts:
         return [line]
     first = _FIRST_PREFIX.match(line, own)
-    if first is not None and line.startswith(_REQUEST_LOG, first.end()):
+    if first is not None and line.startswith(REQUEST_LOG, first.end()):
         return [line]
     parts, start, head = [], 0, own
     for cut, after in cuts:
