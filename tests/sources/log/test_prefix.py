@@ -416,3 +416,15 @@ def test_an_unknown_prefix_before_sglangs_own_message_is_taken_off_with_its_time
 )
 def test_a_line_that_only_mentions_sglangs_words_is_left_as_it_is(line):
     assert unwrap(line).text == line
+
+
+def test_every_batch_and_retraction_message_of_every_release_ends_where_a_cut_one_is_joined():
+    # a cut line is joined only where the joined line holds `_COMPLETE`'s field: every message
+    # of SGLang's that opens as a batch or retraction line holds one (0.1.3 - 0.5.23)
+    from sglang_tuner.sources.log.messages.catalogue import catalogue
+    from sglang_tuner.sources.log.prefix import _COMPLETE, _CUT_OPENERS
+
+    opened = [m.text for m in catalogue().messages if m.text.startswith(_CUT_OPENERS)]
+    assert len(opened) >= 30
+    for text in opened:
+        assert _COMPLETE.search(text.replace("{*}", "1")), text
