@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from matrix_report import figures, harms, owed, stated  # noqa: E402
+from matrix_report import figures, harms, measured, outgained, owed, stated  # noqa: E402
 
 
 def _change(itl_before: float, itl_after: float, predicted: float) -> dict:
@@ -48,6 +48,34 @@ def test_a_fix_that_only_gains_by_breaking_a_guard_is_no_warning_owed():
     starts = [_start("online", ["ITL p50"]), _start("online", []), _start("offline", ["ITL p50"])]
     f = figures(starts)
     assert (f["need_warning"], f["warned"], f["not_owed"]) == (2, 0, 1)
+
+
+def _applied(before: dict, after: dict, harms: list[str], predicted: dict) -> dict:
+    return {
+        "stability": False, "before": before, "after": after, "harms": harms,
+        "predicted_by": predicted, "predicted": None, "measured": measured(before, after),
+    }  # fmt: skip
+
+
+def test_an_unwarned_start_is_outgained_only_by_changes_that_gained_more_and_said_their_cost():
+    base = {"gen_throughput": 100.0, "ttft_p99": 10.0, "itl_p50": 0.1, "itl_p99": 1.0}
+    base["restarts"] = 0.0
+    capped = {**base, "gen_throughput": 96.0, "ttft_p99": 12.0, "itl_p50": 0.022}
+    start = {**_start("online", []), "best_gain": 0.067}
+    # a cap on another flag: ITL p50 -78 % for tokens/s -4 %, beyond the flag's own +6.7 %
+    start["changes"] = [_applied(base, capped, [], {})]
+    assert outgained(start) == pytest.approx(0.78)
+    assert figures([start])["outgained"] == 1
+    # the same gain with a harm it had not stated is no such start
+    start["changes"] = [_applied(base, capped, ["tok/s"], {"tok/s": (-0.02, -0.03, -0.01)})]
+    assert outgained(start) is None
+    # a change that gained less than the flag's own fix does not count
+    start["changes"] = [_applied(base, {**base, "itl_p50": 0.097}, [], {})]
+    assert outgained(start) is None
+    # offline: only tokens/s, and the cap lost it
+    start = {**_start("offline", []), "best_gain": 0.067}
+    start["changes"] = [_applied(base, capped, [], {})]
+    assert outgained(start) is None
 
 
 def test_a_start_owed_a_warning_gains_past_the_traffic_seeds_own_spread():
