@@ -245,3 +245,33 @@ def test_fine_buckets_resolve_what_they_resolve():
     )  # (0.025, 0.03] -> (0.035, 0.04]: at least +17 %
     itl = next(m for m in verdict.metrics if m.metric == "itl_p99_seconds")
     assert itl.verdict == HURT
+
+
+def _noisy(mean: float) -> str:
+    """Tokens/s swinging by half between scrapes: no interval can tell a 5 % gain."""
+    return " ".join(f"{mean * (1 + 0.5 * math.sin(k * 1.7)):.4f}" for k in range(60))
+
+
+def test_a_stated_cost_beside_a_gain_too_noisy_to_tell_is_inconclusive_not_hurt():
+    # an offline pool raise: ITL p50 doubles, as its advice said; tokens/s cannot be told
+    slow = {"itl_p50_seconds": _wobble(0.030, amplitude=0.001)}
+    slower = {"itl_p50_seconds": _wobble(0.060, amplitude=0.001)}
+    before = summarize(window_from(**{**_raw(4000, **slow), "gen_throughput": _noisy(4000)}), NAMES)
+    after = summarize(
+        window_from(**{**_raw(4000, **slower), "gen_throughput": _noisy(4200)}), NAMES
+    )
+    said = compare(before, after, "offline", stated=("ITL p50",))
+    assert said.verdict == INCONCLUSIVE  # no revert of a trade that may be paying off
+    assert "at the cost stated in advance: ITL p50 +100%, for a gain not measured" in said.reason
+    # the same cost nobody was told of is harm
+    unsaid = compare(before, after, "offline")
+    assert unsaid.verdict == HURT and "not stated in advance" in unsaid.reason
+
+
+def test_a_stated_cost_for_a_gain_measured_as_none_is_hurt():
+    slow = {"itl_p50_seconds": _wobble(0.030, amplitude=0.001)}
+    slower = {"itl_p50_seconds": _wobble(0.060, amplitude=0.001)}
+    before = summarize(window_from(**_raw(4000, **slow)), NAMES)
+    after = summarize(window_from(**_raw(4010, **slower)), NAMES)
+    verdict = compare(before, after, "offline", stated=("ITL p50",))
+    assert verdict.verdict == HURT and "cost: ITL p50 +100%" in verdict.reason

@@ -230,12 +230,21 @@ def _with_costs(
     resolution: Mapping[str, Sequence[float]] | None = None,
 ) -> Verdict:
     """A verdict held to the objectives it was not judged on: a measured cost past the guard
-    makes it `hurt`, or `traded` where the advice stated that cost and the change helped."""
+    makes it `hurt`, or `traded` where the advice stated that cost and the change helped. A
+    cost stated in advance beside a gain the windows cannot tell (`inconclusive`) leaves it
+    `inconclusive`: the trade was the one announced, and whether it bought anything is not
+    measured; undoing it on that noise would give back a gain that may be there (a revert of
+    an offline pool raise gives back its tokens/s). A stated cost for no change is `hurt`."""
     costs = _costs(verdict.metrics, primary, resolution or {})
     if not costs or verdict.verdict == HURT:
         return verdict
     unstated = [(o, m) for o, m in costs if o not in stated]
     said = "; ".join(f"{o} {_effect_text(m)}" for o, m in costs)
+    if not unstated and verdict.verdict == INCONCLUSIVE:
+        return replace(
+            verdict, reason=f"{verdict.reason}; at the cost stated in advance: {said}, for a gain "
+            "not measured"
+        )  # fmt: skip
     if unstated or verdict.verdict != HELPED:
         why = "" if not unstated else " (not stated in advance)"
         return replace(verdict, verdict=HURT, reason=f"{verdict.reason}; cost: {said}{why}")
