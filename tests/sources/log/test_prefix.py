@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from sglang_tuner.sources.log.lines import LogCounts, line_seconds, scan_lines
 from sglang_tuner.sources.log.log_samples import log_samples
-from sglang_tuner.sources.log.prefix import MAX_JSON_CHARS, pasted_lines, split_joined, unwrap
+from sglang_tuner.sources.log.prefix import (
+    MAX_JSON_CHARS,
+    pasted_lines,
+    split_joined,
+    unwrap,
+    unwrap_lines,
+)
 
 LINE = (
     "[2025-08-11 17:20:03 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, "
@@ -368,6 +374,47 @@ def test_unwrap_reads_python_loggings_layouts_around_sglangs_message(wrapped):
         ts is not None
         and abs(ts - datetime(2025, 12, 4, 20, 35, 53, tzinfo=timezone.utc).timestamp()) < 1
     )
+
+
+def test_python_logging_with_sglangs_rank_tags_keeps_each_dp_rank_its_own_scheduler():
+    # `%(asctime)s %(levelname)s %(process)d [<ranks> %(filename)s:%(lineno)d]`, with or
+    # without a space after the bracket: the ranks stay where SGLang's own prefix holds them
+    lines = [
+        f"2025-10-29 02:27:35 INFO 89{rank:02d} [{pad}DP{rank} TP{rank} EP{rank} "
+        f"scheduler_metrics_mixin.py:222] Decode batch. #running-req: {40 + rank}, #token: "
+        f"5712, token usage: 0.76, cuda graph: True, gen throughput (token/s): 740.64, "
+        f"#queue-req: {rank}, "
+        for rank, pad in ((3, " "), (9, ""))
+    ]
+    texts = [unwrap(line).text for line in lines]
+    assert texts[0].startswith("[2025-10-29 02:27:35 DP3 TP3 EP3] Decode batch. ")
+    assert texts[1].startswith("[2025-10-29 02:27:35 DP9 TP9 EP9] Decode batch. ")
+    load = scan_lines(lines).load
+    assert {rank: (b.running, b.queued) for rank, b in load.items()} == {
+        "3": (43, 3), "9": (49, 9),
+    }  # fmt: skip
+
+
+def test_a_notebooks_saved_outputs_read_as_the_lines_they_hold():
+    # an executed .ipynb keeps each printed line as a JSON string in its "text" array
+    own = [
+        "[2024-11-01 07:53:49 TP0] Prefill batch. #new-seq: 1, #new-token: 8, #cached-token: 1, "
+        "token usage: 0.00, #running-req: 0, #queue-req: 0",
+        '[2024-11-01 07:53:50] INFO:     127.0.0.1:46400 - "POST /v1/completions HTTP/1.1" 200 OK',
+        "[2024-11-01 07:53:50 TP0] Decode batch. #running-req: 1, #token: 65, token usage: 0.00, "
+        "gen throughput (token/s): 142.05, #queue-req: 0",
+    ]
+    notebook = ['   "outputs": [', "    {", '     "text": [']
+    notebook += [f"      {json.dumps(line + chr(10))}," for line in own[:-1]]
+    notebook += [f"      {json.dumps(own[-1] + chr(10))}", "     ]", "    }"]
+    assert [u.text for u in unwrap_lines(notebook)][3:6] == own
+    assert _loads_by_value(scan_lines(notebook)) == _loads_by_value(scan_lines(own))
+    assert [x.ts for x in log_samples(notebook, 5.0)] == [x.ts for x in log_samples(own, 5.0)]
+    # a whole line that is a JSON string is its text; indented, only where a log line is in it;
+    # text that opens with a quoted word is left alone
+    assert unwrap('"hello",').text == "hello"
+    assert unwrap('      "hello",').text == '      "hello",'
+    assert unwrap('"quoted" and more').text == '"quoted" and more'
 
 
 def test_a_log_in_python_loggings_bracketed_layout_reads_as_sglangs_own():

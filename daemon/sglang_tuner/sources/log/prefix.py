@@ -3,6 +3,7 @@ compose logs` (`svc-1  | `), journalctl (`short`, `short-precise`, `short-iso`, 
 `short-unix`), `kubectl logs --timestamps` and `docker logs -t` (an RFC 3339 stamp), `kubectl
 logs --prefix` (`[pod/name/container] `), Ray's worker prefix (`(ActorName pid=123) `), the
 CRI runtime's files (`<RFC 3339> stdout F `),
+a notebook's saved outputs (each line a JSON string in an `.ipynb`'s "text" array),
 JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
 vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, OpenTelemetry's
 `body`: a message field and a time field), Loki's `logcli query` default output (`<RFC 3339>
@@ -51,14 +52,16 @@ _SHORT_UNIX = re.compile(r"(\d{9,11})(?:\.(\d{1,9}))? ")
 _COMPOSE = re.compile(r"([A-Za-z0-9][\w.-]{0,127}) {0,64}\|(?: |$)")
 _OUTER_STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?\] (?=\[\d)")
 # Python logging's usual layouts around SGLang's message (a wrapper's or a custom logging config:
-# `%(asctime)s %(levelname)s %(process)d [%(filename)s:%(lineno)d] %(message)s`, `asctime -
+# `%(asctime)s %(levelname)s %(process)d [%(filename)s:%(lineno)d] %(message)s`, the same with
+# SGLang's rank tags before the file (`[DP3 TP3 EP3 scheduler_metrics_mixin.py:222]`, kept as
+# SGLang's own prefix holds them: each DP rank is its own scheduler), `asctime -
 # name - LEVEL - message`, `asctime LEVEL:name:message`, `asctime [LEVEL] name: message`): the
 # time kept, SGLang's message after.
 _LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PYLOG = re.compile(
     r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))? (?:- )?(?:[\w.]{1,128} - )?"
     rf"(?:{_LEVEL}(?: -|:[\w.]{{1,128}}:)?|\[{_LEVEL}\](?: [\w.]{{1,128}}:)?) ?"
-    r"(?:\d{1,10} )?(?:\[[^\]\s]{1,256}\] )?(?=[^\[\s])"
+    r"(?:\d{1,10} )?(?:\[ ?((?:[A-Z_]{1,8}\d{1,6} ){0,8})[^\]\s]{1,256}\] )?(?=[^\[\s])"
 )
 # Python logging's bracketed layout: `[%(asctime)s][%(filename)s:%(lineno)d][%(levelname)s]: `
 # (one to four brackets after the time's; a colon or not)
@@ -94,7 +97,8 @@ _PASTE = re.compile(
 # bracket, a stamp, a JSON record), one of SGLang's messages, a traceback's head or its final
 # exception; never a traceback's indented line.
 _PASTED_START = re.compile(
-    r"[\[{]|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback \(|[A-Za-z_][\w.]{0,128}(?:Error|Exception)\b|"
+    r'[\[{]|"(?=[\[{\d])|'
+    r"\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d|Traceback \(|[A-Za-z_][\w.]{0,128}(?:Error|Exception)\b|"
     + _OPENERS.pattern
 )
 # A paste whose newlines were lost: SGLang's next prefix inside the line, after a space, a tab,
@@ -119,6 +123,8 @@ _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces
 # HTML's escapes of the characters SGLang's lines and tracebacks hold (`File &quot;...&quot;`,
 # `-&gt;`, `&#39;NoneType&#39;`), as a page's source or an HTML export carries them
+# A whole line that is one JSON string literal (a comma after it: an array's element)
+_JSON_STRING = re.compile(r'("(?:[^"\\\n]|\\.){0,65536}"),?[ \t]*$')
 _ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
 _BRACKETS_ONLY = re.compile(r"(?:\[[^\]]{0,96}\][ \t]*)*")
 _FIRST_PREFIX = re.compile(r"\[[^\]]{0,96}\] ")
@@ -274,6 +280,8 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
         return _ray(line)
     if first == "{":
         return _json(line) if len(line) <= MAX_JSON_CHARS else None
+    if first == '"':
+        return _json_string(line)
     if first.isdigit():
         return _stamped(line) or _foreign(line) or _pasted(line)
     if first.isalpha():
@@ -281,6 +289,20 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
     if first in " \t>-*+`\u2022":
         return _pasted(line)
     return None
+
+
+def _json_string(line: str) -> Unwrapped | None:
+    """A line held as a JSON string, as a notebook's saved outputs (`.ipynb`: `"text": [...]`)
+    or a JSON array of lines keep it: `"[2025-07-11 07:11:19] Decode batch. ...\\n",` read as
+    the string it holds, without its newline."""
+    match = _JSON_STRING.match(line)
+    if match is None:
+        return None
+    try:
+        text = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return Unwrapped(text.rstrip("\r\n"), None, "") if isinstance(text, str) else None
 
 
 def _pasted(line: str) -> Unwrapped | None:
@@ -363,9 +385,10 @@ def _stamped(line: str) -> Unwrapped | None:
     if _BRACKET_LOST.match(line):
         return Unwrapped("[" + line, None, "")
     if match := _PYLOG.match(line):
-        day, clock, fraction = match.groups()
+        day, clock, fraction, ranks = match.groups()
         rest = line[match.end() :]
-        return Unwrapped(f"[{day} {clock}] {rest}", _utc(day, clock, fraction), "")
+        tags = f" {ranks.strip()}" if ranks else ""
+        return Unwrapped(f"[{day} {clock}{tags}] {rest}", _utc(day, clock, fraction), "")
     if (match := _SHORT_UNIX.match(line)) and (journal := _JOURNAL.match(line, match.end())):
         seconds, fraction = match.groups()
         ts = int(seconds) + (float("0." + fraction) if fraction else 0.0)
