@@ -21,8 +21,8 @@ def _lines(entry: dict[str, str]) -> list[str]:
     return (FORMATS / entry["file"]).read_text(encoding="utf-8").splitlines()
 
 
-def test_the_formats_come_from_twenty_sources_with_provenance():
-    assert len(ENTRIES) >= 20
+def test_the_formats_come_from_thirty_three_sources_with_provenance():
+    assert len(ENTRIES) >= 33
     assert len({e["url"] for e in ENTRIES}) == len(ENTRIES)
     for entry in ENTRIES:
         assert (FORMATS / entry["file"]).is_file() and entry["url"].startswith("https://")
@@ -50,7 +50,9 @@ def test_a_source_is_judged_at_the_times_it_shows(entry):
         for day, clock in STAMP.findall(line)[:1]
     ]
     samples = list(log_samples(lines, 5.0))
-    assert stamps and samples
+    assert samples
+    if not stamps:  # a source with no time at all (documentation's example): line order
+        return
     # a sample ends its interval: no earlier than the source's first stamp, no later than its
     # last one's interval (SGLang prints local time, read as UTC, as the source shows it)
     assert all(min(stamps) <= s.ts <= max(stamps) + 5.0 for s in samples), entry["file"]

@@ -88,10 +88,11 @@ _OPENERS = re.compile(
 )
 _FOREIGN_CHARS = 160  # the longest unknown prefix taken off
 # What a paste puts before a log line: indentation, e-mail and markdown quote marks, a list
-# bullet, a line number (`cat -n`, an editor's gutter), inline-code backticks.
+# bullet or a diff's `+`/`-` (the indentation after it), a line number (`cat -n`, an editor's
+# gutter), inline-code backticks.
 _PASTE = re.compile(
     r"[ \t]{0,64}((?:>[ \t]?){0,8})"
-    r"(?:[-*+\u2022][ \t]{1,8}|\d{1,7}(?:[ \t]{0,8}[|:][ \t]{0,8}|[ \t]{1,8}))?(`{0,3})"
+    r"(?:[-*+\u2022][ \t]{1,64}|\d{1,7}(?:[ \t]{0,8}[|:][ \t]{0,8}|[ \t]{1,8}))?(`{0,3})"
 )
 # What a decoration may stand before without quote marks: a log line's own start (SGLang's
 # bracket, a stamp, a JSON record), one of SGLang's messages, a traceback's head or its final
