@@ -274,6 +274,7 @@ PASTES = {
     "quoted (markdown, e-mail)": lambda _n, line: f"> {line}",
     "quoted twice": lambda _n, line: f"> > {line}",
     "a list item": lambda _n, line: f"- {line}",
+    "a diff's added line, indented": lambda _n, line: f"+         {line}",
     "cat -n": lambda n, line: f"{n:6d}\t{line}",
     "an editor's gutter": lambda n, line: f"{n:4d} | {line}",
     "inline code": lambda _n, line: f"`{line}`",
