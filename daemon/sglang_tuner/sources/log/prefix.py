@@ -122,10 +122,10 @@ _COMPLETE = re.compile(r"#queue-req: \d|#retracted_reqs: \d")
 # a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
 _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces
-# HTML's escapes of the characters SGLang's lines and tracebacks hold (`File &quot;...&quot;`,
-# `-&gt;`, `&#39;NoneType&#39;`), as a page's source or an HTML export carries them
 # A whole line that is one JSON string literal (a comma after it: an array's element)
 _JSON_STRING = re.compile(r'("(?:[^"\\\n]|\\.){0,65536}"),?[ \t]*$')
+# HTML's escapes of the characters SGLang's lines and tracebacks hold (`File &quot;...&quot;`,
+# `-&gt;`, `&#39;NoneType&#39;`), as a page's source or an HTML export carries them
 _ENTITY = re.compile(r"&(?:quot|gt|lt|amp|apos|#\d{2,3}|#x[0-9a-fA-F]{2});")
 _BRACKETS_ONLY = re.compile(r"(?:\[[^\]]{0,96}\][ \t]*)*")
 _FIRST_PREFIX = re.compile(r"\[[^\]]{0,96}\] ")
