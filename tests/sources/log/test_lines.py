@@ -1,6 +1,7 @@
 """Reading SGLang log lines into counts: log times, polls split anywhere, what a take keeps."""
 
 import dataclasses
+import re
 from datetime import date
 from pathlib import Path
 
@@ -217,3 +218,75 @@ def test_a_speculative_decode_line_without_graph_replay_is_no_batch_outside_the_
     speculative = plain.replace("cuda graph", "accept len: 1.00, accept rate: 0.11, cuda graph")
     counts = scan_lines([plain, speculative])
     assert (counts.decode_lines, counts.decode_without_graph) == (1, 1)  # only the plain one
+
+
+# A value per load field, each distinct, to tell which field a reading took.
+LOAD_FIELDS = {
+    "#running-req": ("running", "11"),
+    "#queue-req": ("queued", "7"),
+    "#token": ("used_tokens", "5000"),
+    "token usage": ("token_usage", "0.5"),
+    "gen throughput (token/s)": ("gen_throughput", "123.4"),
+}
+
+
+def _batch_messages() -> list[str]:
+    """Every Decode or Prefill batch message of SGLang 0.1.3 - 0.5.23, from its own code."""
+    from sglang_tuner.sources.log.messages.catalogue import catalogue
+
+    texts = [m.text for m in catalogue().messages]
+    opener = re.compile(r"(?:\[gpu(?:_id)?=\{\*\}\] )?(?:Decode|Prefill?) batch")
+    batch = [t for t in texts if opener.match(t)]
+    # The extraction joins both branches of 0.4.6-0.5.2's prefill line (a disaggregated prefill
+    # server's fields, else the running and queued counts) into one text no server prints.
+    return [t for t in batch if t.count("#queue-req: ") == 1]
+
+
+def _filled(text: str) -> str:
+    """A message with each load field's value in its place, the holes that stand for a piece of
+    the line's own text (`Decode batch{*},`, `{*}#running-req`) empty, and 1 in every other."""
+    for key, (_, value) in LOAD_FIELDS.items():
+        text = text.replace(f"{key}: {{*}}", f"{key}: {value}", 1)
+    text = re.sub(r"(?<=batch)\{\*\}|\{\*\}(?=[\w#])", "", text)
+    return "[2025-06-01 10:00:00 TP0] " + text.replace("{*}", "1")
+
+
+def test_every_batch_message_of_every_release_reads_each_load_field_it_prints():
+    messages = _batch_messages()
+    assert len(messages) >= 30
+    for text in messages:
+        (load,) = scan_lines([_filled(text)]).load.values()
+        for key, (attribute, value) in LOAD_FIELDS.items():
+            if f"{key}: {{*}}" in text:
+                assert getattr(load, attribute) == float(value), (text, key)
+
+
+def test_a_batch_line_with_any_load_field_dropped_still_reads_every_other_one():
+    # forks and users' excerpts drop fields (an ops team's grep, a shorter fork's line): a
+    # missing field leaves only itself unknown, on every message of every release
+    for text in _batch_messages():
+        line = _filled(text)
+        printed = [key for key in LOAD_FIELDS if f"{key}: {{*}}" in text]
+        for dropped in (key for key in printed if f"(mixed {key}" not in text):
+            value = LOAD_FIELDS[dropped][1]
+            piece = f"{dropped}: {value}"
+            inner = f"{piece}, " in line  # else the line's last field
+            cut = line.replace(f"{piece}, ", "", 1) if inner else line.replace(f", {piece}", "")
+            assert piece not in cut, (text, dropped)
+            (load,) = scan_lines([cut]).load.values()
+            assert getattr(load, LOAD_FIELDS[dropped][0]) is None, (cut, dropped)
+            for key in printed:
+                if key != dropped:
+                    attribute, kept = LOAD_FIELDS[key]
+                    assert getattr(load, attribute) == float(kept), (cut, key)
+
+
+def test_a_running_log_of_batch_lines_without_the_queue_field_is_judged_on_its_pool():
+    lines = [
+        f"[2025-06-01 10:00:{s:02d} TP0] Decode batch. #running-req: 120, #token: 90000, "
+        f"token usage: 0.9{s % 10}, gen throughput (token/s): 2100.5"
+        for s in range(0, 40, 4)
+    ]
+    load = scan_lines(lines).load[""]
+    assert load.queued is None
+    assert (load.running, load.used_tokens, load.token_usage) == (120, 90000, 0.96)

@@ -109,9 +109,14 @@ def load_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
     values: dict[str, float] = {}
     loads = list(counts.load.values())
     if loads:
-        values[s.NUM_RUNNING_REQS] = float(sum(load.running for load in loads))
-        values[s.NUM_RUNNING_REQS_MAX_RANK] = float(max(load.running for load in loads))
-        values[s.NUM_QUEUE_REQS] = float(sum(load.queued for load in loads))
+        # A sum across ranks is only told where every rank's line holds the field.
+        running = [load.running for load in loads if load.running is not None]
+        if len(running) == len(loads):
+            values[s.NUM_RUNNING_REQS] = float(sum(running))
+            values[s.NUM_RUNNING_REQS_MAX_RANK] = float(max(running))
+        queued = [load.queued for load in loads if load.queued is not None]
+        if len(queued) == len(loads):
+            values[s.NUM_QUEUE_REQS] = float(sum(queued))
         values[s.NUM_DP_RANKS] = float(len(loads))
         usage = [load.token_usage for load in loads if load.token_usage is not None]
         if usage:

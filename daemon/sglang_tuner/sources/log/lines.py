@@ -104,10 +104,11 @@ _KEYWORDS = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class BatchLoad:
-    """The load one scheduler (DP rank) reported in its latest batch line."""
+    """The load one scheduler (DP rank) reported in its latest batch line: each field that the
+    line holds (None where a fork or a user's excerpt dropped it)."""
 
-    running: int
-    queued: int
+    running: int | None
+    queued: int | None
     used_tokens: int | None = None
     token_usage: float | None = None
     gen_throughput: float | None = None  # decode tokens/s (Decode batch lines only)
@@ -432,20 +433,26 @@ def _fields(text: str, separator: str) -> dict[str, str]:
 
 
 def batch_load(line: str) -> BatchLoad | None:
-    """The load a batch line reports; None when it lacks the running and queued counts."""
+    """The load a batch line reports, field by field: every field SGLang prints is read where it
+    stands, and one that is missing (a fork's shorter line, a user's cut) leaves only itself
+    unknown. None when the line holds no load field at all."""
     fields = batch_fields(line)
-    try:
-        running, queued = int(fields["#running-req"]), int(fields["#queue-req"])
-    except (KeyError, ValueError):
-        return None
-    used = _number(fields, _USED)
-    return BatchLoad(
-        running,
-        queued,
-        None if used is None else int(used),
+    load = BatchLoad(
+        _count(_number(fields, ("#running-req",))),
+        _count(_number(fields, ("#queue-req",))),
+        _count(_number(fields, _USED)),
         _number(fields, _USAGE),
         _number(fields, ("gen throughput (token/s)",)),
     )
+    return None if load == _NO_LOAD else load
+
+
+_NO_LOAD = BatchLoad(None, None)
+
+
+def _count(value: float | None) -> int | None:
+    """A count field's value (None: absent, or not a whole number)."""
+    return None if value is None or not value.is_integer() or value < 0 else int(value)
 
 
 def _number(fields: Mapping[str, str], keys: tuple[str, ...]) -> float | None:
