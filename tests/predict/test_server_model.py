@@ -474,3 +474,31 @@ def test_no_latency_cap_is_sized_where_itl_p50_is_mostly_the_prefill_it_waits_fo
     out = evaluate(BATCH_TOO_LARGE_FOR_LATENCY, view, config=config, profile="online")
     assert isinstance(out, Finding) and out.severity is Severity.INFO
     assert "ITL p50 is mostly prefill" in out.action.note
+
+
+# 1,100 clients on a 70B over 2 B200s, 600-token prompts: a decode log line's rate is high
+# where no prefill fell in its interval, and a scrape that lands in a prefill bunch reads the
+# last one again; requests finish in waves, so the counter's rate is lumpy but its mean is right.
+BUNCHED = dict(
+    num_running_reqs="770x12",
+    gen_throughput="8411 8411 8411 1217 8614 8377 8294 8446 8479 8479 9458 9468",
+    generation_tokens_rate="1473 2037 3065 2749 27065 0 0 0 858 2615 2225 3820",
+)
+
+
+def test_the_decode_step_is_read_from_the_generation_counter_not_the_sampled_gauge():
+    config = ServerConfig(model_path="meta-llama/Llama-3.1-70B-Instruct", gpu_model="NVIDIA B200")
+    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, window_from(**BUNCHED), config=config))
+    assert not isinstance(model, str)
+    counted = sum(float(v) for v in BUNCHED["generation_tokens_rate"].split()) / 12
+    assert model.obs.step == pytest.approx(770 / counted)  # 167 ms a step, not the gauge's 95
+
+
+def test_without_the_generation_counter_the_gauge_is_the_rate():
+    # a server judged from its log has no counter: its batch lines' rate is all there is
+    gauge = {k: v for k, v in BUNCHED.items() if k != "generation_tokens_rate"}
+    config = ServerConfig(model_path="meta-llama/Llama-3.1-70B-Instruct", gpu_model="NVIDIA B200")
+    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, window_from(**gauge), config=config))
+    assert not isinstance(model, str)
+    mean = sum(float(v) for v in BUNCHED["gen_throughput"].split()) / 12
+    assert model.obs.step == pytest.approx(770 / mean)
