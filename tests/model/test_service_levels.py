@@ -63,3 +63,15 @@ def test_measure_reads_each_objectives_median_tokens_over_the_samples_that_decod
         gen_throughput="0x5 900x6",
     )
     assert measure(view) == {"ITL p50": 0.04, "TTFT p99": 1.0, "tok/s": 900.0}
+
+
+def test_a_throughput_floor_is_measured_on_the_generation_counter_where_the_server_has_it():
+    # the gauge's sampled intervals read 8,400 tok/s where the server generated 4,500: a floor
+    # of 6,000 is not met, whatever the gauge says
+    view = window_from(
+        gen_throughput="0x2 8400x4 1200 8600 8400x2",
+        generation_tokens_rate="0x2 1500 2000 3000 2700 27000 0 0 0",
+    )
+    assert measure(view)["tok/s"] == 36200 / 8
+    floor = Level("tok/s", 6000.0, "set")
+    assert not floor.met_by(measure(view)["tok/s"])

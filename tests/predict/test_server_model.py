@@ -479,11 +479,11 @@ def test_no_latency_cap_is_sized_where_itl_p50_is_mostly_the_prefill_it_waits_fo
 # 1,100 clients on a 70B over 2 B200s, 600-token prompts: a decode log line's rate is high
 # where no prefill fell in its interval, and a scrape that lands in a prefill bunch reads the
 # last one again; requests finish in waves, so the counter's rate is lumpy but its mean is right.
-BUNCHED = dict(
-    num_running_reqs="770x12",
-    gen_throughput="8411 8411 8411 1217 8614 8377 8294 8446 8479 8479 9458 9468",
-    generation_tokens_rate="1473 2037 3065 2749 27065 0 0 0 858 2615 2225 3820",
-)
+BUNCHED = {
+    "num_running_reqs": "770x12",
+    "gen_throughput": "8411 8411 8411 1217 8614 8377 8294 8446 8479 8479 9458 9468",
+    "generation_tokens_rate": "1473 2037 3065 2749 27065 0 0 0 858 2615 2225 3820",
+}
 
 
 def test_the_decode_step_is_read_from_the_generation_counter_not_the_sampled_gauge():

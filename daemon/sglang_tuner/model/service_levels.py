@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from sglang_tuner.model.advice import ITL_P50, ITL_P99, TOKENS, TTFT_P99
+from sglang_tuner.model.decode_rate import decode_rate
 from sglang_tuner.model.signals import (
     GEN_THROUGHPUT,
     ITL_P50_SECONDS,
@@ -149,12 +150,18 @@ def applied_levels(
 def measure(view: WindowView) -> dict[str, float]:
     """Each objective's value now, for the objectives the window has: a p99 the window's own
     (its histogram's, `model.window_histogram`) where its samples carry their buckets, else
-    the median of its signal over the window (tokens/s over the samples that decoded)."""
+    the median of its signal over the window; tokens/s the mean rate over the samples that
+    decoded, from the generation counter where the server has it (`model.decode_rate`)."""
     out = {}
+    rate = decode_rate([r for r in view.rows((GEN_THROUGHPUT,)) if r[GEN_THROUGHPUT] > 0])
+    if rate is not None:
+        out[TOKENS] = rate
     for objective, signal in LEVEL_SIGNALS.items():
+        if objective == TOKENS:
+            continue
         prefix = PREFIX_OF.get(signal)
         whole = None if prefix is None else window_quantile(view, prefix, 0.99)
-        values = [v for v in view.values(signal) if objective != TOKENS or v > 0]
+        values = list(view.values(signal))
         if whole is not None:
             out[objective] = whole
         elif values:

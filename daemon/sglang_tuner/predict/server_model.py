@@ -17,13 +17,14 @@ answer is "no prediction" and why. Predictions are relative: gain on tokens/s of
 """
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sglang_physics import GPUS, MODELS, Deployment, Gpu, ModelSpec, StepModel, gpu_named
 from sglang_physics import kv_pool_tokens as physics_pool_tokens
 
 from sglang_tuner.model.advice import ITL_P99, Prediction, Severity
+from sglang_tuner.model.decode_rate import decode_rate
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.signals import (
     GEN_THROUGHPUT,
@@ -165,7 +166,8 @@ def observe(inp: RuleInput) -> Observed | None:
     # means, not medians: a small batch's median is an integer (6 where 5.1 ran on average),
     # and tokens per second over the window are a mean
     running = sum(r[NUM_RUNNING_REQS] for r in rows) / len(rows)
-    tokens = _decode_rate(rows)
+    tokens = decode_rate(rows)
+    assert tokens is not None
     pool = _pool(inp, ranks)
     prompt = view.quantile(PROMPT_TOKENS_RATE, 0.5)
     # the log has no generation counter: its decode lines' gen throughput is the same rate
@@ -184,20 +186,6 @@ def observe(inp: RuleInput) -> Observed | None:
         itl=view.quantile(ITL_P50_SECONDS, 0.5),
         prompt=prompts[1] if (prompts := prompt_tokens(inp)) else None,
     )
-
-
-def _decode_rate(rows: Sequence[Mapping[str, float]]) -> float:
-    """Tokens/s over the busy samples: the generation-token counter's rate where every one of
-    them has it, else SGLang's gen_throughput gauge. The gauge is the rate since the scheduler's
-    last decode log line, and the intervals without a prefill in them are the fastest: their
-    mean over-states the rate wherever prefills stall decode steps in bunches (1,100 clients
-    on a 70B with 600-token prompts: 7,700 tok/s read, 4,580 generated), and the decode step
-    `running / tokens` with it, by as much (`changes/verdict.py` reads the counter for the
-    same reason)."""
-    counted = [r[GENERATION_TOKENS_RATE] for r in rows if GENERATION_TOKENS_RATE in r]
-    if len(counted) == len(rows) and sum(counted) > 0:
-        return sum(counted) / len(counted)
-    return sum(r[GEN_THROUGHPUT] for r in rows) / len(rows)
 
 
 def _pool(inp: RuleInput, ranks: int) -> float | None:
