@@ -502,3 +502,17 @@ def test_without_the_generation_counter_the_gauge_is_the_rate():
     assert not isinstance(model, str)
     mean = sum(float(v) for v in BUNCHED["gen_throughput"].split()) / 12
     assert model.obs.step == pytest.approx(770 / mean)
+
+
+def test_a_slow_servers_prompt_share_is_read_from_its_lumpy_counters_means():
+    # SGLang counts a request's tokens when it finishes: on a server finishing a request now
+    # and then, most scrapes count none, and a median of the rates would say no prompt at all
+    lumpy = window_from(
+        num_running_reqs="32x10", gen_throughput="900x10",
+        prompt_tokens_rate="0x8 60000x2", generation_tokens_rate="0x8 4500x2",
+    )  # fmt: skip
+    config = ServerConfig(model_path=LLAMA_8B, gpu_model=L40S)
+    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, lumpy, config=config))
+    assert not isinstance(model, str)
+    assert model.obs.prefill_per_output == pytest.approx(60000 / 4500)
+    assert model.prefill_per_step(32) > 0  # each output token carries its prompt's prefill

@@ -169,9 +169,12 @@ def observe(inp: RuleInput) -> Observed | None:
     tokens = decode_rate(rows)
     assert tokens is not None
     pool = _pool(inp, ranks)
-    prompt = view.quantile(PROMPT_TOKENS_RATE, 0.5)
-    # the log has no generation counter: its decode lines' gen throughput is the same rate
-    gen = view.quantile(GENERATION_TOKENS_RATE, 0.5) or tokens
+    # SGLang counts a request's prompt and generated tokens when it finishes: their rates over
+    # a scrape are lumpy (no request finished in most scrapes of a slow server: a median of 0),
+    # their means are the rates. The log has no generation counter: its decode lines' gen
+    # throughput is the same rate.
+    prompt = view.mean(PROMPT_TOKENS_RATE)
+    gen = view.mean(GENERATION_TOKENS_RATE) or tokens
     hit = view.quantile(PREFIX_CACHE_HIT_RATIO, 0.5) or 0.0
     per_output = prompt * (1 - hit) / gen if prompt and gen else 0.0
     return Observed(
