@@ -88,16 +88,24 @@ def harms(change: Mapping[str, Any], profile: str) -> list[str]:
     return out
 
 
-def stated(change: Mapping[str, Any], objective: str) -> bool:
+def stated(change: Mapping[str, Any], objective: str, central: bool = False) -> bool:
     """The prediction gave this cost (past its guard, or past the matrix's service level from
-    where the metric stood) before the change was applied."""
+    where the metric stood) before the change was applied: its central value past the guard,
+    or its stated range reaching past it with the measured cost inside that range (the advice
+    said "tok/s -10 % (-13 to -7 %)" and -11.5 % came). `central`: the central value alone."""
     if objective.startswith("SLO "):
         return _level_crossing_stated(change, objective)
     p = change["predicted_by"].get(objective)
     if p is None or objective not in GUARDS:
         return False  # crashes and service levels: no prediction states them
-    worse = -p[0] if objective == "tok/s" else p[0]
-    return worse > GUARDS[objective]
+    sign = -1.0 if objective == "tok/s" else 1.0
+    if sign * p[0] > GUARDS[objective]:
+        return True
+    measured = change["measured"].get(objective)
+    if central or measured is None or len(p) < 3:
+        return False
+    low, high = min(p[1], p[2]), max(p[1], p[2])
+    return max(sign * low, sign * high) > GUARDS[objective] and low <= measured <= high
 
 
 def _level_crossing_stated(change: Mapping[str, Any], harm: str) -> bool:
@@ -195,6 +203,9 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     changes = [(c, ch) for c in ran for ch in c["changes"]]
     harmful = [(c, ch) for c, ch in changes if ch["harms"]]
     unstated = [(c, ch) for c, ch in harmful if not all(stated(ch, h) for h in ch["harms"])]
+    by_central = [
+        (c, ch) for c, ch in harmful if not all(stated(ch, h, central=True) for h in ch["harms"])
+    ]
     tl = [ch for _c, ch in changes if not ch["stability"]]
     tl_pred = [ch for ch in tl if agrees(ch) is not None]
     margins = [ch for _c, ch in changes if ch["stability"]]
@@ -209,6 +220,7 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "runs": len(ran), "errors": len(cells) - len(ran), "applied": len(changes),
         "harmful": len(harmful), "harmful_unstated": len(unstated),
+        "harmful_unstated_central": len(by_central),
         "tl_changes": len(tl), "tl_predicted": len(tl_pred),
         "tl_within": sum(1 for ch in tl_pred if agrees(ch)),
         "margins": len(margins),
@@ -235,7 +247,8 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         + (f", wall {wall_seconds / 60:.1f} min" if wall_seconds else ""),
         f"- applied changes that break a service level or cost > 10 % tok/s, > 50 % TTFT p99, "
         f"> 25 % ITL p50 or start crashes: {f['harmful']}; not stated in advance: "
-        f"{f['harmful_unstated']}",
+        f"{f['harmful_unstated']} (by the central prediction alone, its range not read: "
+        f"{f['harmful_unstated_central']})",
         f"- starts whose best single change gains ≥ 5 % within the guards its profile keeps: "
         f"{f['need_warning']}; warned: {f['warned']} ({f['crash_fixed']} of them a crash "
         f"stopped by a warning on another flag); held back with the trade stated (a service "

@@ -30,6 +30,24 @@ def test_a_level_crossed_counts_as_stated_only_where_the_prediction_crossed_it()
     assert not stated(_change(0.095, 0.101, 0.03), "SLO itl_p50 <= 0.1")
 
 
+def _cap(measured_tokens: float, low: float, high: float, central: float = -0.098) -> dict:
+    return {
+        "measured": {"tok/s": measured_tokens},
+        "predicted_by": {"tok/s": (central, low, high)},
+    }
+
+
+def test_a_cost_inside_a_stated_range_that_reaches_past_the_guard_was_stated():
+    # "trades tok/s -10 % (-13 to -7 %)", and -11.5 % came: the advice said it could
+    assert stated(_cap(-0.115, -0.128, -0.069), "tok/s")
+    assert not stated(_cap(-0.115, -0.128, -0.069), "tok/s", central=True)
+    # a cost past the stated range was not said, nor one whose range stays inside the guard
+    assert not stated(_cap(-0.14, -0.128, -0.069), "tok/s")
+    assert not stated(_cap(-0.105, -0.095, -0.02, central=-0.06), "tok/s")
+    # the central value past the guard states it whatever came
+    assert stated(_cap(-0.30, -0.16, -0.08, central=-0.12), "tok/s")
+
+
 def _start(profile: str, costs: list[str], warned: bool = False) -> dict:
     return {
         "seed": 1, "name": "m/g", "version": "0.5.9", "profile": profile, "start": "x=1",
