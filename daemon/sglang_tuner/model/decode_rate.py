@@ -1,6 +1,9 @@
 """The tokens/s a window shows: SGLang's generation-token counter over its `gen_throughput` gauge.
 
-The gauge is the rate since the scheduler's last decode log line, and a scrape reads the last one
+The gauge is the rate since the scheduler's last decode log line (SGLang 0.5.9
+`scheduler_metrics_mixin.py`: `num_generated_tokens / gap_latency`, the wall time since the last
+decode log, every `--decode-log-interval` steps; the counter is raised by a request's generated
+tokens in `observe_one_finished_request`, `metrics/collector.py`), and a scrape reads the last one
 again while prefills hold decode up, so the intervals with no prefill in them, the fastest, are
 read most: where prefills stall decode steps in bunches, the gauge's mean over-states the rate
 (1,100 clients on a 70B over 2 B200s, 600-token prompts: 7,700 tok/s read, 4,580 generated).
