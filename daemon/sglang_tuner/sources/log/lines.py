@@ -432,6 +432,9 @@ def _fields(text: str, separator: str) -> dict[str, str]:
     return fields
 
 
+_NO_LOAD = BatchLoad(None, None)  # a batch line that holds none of the load fields
+
+
 def batch_load(line: str) -> BatchLoad | None:
     """The load a batch line reports, field by field: every field SGLang prints is read where it
     stands, and one that is missing (a fork's shorter line, a user's cut) leaves only itself
@@ -445,9 +448,6 @@ def batch_load(line: str) -> BatchLoad | None:
         _number(fields, ("gen throughput (token/s)",)),
     )
     return None if load == _NO_LOAD else load
-
-
-_NO_LOAD = BatchLoad(None, None)
 
 
 def _count(value: float | None) -> int | None:
