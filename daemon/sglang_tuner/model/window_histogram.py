@@ -188,3 +188,20 @@ def quantile_sorted(
             return lower + (le - lower) * (rank - prev_count) / (count - prev_count)
         prev_bound, prev_count = le, count
     return bounds[-2]
+
+
+def share_above(t: float, bounds: "Sequence[float]", counts: "Sequence[float]") -> float | None:
+    """The share of a histogram's counts above `t` (ascending bounds ending in +Inf and their
+    cumulative counts), spread evenly inside the bucket that holds `t` as Prometheus's
+    `histogram_quantile` spreads them; None when empty or without a +Inf bucket."""
+    if not bounds or bounds[-1] != _INF or not counts or counts[-1] <= 0:
+        return None
+    total, lower, below = counts[-1], 0.0, 0.0
+    for le, count in zip(bounds, counts, strict=True):
+        if t < le:
+            if le == _INF or le <= lower:
+                return (total - below) / total
+            inside = (count - below) * (t - lower) / (le - lower) if t > lower else 0.0
+            return (total - below - inside) / total
+        lower, below = le, count
+    return 0.0

@@ -41,6 +41,7 @@ from sglang_tuner.model.signals import (
     RETRACTIONS_PER_MINUTE,
     TOKEN_USAGE,
 )
+from sglang_tuner.model.window_histogram import ITL_BUCKETS, share_above, window_buckets
 from sglang_tuner.predict.itl_model import TAIL_LEVEL, itl_p99_change, stall_quantile
 from sglang_tuner.predict.queueing import UNBOUNDED, fit_queue, window_p99
 from sglang_tuner.predict.units import max_running_per_rank
@@ -231,6 +232,7 @@ class ServerModel:
     graph_max_bs: int | None  # None: graphs off, or unknown
     graphs_off: bool
     stall: "Stall | None" = None  # the prefill a decode step waits for, where it can be read
+    bursts: "Bursts | None" = None  # behind a binding pool: the steps that waited, as read
 
     @property
     def basis(self) -> str:
@@ -284,15 +286,19 @@ class ServerModel:
         return max(itl - stall.seconds(1.0, MEDIAN), 0.5 * itl)
 
     def median_stall(self, batch: float) -> float:
-        """The stall ITL p50 holds at `batch` (`decode_itl`): 0 where the pool binds, unless
-        ITL p50 shows one (`stall_evident`): today's, grown as the admissions' median stall
-        grows with the batch (`Stall`; without it, with the batch)."""
+        """The stall ITL p50 holds at `batch` (`decode_itl`): where ITL p50 shows one
+        (`stall_evident`), today's, grown as the admissions' median stall grows with the batch
+        (`Stall`; without it, with the batch); where the pool binds, what the median step's
+        stall grows by from today's as the steps that wait grow with the batch (`Bursts`,
+        read off the window's ITL histogram; 0 without it)."""
         obs, stall = self.obs, self.stall
         if obs.itl and self.stall_evident:
             scale = self.stall_scale()
             if stall is not None and scale is not None:
                 return scale * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
             return (obs.itl - self.decode(obs.batch)) * batch / max(obs.batch, 1e-9)
+        if stall is not None and self.bursts is not None and obs.usage >= _BINDING_USAGE:
+            return self.bursts.growth(stall, batch / max(obs.batch, 1e-9))
         if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
             return 0.0
         return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
@@ -410,7 +416,8 @@ def server_model(inp: RuleInput) -> ServerModel | str:
         )
     off = bool(config and config.disable_cuda_graph)
     max_bs = config.cuda_graph_max_bs if config else None
-    return ServerModel(obs, physics, fit, max_bs, off, stall_of(inp, obs, physics))
+    stall = stall_of(inp, obs, physics)
+    return ServerModel(obs, physics, fit, max_bs, off, stall, bursts_of(inp, obs, stall))
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +443,52 @@ def stall_of(inp: RuleInput, obs: Observed, physics: StepModel | None) -> Stall 
     if admitted is None or cost is None:
         return None
     return Stall(admitted, cost)
+
+
+@dataclass(frozen=True, slots=True)
+class Bursts:
+    """Behind a binding pool, the decode steps that waited for a prefill, as the window's ITL
+    histogram shows them: `events` per step, a Poisson rate read from the share of steps that
+    waited (share = 1 - e^-events), each event the prefill of `prompts` mean prompts (the
+    admissions' rate over the events'). Admission behind a full pool waits for free tokens:
+    where each departure frees room for the next request, the events are the admissions
+    (`prompts` near 1) and grow with the batch, so a larger pool brings the stall into the
+    median step; where requests admitted together finish together (outputs run to the same
+    max_new_tokens), one event admits a cohort and few steps wait. Read, not assumed: the
+    Poisson count at the admissions' own rate put a full prompt's prefill in the median step
+    of servers whose histogram showed 3 % of steps waiting."""
+
+    events: float
+    prompts: float
+
+    def growth(self, stall: Stall, batch_ratio: float) -> float:
+        """What the median step's stall grows by at the batch times `batch_ratio`: the events
+        grow with the batch (departures per step), each as large as today's (seconds; below 0
+        for a smaller batch whose median step waited today)."""
+
+        def median(events: float) -> float:
+            quantile = stall_quantile(events, MEDIAN)
+            return stall.cost(self.prompts * quantile) if quantile > 0 else 0.0
+
+        return median(self.events * batch_ratio) - median(self.events)
+
+
+def bursts_of(inp: RuleInput, obs: Observed, stall: Stall | None) -> Bursts | None:
+    """The steps that waited for a prefill behind a binding pool (`Bursts`): the share of
+    ITL's tokens past today's ITL p50 by half a mean prompt's prefill (the step between a
+    decode step and one that waited for a prompt). None where the pool does not bind, it
+    retracts (retracted requests come back in bursts of their own), or the window has no ITL
+    histogram, no stall price or no step that waited."""
+    if stall is None or not obs.itl or obs.usage < _BINDING_USAGE or obs.retracting:
+        return None
+    found = window_buckets(inp.view, ITL_BUCKETS)
+    if found is None or stall.admitted <= 0:
+        return None
+    share = share_above(obs.itl + stall.cost(1.0) / 2, *found)
+    if not share or share <= 0:
+        return None
+    events = min(-math.log1p(-min(share, 0.99)), stall.admitted)
+    return Bursts(events, stall.admitted / events)
 
 
 # -- predictions --------------------------------------------------------------------------------
