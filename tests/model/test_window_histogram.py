@@ -11,6 +11,7 @@ from sglang_tuner.model.window_histogram import (
     bucket_signals,
     is_bucket_signal,
     quantile_sorted,
+    share_above,
     window_buckets,
     window_quantile,
 )
@@ -106,3 +107,15 @@ def test_a_tail_read_inside_a_doubling_bucket_is_nearer_the_truth_than_an_even_s
     assert abs(even - true_p99) > 0.05
     # at or below the median the read is Prometheus's own
     assert quantile_sorted(0.3, bounds, counts, tail=True) == quantile_sorted(0.3, bounds, counts)
+
+
+def test_the_share_above_a_time_is_spread_evenly_inside_its_bucket():
+    # 50 tokens in (0, 10] ms, 20 in (10, 20], 30 in (20, 40]
+    bounds, counts = (0.01, 0.02, 0.04, INF), (50.0, 70.0, 100.0, 100.0)
+    assert share_above(0.015, bounds, counts) == pytest.approx(0.4)  # half of (10, 20] above
+    assert share_above(0.005, bounds, counts) == pytest.approx(0.75)  # the lowest from 0
+    assert share_above(0.02, bounds, counts) == pytest.approx(0.3)  # a bound: what lies past it
+    assert share_above(0.05, bounds, counts) == 0.0
+    assert share_above(0.05, (0.01, 0.04, INF), (50.0, 90.0, 100.0)) == pytest.approx(0.1)
+    assert share_above(0.01, bounds, (0.0, 0.0, 0.0, 0.0)) is None  # nothing counted
+    assert share_above(0.01, (0.01, 0.02), (5.0, 10.0)) is None  # no +Inf bucket

@@ -516,3 +516,63 @@ def test_a_slow_servers_prompt_share_is_read_from_its_lumpy_counters_means():
     assert not isinstance(model, str)
     assert model.obs.prefill_per_output == pytest.approx(60000 / 4500)
     assert model.prefill_per_step(32) > 0  # each output token carries its prompt's prefill
+
+
+# A full pool admitting one request per departure: 15 running, 40-token outputs (0.375
+# admissions a step), 1,500-token prompts; ITL's histogram shows a decode step in (20, 40] ms
+# and the steps that waited for a prompt's prefill in (200, 400] ms.
+PER_DEPARTURE = {
+    "num_running_reqs": "15x20", "num_queue_reqs": "725x20", "token_usage": "0.94x20",
+    "gen_throughput": "310x20", "itl_p50_seconds": "0.033x20", "itl_p99_seconds": "0.35x20",
+    "generation_tokens_rate": "310x20", "request_rate": "7.75x20",
+    "prompt_tokens_rate": "11625x20",
+}  # fmt: skip
+
+
+def _waited(share: float) -> dict[str, str]:
+    """Each interval's ITL buckets, `share` of its tokens in the steps that waited."""
+    return {
+        "itl_bucket:0.02": "0x20", "itl_bucket:0.04": f"{100 * (1 - share):g}x20",
+        "itl_bucket:0.2": "0x20", "itl_bucket:0.4": f"{100 * share:g}x20",
+    }  # fmt: skip
+
+
+def _itl_change(view: WindowView, fraction: float = 0.8) -> float:
+    p = predict_pool_change(rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF), fraction)
+    return p.effects["ITL p50"][0]
+
+
+def test_behind_a_full_pool_the_steps_that_waited_are_read_off_the_itl_histogram():
+    view = window_from(**PER_DEPARTURE, **_waited(0.3))
+    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF))
+    assert not isinstance(model, str) and model.bursts is not None
+    # 30 % of the steps waited: a Poisson rate of -ln(0.7) events a step, each the prefill of
+    # the admissions' share of them (0.375 admissions a step)
+    assert model.bursts.events == pytest.approx(0.3567, abs=1e-3)
+    assert model.bursts.prompts == pytest.approx(0.375 / 0.3567, abs=1e-3)
+    assert model.itl(model.obs.batch) == pytest.approx(model.obs.itl)  # today's: no growth
+    assert model.median_stall(model.obs.batch / 2) == 0.0  # a smaller batch: none waits
+
+
+def test_a_larger_pool_brings_the_stall_into_the_median_step_where_departures_admit():
+    # at 2.9x the batch, 1 - e^(-0.36 x 2.9) = 64 % of steps wait: ITL p50 holds a stall
+    without = _itl_change(window_from(**PER_DEPARTURE))
+    per_departure = _itl_change(window_from(**PER_DEPARTURE, **_waited(0.3)))
+    assert per_departure > without + 1.0  # a 1,500-token prefill beside a 33 ms step
+
+
+def test_a_larger_pool_leaves_the_median_step_alone_where_cohorts_admit():
+    # 3 % of steps waited (requests admitted together finish together): at 2.9x the batch
+    # still under half of the steps wait, and ITL p50 moves by the decode step alone
+    without = _itl_change(window_from(**PER_DEPARTURE))
+    cohorts = _itl_change(window_from(**PER_DEPARTURE, **_waited(0.03)))
+    assert cohorts == pytest.approx(without)
+
+
+def test_a_retracting_server_is_not_read_for_its_waits():
+    # retracted requests come back in bursts of their own: today's waits are no guide
+    view = window_from(
+        **PER_DEPARTURE, **_waited(0.3), retractions_per_minute="5x20"
+    )  # fmt: skip
+    model = server_model(rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF))
+    assert not isinstance(model, str) and model.obs.retracting and model.bursts is None
