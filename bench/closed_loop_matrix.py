@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         parts = [_part(p) for p in args.merge]
         merged = {c["seed"]: c for p in parts for c in p["cells"]}
-        cells = sorted(merged.values(), key=lambda c: c["seed"])
+        cells = sorted((rejudged(c) for c in merged.values()), key=lambda c: c["seed"])
         wall = sum(p.get("wall_seconds") or 0.0 for p in parts) or None
         spreads = {c["spread"] for c in cells}
         if len(spreads) > 1:
@@ -282,6 +282,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload = {"perturb": spread, "wall_seconds": wall, "cells": cells}
         args.out.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str))
     return 0
+
+
+def rejudged(cell: dict[str, Any]) -> dict[str, Any]:
+    """A merged cell's applied changes judged again from their before and after figures by
+    this build's report (`measured`, `predicted`, `harms`): an earlier run read by today's
+    rules. The starts' gains were measured on configurations the cell does not keep."""
+    changes = []
+    for change in cell.get("changes") or []:
+        change = dict(change)
+        change["measured"] = measured(change["before"], change["after"])
+        change["predicted_by"] = predicted(change)
+        change["harms"] = harms(change, cell["profile"])
+        changes.append(change)
+    return {**cell, "changes": changes}
 
 
 def _part(path: Path) -> dict[str, Any]:

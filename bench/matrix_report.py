@@ -24,6 +24,11 @@ FIELD = {
 GUARDS = {"tok/s": 0.10, "TTFT p99": 0.50, "ITL p50": 0.25}
 AGREE = 0.05  # within ±5 percentage points
 WARN_GAIN = 0.05
+# The longest TTFT a measurement can count: `closed_loop.measured_runs` reads 600 simulated
+# seconds after a 60-s warm-up, and a request counts its TTFT only once its first token comes,
+# so none past 660 s is ever seen. A p99 within a tenth of that on both sides of a change says
+# that more than 1 % of the requests waited about the whole measurement, not by how much.
+TTFT_HORIZON = 0.9 * (600.0 + 60.0)
 # The matrix's own service levels (the daemon's per-target ones are not read here): online
 # TTFT p99 <= 10 s and ITL p50 <= 100 ms; offline none beyond the tokens/s guard.
 SERVICE_LEVELS: Mapping[str, Mapping[str, float]] = {
@@ -35,7 +40,8 @@ SERVICE_LEVELS: Mapping[str, Mapping[str, float]] = {
 def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """Each objective's measured change (objectives a crash-looping start cannot give: absent;
     so are the latencies of a start that crashed and restarted less after the change: before,
-    only the requests that finished between crashes had a latency at all)."""
+    only the requests that finished between crashes had a latency at all; and TTFT p99 where
+    both sides reach the measurement's horizon, `TTFT_HORIZON`: censored, the change unknown)."""
     out: dict[str, float] = {}
     looped = _looped(before, after)
     for objective, name in FIELD.items():
@@ -44,9 +50,16 @@ def measured(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
             out[objective] = a - b
         elif looped and objective != "tok/s":
             continue
+        elif objective == "TTFT p99" and censored(b) and censored(a):
+            continue
         elif b and not math.isnan(b) and not math.isnan(a):
             out[objective] = (a - b) / b
     return out
+
+
+def censored(ttft_p99: float) -> bool:
+    """A TTFT p99 at the measurement's horizon (`TTFT_HORIZON`): a bound, not a figure."""
+    return not math.isnan(ttft_p99) and ttft_p99 >= TTFT_HORIZON
 
 
 def _looped(before: Mapping[str, float], after: Mapping[str, float]) -> bool:

@@ -118,3 +118,38 @@ def test_a_start_owed_a_warning_gains_past_the_traffic_seeds_own_spread():
     assert raw is not None and raw > 0.15  # the TTFT p99 of the means
     gain, _ = _gain(*means, "online", _noise(bad, good))
     assert gain == pytest.approx(1 - 0.0149 / 0.0153)  # ITL p50's fall alone
+
+
+def _figures(ttft_p99: float) -> dict:
+    return {
+        "gen_throughput": 100.0, "ttft_p99": ttft_p99, "itl_p50": 0.02, "itl_p99": 0.2,
+        "restarts": 0.0,
+    }  # fmt: skip
+
+
+def test_a_ttft_p99_at_the_measurements_horizon_on_both_sides_is_not_a_change():
+    # 600 simulated seconds after a 60-s warm-up: no TTFT past 660 s is ever counted, so a p99
+    # of 662 s before and 660 s after says more than 1 % waited the whole measurement
+    assert "TTFT p99" not in measured(_figures(662.5), _figures(660.0))
+    # one side inside the horizon: the change is a bound, and it stays (a harm still shows)
+    assert measured(_figures(300.0), _figures(661.0))["TTFT p99"] == pytest.approx(661 / 300 - 1)
+    assert measured(_figures(500.0), _figures(250.0))["TTFT p99"] == pytest.approx(-0.5)
+    assert measured(_figures(662.5), _figures(660.0))["tok/s"] == 0.0
+
+
+def test_a_merged_run_is_judged_again_by_this_builds_report():
+    from closed_loop_matrix import rejudged
+
+    change = {
+        "rule": "mem_fraction_too_low", "objective": "tok/s", "predicted": 0.2, "low": 0.14,
+        "high": 0.26, "effects": {"TTFT p99": [-0.2, -0.26, -0.14]},
+        "before": _figures(662.5), "after": {**_figures(660.0), "gen_throughput": 120.0},
+        "measured": {"tok/s": 0.2, "TTFT p99": -0.004},  # as an earlier build stored it
+        "predicted_by": {}, "harms": [],
+    }  # fmt: skip
+    cell = {"seed": 1, "profile": "offline", "changes": [change]}
+    again = rejudged(cell)["changes"][0]
+    assert again["measured"] == {"tok/s": pytest.approx(0.2), "ITL p50": 0.0, "ITL p99": 0.0,
+                                 "crashes": 0.0}  # fmt: skip
+    assert again["predicted_by"]["TTFT p99"] == (-0.2, -0.26, -0.14)
+    assert cell["changes"][0]["measured"]["TTFT p99"] == -0.004  # the part read is not changed
