@@ -151,3 +151,27 @@ def test_todays_p99_pools_the_intervals_so_a_bursty_tail_counts():
     assert p99 is not None and 20 < p99 < 40
     # without the rate or the p50: the median interval's p99
     assert pooled_p99(window_from(ttft_p99_seconds="4x18 40x2")) == 4.0
+
+
+def test_a_closed_loops_p99_past_its_prefill_moves_with_the_wait():
+    # an 8B on a B200 behind 740 clients, 157 running and 583 waiting at 12.3 requests/s: TTFT
+    # p50 50 s, of which the mean wait 47.3 s; p99 51.6 s on a fine grid, 59.8 s as SGLang's
+    # bucket (40, 60] reads it. A larger pool runs 450 at 1.102x the rate.
+    def queue(p99: float) -> Queue:
+        return Queue(arrivals=12.33, batch=157.0, waiting=583.0, ttft_p99=p99, closed=True,
+                     ttft_p50=50.0)  # fmt: skip
+
+    read = queue(59.8)
+    wait, today = read.wait(450.0, 1.102), read.wait(157.0, 1.0)
+    prefill = 50.0 - 583.0 / 12.33
+    assert read.prefill() == pytest.approx(prefill)
+    expected = prefill + (59.8 - prefill) * wait / today
+    assert read.ttft_p99_at(450.0, 1.102) == pytest.approx(expected)
+    change = read.ttft_change(450.0, 1.102)
+    assert -0.56 < change < -0.49  # the simulator measured -53 %
+    # the bucket's bias scales away: the fine grid's p99 predicts about the same change
+    assert abs(queue(51.6).ttft_change(450.0, 1.102) - change) < 0.02
+    # today's figure is reproduced, and without TTFT p50 the residual is carried as seconds
+    assert read.ttft_change(157.0, 1.0) == pytest.approx(0.0)
+    bare = Queue(arrivals=12.33, batch=157.0, waiting=583.0, ttft_p99=59.8, closed=True)
+    assert bare.ttft_p99_at(450.0, 1.102) == pytest.approx(wait + 59.8 - today)

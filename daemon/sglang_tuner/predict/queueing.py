@@ -17,7 +17,12 @@ client, told apart by what the window shows:
   P(wait > t) = C x exp(-(c mu - lambda) t).
 
 TTFT p99 = the wait's p99 + a residual that the wait does not explain (prefill, the spread of
-the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch.
+the queue wait today), fitted so that today's TTFT p99 is reproduced at today's batch. For a
+closed loop whose TTFT p50 is read, only the prefill (`prefill`) is kept in seconds; the rest
+of today's p99 moves with the wait: the spread of a conveyor's waits grows with them, and a p99
+read off SGLang's wide TTFT buckets is biased in proportion to itself (an 8B on a B200 behind
+740 clients: 51.6 s on a fine grid read as 59.8 s in the bucket (40, 60]; carried as 12.7 s of
+residual, a pool raise was predicted -43 % against -53 % measured; scaled, -52 %).
 
 A closed loop whose batch a change caps by slots (`--max-running-requests` under today's batch)
 is admitted one request per departure, as SGLang's `PrefillAdder` fills each freed slot: a
@@ -108,6 +113,9 @@ class Queue:
         wait, today = self.wait(batch, ratio), self._today()
         if today > self.ttft_p99:
             return self.ttft_p99 * wait / today + longer
+        if self.closed and today > 0 and math.isfinite(wait) and self.ttft_p50 is not None:
+            fixed = self.prefill()
+            return fixed + (self.ttft_p99 - fixed) * wait / today + longer
         return wait + self.residual() + longer
 
     def slot_wait(self, batch: float, ratio: float) -> float:
