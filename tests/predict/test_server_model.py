@@ -1,5 +1,6 @@
 """The server model (predict/server_model.py): each prediction kind, and the severity it grades."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -546,12 +547,23 @@ def test_behind_a_full_pool_the_steps_that_waited_are_read_off_the_itl_histogram
     view = window_from(**PER_DEPARTURE, **_waited(0.3))
     model = server_model(rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF))
     assert not isinstance(model, str) and model.bursts is not None
-    # 30 % of the steps waited: a Poisson rate of -ln(0.7) events a step, each the prefill of
-    # the admissions' share of them (0.375 admissions a step)
-    assert model.bursts.events == pytest.approx(0.3567, abs=1e-3)
-    assert model.bursts.prompts == pytest.approx(0.375 / 0.3567, abs=1e-3)
-    assert model.itl(model.obs.batch) == pytest.approx(model.obs.itl)  # today's: no growth
-    assert model.median_stall(model.obs.batch / 2) == 0.0  # a smaller batch: none waits
+    bursts = model.bursts
+    # 30 % of the tokens came in steps that waited: a Poisson rate of -ln(0.7) waits a step
+    assert bursts.share == pytest.approx(0.3)
+    assert bursts.events == pytest.approx(-math.log(0.7))
+    # each wait is what the histogram shows past ITL p50 (33 ms): 167 to 367 ms, evenly
+    assert bursts.waited(0.1) == 1.0
+    assert bursts.waited(0.267) == pytest.approx(0.5)
+    assert bursts.waited(0.4) == 0.0
+    # fewer than half of the steps wait today, or at half the batch: the median step waits
+    # for none; at twice the batch 51 % do, and the median step holds one of the shortest
+    # waits, a whole prompt's prefill (not the near-0 wait of prompts of exponential length)
+    assert bursts.median(bursts.events) == 0.0
+    assert model.itl(model.obs.batch) == pytest.approx(model.obs.itl)
+    assert model.median_stall(model.obs.batch / 2) == 0.0
+    assert 0.167 < bursts.median(bursts.events * 2) < 0.18
+    # at 2.9x, 64 %: further up today's waits, some steps holding two
+    assert 0.2 < bursts.median(bursts.events * 2.9) < 0.3
 
 
 def test_a_larger_pool_brings_the_stall_into_the_median_step_where_departures_admit():
@@ -559,6 +571,19 @@ def test_a_larger_pool_brings_the_stall_into_the_median_step_where_departures_ad
     without = _itl_change(window_from(**PER_DEPARTURE))
     per_departure = _itl_change(window_from(**PER_DEPARTURE, **_waited(0.3)))
     assert per_departure > without + 1.0  # a 1,500-token prefill beside a 33 ms step
+
+
+def test_the_tail_token_waits_for_its_own_stall_on_the_decode_step_not_the_medians_too():
+    # ITL p99 is a decode step and the prefill it waited for: the wait ITL p50 comes to hold
+    # is not added to it again
+    def effects(view: WindowView) -> dict:
+        inp = rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF)
+        return predict_pool_change(inp, 0.8).effects
+
+    with_waits = effects(window_from(**PER_DEPARTURE, **_waited(0.3)))
+    without = effects(window_from(**PER_DEPARTURE))
+    assert with_waits["ITL p50"][0] > without["ITL p50"][0] + 1.0
+    assert with_waits["ITL p99"][0] == pytest.approx(without["ITL p99"][0], rel=1e-2)
 
 
 def test_a_larger_pool_leaves_the_median_step_alone_where_cohorts_admit():

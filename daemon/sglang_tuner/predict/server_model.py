@@ -19,6 +19,7 @@ answer is "no prediction" and why. Predictions are relative: gain on tokens/s of
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from sglang_physics import GPUS, MODELS, Deployment, Gpu, ModelSpec, StepModel, gpu_named
 from sglang_physics import kv_pool_tokens as physics_pool_tokens
@@ -298,10 +299,20 @@ class ServerModel:
                 return scale * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
             return (obs.itl - self.decode(obs.batch)) * batch / max(obs.batch, 1e-9)
         if stall is not None and self.bursts is not None and obs.usage >= _BINDING_USAGE:
-            return self.bursts.growth(stall, batch / max(obs.batch, 1e-9))
+            return self.bursts_growth(batch)
         if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
             return 0.0
         return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
+
+    def bursts_growth(self, batch: float) -> float:
+        """What the median step's wait behind a full pool grows by at `batch` (`Bursts`; 0
+        where the pool does not bind or the window shows no waits)."""
+        obs = self.obs
+        if self.bursts is None or self.stall is None or obs.usage < _BINDING_USAGE:
+            return 0.0
+        if obs.itl and self.stall_evident:
+            return 0.0
+        return self.bursts.growth(batch / max(obs.batch, 1e-9))
 
     def stall_scale(self) -> float | None:
         """Where ITL p50 shows its stall (`stall_evident`): that stall over the one the
@@ -448,47 +459,78 @@ def stall_of(inp: RuleInput, obs: Observed, physics: StepModel | None) -> Stall 
 @dataclass(frozen=True, slots=True)
 class Bursts:
     """Behind a binding pool, the decode steps that waited for a prefill, as the window's ITL
-    histogram shows them: `events` per step, a Poisson rate read from the share of steps that
-    waited (share = 1 - e^-events), each event the prefill of `prompts` mean prompts (the
-    admissions' rate over the events'). Admission behind a full pool waits for free tokens:
-    where each departure frees room for the next request, the events are the admissions
-    (`prompts` near 1) and grow with the batch, so a larger pool brings the stall into the
-    median step; where requests admitted together finish together (outputs run to the same
-    max_new_tokens), one event admits a cohort and few steps wait. Read, not assumed: the
-    Poisson count at the admissions' own rate put a full prompt's prefill in the median step
-    of servers whose histogram showed 3 % of steps waiting."""
+    histogram shows them: `share` of the tokens came in steps that waited (a Poisson rate of
+    `events` waits per step: share = 1 - e^-events), each wait as long as the histogram shows
+    past today's ITL p50 (`itl`, the decode step), read off its buckets (`bounds`,
+    cumulative `counts`). Admission behind a full pool waits for free tokens: where each
+    departure frees room for the next request, the waits follow the departures and grow with
+    the batch, so a larger pool brings one into the median step; where requests admitted
+    together finish together (outputs run to the same max_new_tokens), one wait admits a
+    cohort and few steps wait. Read, not assumed: a Poisson count at the admissions' own rate
+    put a whole prompt's prefill in the median step of servers whose histogram showed 3 % of
+    steps waiting, and prompts of exponential length put the median step's wait near 0 where
+    the smallest one the histogram shows is a whole prompt's prefill."""
 
     events: float
-    prompts: float
+    share: float
+    itl: float
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
 
-    def growth(self, stall: Stall, batch_ratio: float) -> float:
-        """What the median step's stall grows by at the batch times `batch_ratio`: the events
-        grow with the batch (departures per step), each as large as today's (seconds; below 0
-        for a smaller batch whose median step waited today)."""
+    def waited(self, seconds: float) -> float:
+        """The share of today's waits longer than `seconds`."""
+        above = share_above(self.itl + seconds, self.bounds, self.counts) or 0.0
+        return min(1.0, above / self.share)
 
-        def median(events: float) -> float:
-            quantile = stall_quantile(events, MEDIAN)
-            return stall.cost(self.prompts * quantile) if quantile > 0 else 0.0
+    def median(self, events: float) -> float:
+        """The wait the median step holds at `events` waits per step (0 where fewer than half
+        of the steps wait): each step holds a Poisson count k of today's waits, taken as k
+        times one of them."""
+        return _median_wait(self, events)
 
-        return median(self.events * batch_ratio) - median(self.events)
+    def growth(self, batch_ratio: float) -> float:
+        """What the median step's wait grows by at the batch times `batch_ratio`: the waits
+        per step grow with the batch (departures per step), each one as today's."""
+        return self.median(self.events * batch_ratio) - self.median(self.events)
+
+
+@lru_cache(maxsize=1024)  # a latency cap's search asks at many batches
+def _median_wait(bursts: Bursts, events: float) -> float:
+    if -math.expm1(-events) <= MEDIAN:
+        return 0.0
+    top = int(events + 10 * math.sqrt(events) + 10)
+
+    def above(wait: float) -> float:  # the share of steps that wait longer than `wait`
+        total, pk = 0.0, math.exp(-events)
+        for k in range(1, top + 1):
+            pk *= events / k
+            total += pk * bursts.waited(wait / k)
+        return total
+
+    finite = [b for b in bursts.bounds if math.isfinite(b)]
+    lo, hi = 0.0, top * (max(finite) if finite else 1.0)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if above(mid) > MEDIAN else (lo, mid)
+    return (lo + hi) / 2
 
 
 def bursts_of(inp: RuleInput, obs: Observed, stall: Stall | None) -> Bursts | None:
-    """The steps that waited for a prefill behind a binding pool (`Bursts`): the share of
-    ITL's tokens past today's ITL p50 by half a mean prompt's prefill (the step between a
-    decode step and one that waited for a prompt). None where the pool does not bind, it
-    retracts (retracted requests come back in bursts of their own), or the window has no ITL
-    histogram, no stall price or no step that waited."""
+    """The steps that waited for a prefill behind a binding pool (`Bursts`): ITL's tokens past
+    today's ITL p50 by half a mean prompt's prefill (between a decode step and one that waited
+    for a prompt). None where the pool does not bind, it retracts (retracted requests come
+    back in bursts of their own), the window has no ITL histogram or no stall price, no step
+    waited, or half of them did (today's ITL p50 then holds a wait itself)."""
     if stall is None or not obs.itl or obs.usage < _BINDING_USAGE or obs.retracting:
         return None
     found = window_buckets(inp.view, ITL_BUCKETS)
     if found is None or stall.admitted <= 0:
         return None
     share = share_above(obs.itl + stall.cost(1.0) / 2, *found)
-    if not share or share <= 0:
+    if not share or share <= 0 or share >= MEDIAN:
         return None
-    events = min(-math.log1p(-min(share, 0.99)), stall.admitted)
-    return Bursts(events, stall.admitted / events)
+    events = min(-math.log1p(-share), stall.admitted)
+    return Bursts(events, share, obs.itl, tuple(found[0]), tuple(found[1]))
 
 
 # -- predictions --------------------------------------------------------------------------------
@@ -549,16 +591,20 @@ def batch_effects(
     obs = model.obs
     unbound = freed or (slots and slot_bound(obs.usage, obs.batch, batch))
     slotted = model.itl_unbound(batch) if unbound else None
+    decode = None  # ITL p50's change less the wait it comes to hold behind a full pool
     if slotted is not None and obs.itl:
         itl = slotted / obs.itl - 1
     elif model.physics is not None and model.itl_scale() is not None:
-        itl = model.itl(batch) / model.itl(obs.batch) - 1
+        now = model.itl(obs.batch)
+        itl = model.itl(batch) / now - 1
+        waits = model.bursts_growth(batch)
+        decode = (model.itl(batch) - waits) / now - 1 if waits else None
     else:
         itl = model.step(batch) / model.step(obs.batch) - 1
     effects = {THROUGHPUT: _spread(ratio - 1), ITL: _spread(itl)}
     tail = unbound_tail(inp, model, batch) if unbound else None
-    if tail is None:
-        tail = itl_tail(inp, model, batch, itl)
+    if tail is None:  # a tail token waits for its own stall, on the decode step alone
+        tail = itl_tail(inp, model, batch, itl if decode is None else decode)
     if tail is not None:
         effects[ITL_P99] = _spread(tail)
     ttft = ttft_change(inp, obs, batch, ratio, slots)
