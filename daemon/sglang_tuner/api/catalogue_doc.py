@@ -52,10 +52,15 @@ the batch also states its other objectives (`effects`): tokens/s, ITL p50 and IT
 step plus the prefill stall it waits for: the prompts admitted since the last step, a Poisson
 count of mean m, the batch over the output length, growing with the batch; each quantile's
 stall is that of m prompts of exponential length, priced per prefill pass by the physics and
-calibrated on today's p99 less p50) and TTFT p99 from a queue fitted per server
-(`predict/queueing.py`: the window's request rate and requests in the server, served at the new
-capacity; clients that hold their concurrency wait their turn, open arrivals past the
-capacity leave TTFT p99 unbounded, said so with no figure). A crash fix predicts the crashes
+calibrated on today's p99 less p50; behind a full pool, where admission waits for free tokens,
+the steps that waited, how many and how long, are read off the window's ITL histogram instead,
+so a pool whose departures each admit the next request brings one of those waits into the
+median step as the batch grows, and one whose requests are admitted and finish in cohorts does
+not; ITL p99 then stays a decode step and its own stall) and TTFT p99 from a queue fitted per
+server (`predict/queueing.py`: the window's request rate and requests in the server, served at
+the new capacity; clients that hold their concurrency wait their turn, and the part of today's
+p99 past their prefill moves with that wait; open arrivals past the capacity leave TTFT p99
+unbounded, said so with no figure). A crash fix predicts the crashes
 stop (objective `crashes`), unless it is in place already; a revert predicts undoing the
 regression its verdict measured, and states every objective the verdict measured going back
 (the ITL p50 and p99 a latency cap's revert gives up, the TTFT p99 it costs). Severities follow
