@@ -23,7 +23,7 @@ of its wait and prefill, only the prefill (`prefill`) is kept in seconds; the re
 p99 moves with the wait: the spread of a conveyor's waits grows with them, and a p99 read off
 SGLang's wide TTFT buckets is biased in proportion to itself (an 8B on a B200 behind 740
 clients: 51.6 s on a fine grid read as 59.8 s in the bucket (40, 60]; carried as 12.7 s of
-residual, a pool raise was predicted -43 % against -53 % measured; scaled, -52 %). A p99 past
+residual, a pool raise was predicted -43 % against -53 % measured; scaled, -51 %). A p99 past
 that holds something the wait does not (DeepSeek-V3 under DP attention behind 3,615 clients:
 p99 77 s where p50 is 18 s), carried as seconds.
 
@@ -59,8 +59,9 @@ TAIL = 0.01  # p99: the wait exceeded by 1 % of requests
 Z_TAIL = 2.326  # the standard normal's 99th percentile: Gamma(k)'s p99 ~ k + Z sqrt(k) for k >> 1
 # A population of L requests arriving independently moves by about sqrt(L) (Poisson: a
 # coefficient of variation 1/sqrt(L)); one held to half of that, or to 2 %, is a closed loop.
-# SGLang's TTFT bucket bounds at most double from one to the next (..., 10, 20, 40, 60, 80,
-# 100, 200, 400 s): a p99 within that of the wait and the prefill is read as them, coarsely.
+# SGLang's TTFT bucket bounds (its metrics collector's) at most double from one to the next
+# (..., 10, 20, 40, 60, 80, 100, 200, 400 s): a p99 within that of the wait and the prefill is
+# read as them, coarsely.
 BUCKET_RATIO = 2.0
 _HELD = 0.5
 _HELD_FLOOR = 0.02

@@ -298,9 +298,9 @@ class ServerModel:
             if stall is not None and scale is not None:
                 return scale * stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
             return (obs.itl - self.decode(obs.batch)) * batch / max(obs.batch, 1e-9)
-        if stall is not None and self.bursts is not None and obs.usage >= _BINDING_USAGE:
+        if obs.usage >= _BINDING_USAGE:
             return self.bursts_growth(batch)
-        if stall is None or obs.usage >= _BINDING_USAGE or not obs.itl:
+        if stall is None or not obs.itl:
             return 0.0
         return stall.seconds(batch / max(obs.batch, 1e-9), MEDIAN)
 
