@@ -341,3 +341,25 @@ def test_no_memory_cut_while_the_pool_binds_not_even_as_a_graph_raises_companion
         "it lowers --mem-fraction-static (0.85 -> 0.83) while the KV pool binds this server "
         "(retractions_frequent): a smaller pool retracts more"
     )
+
+
+def test_a_hint_on_a_guessed_profile_is_never_the_next_change():
+    # no profile set, and too little traffic to tell one: the guide's default (offline) is
+    # guessed, so its advice is a hint conditioned on it ("if this is a batch job: ...")
+    config = ServerConfig(version="0.5.23", gpu_model=H100, model_path="meta-llama/Llama-3.1-8B")
+    guessed = _plan(
+        config, None,  # type: ignore[arg-type]
+        num_running_reqs="1x60", num_queue_reqs="0x60", token_usage="0.01x60",
+        generation_tokens_rate="80x60",
+    )  # fmt: skip
+    assert guessed.next is None
+    assert [s.rule for s in guessed.after] == ["queue_empty"]
+    assert guessed.after[0].action.text.startswith("if this is a batch job: ")
+    # the operator says it is a batch job: the same advice is the next change
+    stated = _plan(
+        config, "offline",
+        num_running_reqs="1x60", num_queue_reqs="0x60", token_usage="0.01x60",
+        generation_tokens_rate="80x60",
+    )  # fmt: skip
+    assert stated.next is not None and stated.next.rule == "queue_empty"
+    assert not stated.next.action.text.startswith("if this")

@@ -49,7 +49,7 @@ IF_PROFILE = {
 
 
 # Not frozen, for speed: built 230,000 times a round at 10,000 targets, and a frozen dataclass's
-# __init__ takes four times as long. Never changed once built (nothing assigns to its fields).
+# __init__ takes four times as long. Changed only while judged (`_as_hint`), never after.
 @dataclass(slots=True)
 class Judgement:
     """One rule judged for one target: health plus the rule's outcome or error."""
@@ -59,6 +59,7 @@ class Judgement:
     severity: Severity
     outcome: Outcome | None = None
     error: str | None = None
+    conditional: bool = False  # a hint conditioned on a guessed profile (`_as_hint`)
 
     @property
     def finding(self) -> Finding | None:
@@ -234,6 +235,7 @@ def _as_hint(judgement: Judgement, why: str, profile: str, other: bool) -> None:
         action = replace(action, flag=None, current=None, suggested=None, companions=())
     finding.action = replace(action, text=text, note=note)
     judgement.severity = Severity.INFO
+    judgement.conditional = True
 
 
 def _rule_input(

@@ -3,7 +3,9 @@
 The guide says to change one thing at a time. Findings are ranked by precedence: a crash or
 out-of-memory first, then by severity, the guide's advice before ours, the larger gain the
 server model predicts for this server, and the guide's order.
-The first is the next change. A finding that would move a flag the other way of a higher-ranked
+The first is the next change, unless it is a hint conditioned on a profile the traffic only
+suggests ("if this is a batch job: ..."): the tool does not know that it applies, so it follows
+the next change, and where only such hints stand there is none. A finding that would move a flag the other way of a higher-ranked
 one, change a flag a higher-ranked one already changes, set a value this server crashed with, or
 repeat a crash fix already in place while its crash goes on, is held back with the reason; the
 others follow the next change, in order.
@@ -114,7 +116,9 @@ def plan_target(
             held.append(Held(j.rule.id, j.severity, action, reason))
         else:
             kept.append(Step(j.rule.id, j.severity, action, j.rule.summary, levels.trade(action)))
-    first, after = (kept[0] if kept else None), tuple(kept[1:])
+    conditional = {j.rule.id for j in findings if j.conditional}
+    first = next((s for s in kept if s.rule not in conditional), None)
+    after = tuple(s for s in kept if s is not first)
     return Plan(target, first, after, tuple(held), levels.levels, levels.measured)
 
 

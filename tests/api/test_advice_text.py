@@ -97,6 +97,18 @@ def test_advice_text_a_target_with_only_a_change_says_so_and_that_nothing_is_nex
     ]
 
 
+def test_advice_text_with_only_hints_on_a_guessed_profile_nothing_is_next():
+    hint = ActionOut(text="if this is a batch job: client: submit requests faster")
+    step = StepOut(rule="queue_empty", severity=Severity.INFO, summary="s", action=hint)
+    out = AdviceList(
+        plans=[PlanOut(target="gpu-a", next=None, after=[step], held=[])], data=[], count=0
+    )
+    assert _block(advice_text(out), "gpu-a") == [
+        "next change: none: only hints that hold on a guessed profile (set the profile to act)",
+        "  hint:     if this is a batch job: client: submit requests faster   (queue_empty)",
+    ]
+
+
 def test_advice_text_an_advice_block_shows_expected_and_note_only_when_set():
     with_both = _advice(
         "gpu-a",

@@ -74,7 +74,7 @@ def select_advice(
     plans = [
         PlanOut.from_plan(p)
         for name, p in sorted(ev.plans.items())
-        if target in (None, name) and (p.next is not None or p.held)
+        if target in (None, name) and (p.next is not None or p.after or p.held)
     ]
     last = {
         name: change_line(ChangeOut.from_change(cs[-1]))

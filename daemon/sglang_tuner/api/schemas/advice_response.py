@@ -222,7 +222,10 @@ class PlanOut(BaseModel):
     """One target's plan: change one thing at a time, the most urgent first."""
 
     target: str
-    next: StepOut | None = Field(description="The change to make now (None: nothing to change)")
+    next: StepOut | None = Field(
+        description="The change to make now (None: nothing to change, or only hints that hold "
+        "on a guessed profile, listed in `after`)"
+    )
     after: list[StepOut] = Field(description="Then look at these, in order")
     held: list[HeldOut] = Field(description="Not offered, each with the reason")
     service_levels: list[ServiceLevelOut] = Field(
