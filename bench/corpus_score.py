@@ -9,8 +9,10 @@ way after the fresh set was scored; unseen2 after the unseen set was) and holds 
 against the entry's `fix_flag` (or its structured `fix_moves` / `worse_moves`) in index.yaml:
 
 - match: the next change moves the thread's fix flag in the fix's direction; for a bug or
-  not-a-tuning-problem entry, it changes no flag and names that diagnosis; for a healthy
-  server or one bound by its client, it changes no flag;
+  not-a-tuning-problem entry, it changes no flag and names that diagnosis (for a
+  not-a-tuning-problem log that does not end in a crash, "next change: none" names it: the log
+  holds nothing to tune); for a healthy server or one bound by its client, it changes no flag;
+  a log `check --log` refuses is never a match;
 - harmful: it moves a fix flag the opposite way, or a flag the thread showed makes it worse;
 - miss: anything else, no advice included;
 - no fix: the thread found no fix (unresolved), so only harmful is possible.
@@ -71,6 +73,7 @@ CRASH_RULES = {
     "decode_oom",
 }
 NO_FIX = {"none", "unresolved", ""}
+REFUSED = "_refused"  # marks the empty report of a log `check --log` gave no report on
 # kinds whose right answer is no server flag change at all
 NO_CHANGE = {"healthy", "client_bound"}
 _ARROW = re.compile(r"(--[a-z0-9-]+)\s+(\S+)\s*->\s*(?:>=\s*)?(-?[0-9.]+)")
@@ -211,11 +214,13 @@ def score(entry: Json, report: Json) -> Verdict:
     move = advised_move(action) if step else None
     said = _said(step, move)
     crash = bool(entry.get("ends_in_crash", kind in CRASH_KINDS))
-    verdict = Verdict(name, kind, _judge(entry, kind, step, move), crash, _named(report), said)
-    return verdict
+    judged = _judge(entry, kind, step, move, crash)
+    if report.get(REFUSED) and judged == "match":
+        judged, said = "miss", "refused"
+    return Verdict(name, kind, judged, crash, _named(report), said)
 
 
-def _judge(entry: Json, kind: str, step: Json | None, move: Move | None) -> str:
+def _judge(entry: Json, kind: str, step: Json | None, move: Move | None, crash: bool) -> str:
     wanted, worse = wanted_moves(entry), worse_moves(entry)
     if move is not None and (
         any(_opposite(move, w) for w in wanted) or any(_same(move, w) for w in worse)
@@ -226,6 +231,8 @@ def _judge(entry: Json, kind: str, step: Json | None, move: Move | None) -> str:
     fix = str(entry.get("fix_flag") or "").strip().lower()
     if kind in NO_CHANGE:
         return "match" if move is None else "miss"
+    if kind == "not_a_tuning_problem" and not crash and step is None:
+        return "match"  # nothing to change: the log holds no tuning problem
     if fix in ("bug", "upgrade") or kind in ("allocator_bug", "not_a_tuning_problem"):
         return "match" if move is None and _diagnosis(kind, step) else "miss"
     return "no fix"
@@ -288,7 +295,7 @@ def check(path: Path, quote: bool = True) -> Json:
         return report
     said = out.stderr.strip()[-300:] if quote else "(its message is withheld: it quotes the log)"
     print(f"{path.name}: check --log gave no report: {said}", file=sys.stderr)
-    return {"plans": [], "data": []}
+    return {"plans": [], "data": [], REFUSED: True}
 
 
 def score_set(name: str, jobs: int) -> list[Verdict]:
