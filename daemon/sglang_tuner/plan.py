@@ -5,10 +5,10 @@ out-of-memory first, then by severity, the guide's advice before ours, the large
 server model predicts for this server, and the guide's order.
 The first is the next change, unless it is a hint conditioned on a profile the traffic only
 suggests ("if this is a batch job: ..."): the tool does not know that it applies, so it follows
-the next change, and where only such hints stand there is none. A finding that would move a flag the other way of a higher-ranked
-one, change a flag a higher-ranked one already changes, set a value this server crashed with, or
-repeat a crash fix already in place while its crash goes on, is held back with the reason; the
-others follow the next change, in order.
+the next change, and where only such hints stand there is none. A finding that would move a
+flag the other way of a higher-ranked one, change a flag a higher-ranked one already changes,
+set a value this server crashed with, or repeat a crash fix already in place while its crash
+goes on, is held back with the reason; the others follow the next change, in order.
 
 Every change is held to the target's service levels: one predicted to break a level that holds
 today (the value now times one plus its predicted effect), to take a broken one further past

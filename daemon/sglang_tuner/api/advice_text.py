@@ -97,7 +97,8 @@ def _plan_lines(plan: PlanOut | None, shown: Collection[str] = ()) -> list[str]:
     if plan is not None and plan.next is None and plan.after:
         # only hints conditioned on a profile the traffic suggests stand (`plan.py`)
         hints = [f"  hint:     {_step(then, shown)}" for then in plan.after]
-        head = "next change: none: only hints that hold on a guessed profile (set the profile to act)"
+        head = "next change: none: only hints that hold on a guessed profile"
+        head += " (set the profile to act)"
         return [head, *hints, *_held_lines(plan)]
     if plan is None or plan.next is None:
         return ["next change: none", *_held_lines(plan)]
