@@ -15,6 +15,8 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.window import WindowView
 from sglang_tuner.predict.server_model import (
     gpu_spec,
+    itl_p99,
+    itl_tail,
     latency_cap,
     model_spec,
     objective_gain,
@@ -601,3 +603,26 @@ def test_a_retracting_server_is_not_read_for_its_waits():
     )  # fmt: skip
     model = server_model(rule_input(MEM_FRACTION_TOO_LOW, view, config=L40S_AT_HALF))
     assert not isinstance(model, str) and model.obs.retracting and model.bursts is None
+
+
+def test_waits_too_few_for_today_s_tail_price_the_tail_of_a_larger_batch():
+    # 0.5 % of the tokens waited 167-367 ms behind the full pool: today's ITL p99 (36 ms) is a
+    # decode step. At 2.9x the batch 1.4 % of the steps wait, so ITL p99's step holds one of
+    # those waits (not one prompt's prefill priced per departure)
+    tail_now = {**PER_DEPARTURE, "itl_p99_seconds": "0.036x20"}
+    inp = rule_input(MEM_FRACTION_TOO_LOW, window_from(**tail_now, **_waited(0.005)),
+                     config=L40S_AT_HALF)  # fmt: skip
+    model = server_model(inp)
+    assert not isinstance(model, str) and model.bursts is not None
+    bursts = model.bursts
+    assert bursts.tail(bursts.events) == 0.0  # today's tail holds no wait
+    wait = bursts.tail(bursts.events * 2.9)
+    assert 0.2 < wait < 0.3  # a third of the way up today's waits
+    # ITL p99 then: the decode step (ITL p50 +10 %), today's spread above it, and that wait
+    p99 = itl_p99(inp)  # read off the same histogram: a decode step's bucket
+    assert p99 is not None and 0.033 < p99 <= 0.04
+    change = itl_tail(inp, model, model.obs.batch * 2.9, 0.1)
+    assert change == pytest.approx((0.033 * 1.1 + (p99 - 0.033) + wait) / p99 - 1)
+    assert predict_pool_change(inp, 0.8).effects["ITL p99"][0] > 4.0
+    # at today's batch no wait reaches the tail: ITL p99 moves with the decode step
+    assert itl_tail(inp, model, model.obs.batch, 0.1) == pytest.approx(0.033 * 0.1 / p99)
