@@ -135,13 +135,28 @@ def _level_crossing_stated(change: Mapping[str, Any], harm: str) -> bool:
 
 def agrees(change: Mapping[str, Any]) -> bool | None:
     """Within ±5 pp on every objective it predicts and that was measured (None: none)."""
-    pairs = [
-        (p[0], change["measured"][o]) for o, p in change["predicted_by"].items()
-        if o in change["measured"]
-    ]  # fmt: skip
-    if not pairs:
+    seen = [o for o in change["predicted_by"] if o in change["measured"]]
+    if not seen:
         return None
-    return all(abs(p - m) <= AGREE for p, m in pairs)
+    return all(within(change, o) for o in seen)
+
+
+def within(change: Mapping[str, Any], objective: str) -> bool:
+    """The prediction of `objective` within ±5 pp of the measured change; where one side's TTFT
+    p99 is censored (`censored`), the measured change is a bound, and a prediction past it the
+    way the bound allows agrees: before at the horizon, the true change is at most the measured
+    one (the true p99 before was longer); after at the horizon, at least."""
+    p, m = change["predicted_by"][objective][0], change["measured"][objective]
+    if abs(p - m) <= AGREE:
+        return True
+    if objective != "TTFT p99":
+        return False
+    before, after = change["before"]["ttft_p99"], change["after"]["ttft_p99"]
+    if censored(before) and not censored(after):
+        return p <= m
+    if censored(after) and not censored(before):
+        return p >= m
+    return False
 
 
 def _pct(x: float | None) -> str:
@@ -195,7 +210,7 @@ def objective_table(cells: Sequence[Mapping[str, Any]]) -> list[str]:
     for o in OBJECTIVES[:-1]:
         seen = [ch for ch in changes if o in ch["measured"]]
         pred = [ch for ch in seen if o in ch["predicted_by"]]
-        ok = [ch for ch in pred if abs(ch["predicted_by"][o][0] - ch["measured"][o]) <= AGREE]
+        ok = [ch for ch in pred if within(ch, o)]
         p = [ch["predicted_by"][o][0] for ch in pred]
         m = [ch["measured"][o] for ch in pred]
         err = [abs(a - b) for a, b in zip(p, m, strict=True)]

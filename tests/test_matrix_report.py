@@ -153,3 +153,25 @@ def test_a_merged_run_is_judged_again_by_this_builds_report():
                                  "crashes": 0.0}  # fmt: skip
     assert again["predicted_by"]["TTFT p99"] == (-0.2, -0.26, -0.14)
     assert cell["changes"][0]["measured"]["TTFT p99"] == -0.004  # the part read is not changed
+
+
+def test_a_ttft_p99_censored_on_one_side_agrees_past_the_bound_the_way_it_allows():
+    from matrix_report import agrees, within
+
+    def change(before: float, after: float, predicted: float) -> dict:
+        return {
+            "before": _figures(before), "after": _figures(after),
+            "measured": measured(_figures(before), _figures(after)),
+            "predicted_by": {"TTFT p99": (predicted, predicted - 0.1, predicted + 0.1)},
+        }  # fmt: skip
+
+    # 655 s before (the horizon: the true p99 was longer), 404 s after: -38 % is at most the
+    # change, so a predicted -86 % agrees and a predicted -20 % does not
+    assert within(change(655.0, 404.0, -0.86), "TTFT p99")
+    assert not within(change(655.0, 404.0, -0.20), "TTFT p99")
+    # after at the horizon: +118 % is at least the change
+    assert within(change(300.0, 655.0, 2.0), "TTFT p99")
+    assert not within(change(300.0, 655.0, 0.5), "TTFT p99")
+    # inside the horizon on both sides: ±5 pp as for any objective
+    assert agrees(change(400.0, 200.0, -0.47)) is True
+    assert agrees(change(400.0, 200.0, -0.86)) is False
