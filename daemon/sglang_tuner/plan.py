@@ -35,6 +35,7 @@ from sglang_tuner.model.next_change import Asked, Held, Plan, Step
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.model.service_levels import SET, AppliedLevels, Level
 from sglang_tuner.predict import MIN_GAIN
+from sglang_tuner.rule import Rule
 from sglang_tuner.rules.sglang.defaults import is_default
 from sglang_tuner.rules.sglang.flags import accepts_flag, accepts_value, flag_replacement, has_flag
 
@@ -108,7 +109,7 @@ def plan_target(
             or _crashed_before(action, history)
             or _did_not_stop(j, changes, config)
             or _hurt_before(j.rule.id, j.finding, changes)
-            or _undoes_latest(j.rule.id, action, changes)
+            or _undoes_latest(j.rule, action, changes)
             or _back_to_a_left_choice(j.rule.id, action, changes)
             or _conflict(action, kept)
         )
@@ -414,22 +415,29 @@ def _hurt_before(rule: str, finding: Finding, changes: Sequence[Change]) -> str:
     return ""
 
 
-def _undoes_latest(rule: str, action: Action, changes: Sequence[Change]) -> str:
-    """Why advice that would set a flag back to its value before the latest change waits ('' when
-    it need not): the change has not been judged to hurt (then `tuning_regression` undoes it),
-    and flipping back and forth costs a restart each time (an emptied prefix cache with it)."""
+def _undoes_latest(rule: Rule, action: Action, changes: Sequence[Change]) -> str:
+    """Why advice that would set a flag back to its value before the latest change, or move a
+    number back the way that change came, waits ('' when it need not): the change has not been
+    judged to hurt (then `tuning_regression` undoes it), and flipping back and forth costs a
+    restart each time (an emptied prefix cache with it). A cap set to stop retractions and a
+    raise that fills the pool again alternate for ever otherwise: each is right on the window
+    the other left. A crash's fix is never held by it."""
     latest = next((c for c in reversed(changes) if c.kind == FLAGS), None)
-    if latest is None or rule == "tuning_regression":
+    if latest is None or rule.id == "tuning_regression" or rule.stability:
         return ""
     if latest.verdict is not None and latest.verdict.verdict == HURT:
         return ""
     for move in _moves(action):
         flag = move.flag or ""
-        if flag in latest.before and move.suggested == latest.before[flag]:
+        if flag not in latest.before:
+            continue
+        back = move.suggested == latest.before[flag] or direction(move) * _way(latest, flag) < 0
+        if back:
             asked = f", asked by {latest.rule}" if latest.rule else ""
             judged = latest.verdict.verdict if latest.verdict is not None else "not judged yet"
+            what = "undo" if move.suggested == latest.before[flag] else "move back the way of"
             return (
-                f"it would undo the latest change, {flag} {latest.before[flag]} -> "
+                f"it would {what} the latest change, {flag} {latest.before[flag]} -> "
                 f"{latest.after[flag]}{asked} ({judged}); held until a verdict says that "
                 "change hurt"
             )

@@ -118,6 +118,45 @@ def test_plan_holds_the_reverse_of_the_latest_change_no_lpm_fcfs_flip_flop():
 MAX_RUNNING = "--max-running-requests"
 
 
+def _cap_set() -> Change:
+    """--max-running-requests 2048 -> 113, asked by retractions_frequent; inconclusive."""
+    return Change(
+        target="t", at=1_795_000_000.0, kind="flags", before={MAX_RUNNING: "2048"},
+        after={MAX_RUNNING: "113"}, rule="retractions_frequent", profile="online",
+        before_window=EMPTY, due=0.0, asked_ratio=1.0,
+        verdict=Verdict("inconclusive", "tokens/s", ()),
+    )  # fmt: skip
+
+
+def _moving(rule_id: str, current: str, suggested: str) -> TargetJudgement:
+    from sglang_tuner.rules import RULES_BY_ID
+
+    rule = RULES_BY_ID[rule_id]
+    action = Action(f"{MAX_RUNNING} {current} -> {suggested}", MAX_RUNNING, current, suggested)
+    finding = Finding("evidence", action, Confidence.HIGH, 0.9, 60)
+    return TargetJudgement(0.0, True, 60, (Judgement(rule, Health.OK, rule.severity, finding),))
+
+
+def test_plan_holds_a_number_moved_back_the_way_the_latest_change_came_no_cap_raise_cap():
+    # a cap that stopped the retractions, then a raise that would fill the pool again: each is
+    # right on the window the other leaves, a restart each time
+    raise_ = _moving("scheduler_too_conservative", "113", "226")
+    plan = plan_target("t", raise_, FlagHistory(), ORDER, (_cap_set(),))
+    assert plan.next is None
+    assert plan.held[0].reason.startswith(
+        "it would move back the way of the latest change, --max-running-requests 2048 -> 113, "
+        "asked by retractions_frequent (inconclusive)"
+    )
+    # the same way as the latest change: planned
+    lower = plan_target("t", _moving("batch_too_large_for_latency", "113", "99"), FlagHistory(),
+                        ORDER, (_cap_set(),))  # fmt: skip
+    assert lower.next is not None
+    # a crash's fix is never held by it
+    oom = plan_target("t", _moving("decode_oom", "113", "226"), FlagHistory(), ORDER,
+                      (_cap_set(),))  # fmt: skip
+    assert oom.next is not None and oom.next.rule == "decode_oom"
+
+
 def _dp_attention(flag: int | None, per_rank: int) -> ServerConfig:
     """`/server_info` of 0.5.23 on DeepSeek-V3 with `--tp-size 8 --dp-size 8
     --enable-dp-attention` (`--max-running-requests flag`; None: left to the server): it says
