@@ -660,10 +660,13 @@ def _tail_waits(model: ServerModel, batch: float) -> float | None:
     """Behind a binding pool whose window shows waits (`Bursts`) too few to reach ITL p99
     today: the wait ITL p99's step will hold at `batch`, the waits the histogram shows
     compounded at the rate the batch brings (`Bursts.tail`). Admission behind a full pool
-    waits for free tokens and then takes several prompts at once: a 70B on 8 L40S whose pool
+    waits for free tokens, and SGLang's `PrefillAdder` (0.4-0.5) then takes every waiting
+    request whose prompt and reserved output the freed tokens cover into one prefill batch,
+    so one wait can hold several prompts. In the simulator, which admits the same way, a 70B
+    on 8 L40S whose pool
     grew from 14 to 230 running showed 0.9 % of its tokens waiting 0.1-0.8 s today, and ITL p99
     went from 35 ms to 0.9 s, where pricing one admission per departure at a prompt's prefill
-    gave 0.11 s. None elsewhere (today's p99 holds a wait: it is scaled, `itl_p99_change`)."""
+    predicted 0.11 s. None elsewhere (today's p99 holds a wait: it is scaled, `itl_p99_change`)."""
     bursts = model.bursts
     if bursts is None or bursts.tail(bursts.events) > 0:
         return None
