@@ -14,6 +14,7 @@ from sglang_tuner.sources.log.prefix import (
     MAX_JSON_CHARS,
     pasted_lines,
     split_joined,
+    split_traceback,
     unwrap,
     unwrap_lines,
 )
@@ -316,6 +317,85 @@ def test_lines_a_terminal_cut_at_its_width_read_as_the_plain_log(name, width):
     assert len(cut) > len(batch)
     assert list(pasted_lines(cut)) == batch
     assert scan_lines(cut) == scan_lines(batch)
+
+
+TRACEBACK = [
+    "[2025-04-22 15:12:46 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/opt/sglang/srt/managers/scheduler.py", line 2011, in run_scheduler_process',
+    "    scheduler.event_loop_normal()",
+    '  File "/opt/sglang/srt/model_executor/cuda_graph_runner.py", line 436, in capture',
+    "    ) = self.capture_one_batch_size(bs, forward)",
+    "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+    "",
+    "During handling of the above exception, another exception occurred:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/opt/sglang/srt/model_executor/cuda_graph_runner.py", line 338, in __init__',
+    "    raise Exception(",
+    "Exception: Capture cuda graph failed: CUDA error: operation not permitted",
+]
+
+
+def test_a_traceback_whose_newlines_were_lost_reads_as_python_printed_it():
+    joined = " ".join(TRACEBACK)
+    assert split_traceback(joined) == [line for line in TRACEBACK if line]
+    assert list(pasted_lines([joined])) == [line for line in TRACEBACK if line]
+    assert scan_lines([joined]) == scan_lines(TRACEBACK)
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_a_traceback_a_terminal_cut_at_its_width_reads_as_python_printed_it(width):
+    venv = "/home/user/venvs/serving/lib/python3.12/site-packages/sglang/"
+    long = [line.replace("/opt/sglang/", venv) for line in TRACEBACK if line]
+    cut = [line[i : i + width] for line in long for i in range(0, len(line), width)]
+    frames = [line for line in long if 'File "' in line]
+    assert len(cut) > len(long)
+    assert [line for line in pasted_lines(cut) if 'File "' in line] == frames
+    assert scan_lines(cut) == scan_lines(long)
+
+
+def test_a_line_that_only_names_a_file_is_never_joined_with_the_next():
+    lines = ['ERROR: File "config.json', '  File "/x.py", line 3, in f', "    f()"]
+    assert list(pasted_lines(lines)) == lines
+
+
+def test_a_line_with_no_frame_inside_it_is_not_split_as_a_traceback():
+    for line in (TRACEBACK[0], TRACEBACK[1], 'File "x.py" not found: RuntimeError: y', "a b"):
+        assert split_traceback(line) == [line]
+
+
+def test_an_exception_line_before_sglangs_prefix_is_a_line_of_its_own_not_a_wrapper():
+    exception = "CUDA Error: an illegal memory access was encountered (CUDA Error: 700)"
+    assert split_joined(f"{exception} {TRACEBACK[0]}") == [exception, TRACEBACK[0]]
+    wrapped = f"sglang-1  | {LINE}"  # a wrapper's text before SGLang's prefix stays with it
+    assert split_joined(wrapped) == [wrapped]
+
+
+@pytest.mark.parametrize("decoration", ["    ", "> ", "   12  ", "- "])
+def test_a_pasted_0_1_batch_line_reads_as_the_plain_one(decoration):
+    fill = (
+        "new fill batch. #seq: 1. #cached_token: 330. #new_token: 2172. #remaining_req: 57. "
+        "#running_req: 9. tree_cache_hit_rate: 69.16%"
+    )
+    decode = "#running-req: 9, #token: 4360, token usage: 0.05, gen throughput (token/s): 390.20, #queue-req: 57"  # fmt: skip  # noqa: E501
+    plain = [fill, decode]
+    assert scan_lines([decoration + line for line in plain]) == scan_lines(plain)
+    assert scan_lines(plain).prefill_lines == 1
+
+
+@pytest.mark.parametrize("decorate", [
+    lambda _, line: "    " + line,  # a markdown code block
+    lambda k, line: f"{k + 1:6d}\t{line}",  # cat -n
+    lambda k, line: f"{k + 1:4d} | {line}",  # an editor's gutter
+    lambda _, line: "> " + line,
+])  # fmt: skip
+def test_a_paste_decorates_every_line_and_every_line_loses_it(decorate):
+    """Behind a log tool's wrapper (docker compose here) a decorated line opens with no log
+    line's start; the decoration the paste showed on its first line is taken off them all."""
+    plain = [f"sglang-1  | {line}" for line in (LOGS / REAL[0]).read_text().splitlines()]
+    decorated = [decorate(k, line) for k, line in enumerate(plain)]
+    assert scan_lines(decorated) == scan_lines(plain)
+    assert scan_lines(plain).decode_lines > 0
 
 
 def test_a_cut_piece_is_joined_only_where_it_completes_the_line():

@@ -470,6 +470,8 @@ class CrashTracker:
             kind = self._oom_kind()
         if kind is not None:
             self._count(kind, text)
+            if kind is CrashKind.KV_POOL_EXHAUSTED:  # its numbers on the same line (newlines lost)
+                self._pool_numbers(text)
         elif oom or _CAPTURE_FAILED.search(text) or _FATAL.search(text):
             self._mark_fatal(text)
         elif self.record is None and _FATAL_LINE.search(text):  # ptxas, NCCL, ... on their own
@@ -477,16 +479,18 @@ class CrashTracker:
                 self._mark_fatal(text)
 
     def _pool_numbers(self, text: str) -> bool:
-        """A pool OOM's numbers; free tokens covering the request make it an allocator bug
-        (the pool did not run out: its allocator failed). True when the line was one."""
+        """A pool OOM's numbers, one line each or both on one (a paste whose newlines were
+        lost); free tokens covering the request make it an allocator bug (the pool did not run
+        out: its allocator failed). True when the line held one."""
         pool = self._pool_oom
         assert pool is not None
-        if want := _WANT.search(text):
-            pool[0] = int(want.group(1))
-        elif have := _HAVE.search(text):
-            pool[1] = int(have.group(1) or have.group(2))
-        else:
+        want, have = _WANT.search(text), _HAVE.search(text)
+        if want is None and have is None:
             return False
+        if want is not None:
+            pool[0] = int(want.group(1))
+        if have is not None:
+            pool[1] = int(have.group(1) or have.group(2))
         wanted, free = pool
         if wanted is not None and free is not None:
             self._pool_oom = None

@@ -13,8 +13,9 @@ second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:
 SGLang's own prefix with its opening bracket lost in a paste, and any other prefix before one of
 SGLang's own messages (its time kept where it prints one). What a paste adds is taken off too:
 indentation, quote marks (`> `), list bullets, line numbers, inline-code backticks, HTML's
-escapes (`&quot;`), and lines whose newlines were lost are split at SGLang's prefixes, lines a
-terminal cut at its width are joined again (`pasted_lines`). Wrappers nest (compose around `-t`
+escapes (`&quot;`), and lines whose newlines were lost are split at SGLang's prefixes and a
+traceback in them at its frames, lines a terminal cut at its width are joined again
+(`pasted_lines`). Wrappers nest (compose around `-t`
 stamps, a collector around CRI lines): each is taken off in turn.
 
 Pure and linear in the line's length: every regex is anchored at the line's start and bounded
@@ -84,15 +85,15 @@ _BRACKET_LOST = re.compile(
 _OPENERS = re.compile(
     r"(?:Decode batch|Prefill batch|KV cache pool is full|Scheduler hit an exception"
     r"|Load weight (?:begin|end)|KV Cache is allocated|Memory pool end|Capture cuda graph"
-    r"|max_total_num_tokens=)"
-)
+    r"|max_total_num_tokens=|new fill batch\. |Prefil batch\. |#running-req: \d+, #token: )"
+)  # the last three: 0.1.x's batch lines (its fill and decode lines open with no label)
 _FOREIGN_CHARS = 160  # the longest unknown prefix taken off
 # What a paste puts before a log line: indentation, e-mail and markdown quote marks, a list
 # bullet or a diff's `+`/`-` (the indentation after it), a line number (`cat -n`, an editor's
 # gutter), inline-code backticks.
 _PASTE = re.compile(
-    r"[ \t]{0,64}((?:>[ \t]?){0,8})"
-    r"(?:[-*+\u2022][ \t]{1,64}|\d{1,7}(?:[ \t]{0,8}[|:][ \t]{0,8}|[ \t]{1,8}))?(`{0,3})"
+    r"([ \t]{0,64})((?:>[ \t]?){0,8})"
+    r"(?:([-*+\u2022][ \t]{1,64})|(\d{1,7})([ \t]{0,8}[|:][ \t]{0,8}|[ \t]{1,8}))?(`{0,3})"
 )
 # What a decoration may stand before without quote marks: a log line's own start (SGLang's
 # bracket, a stamp, a JSON record), one of SGLang's messages, a traceback's head or its final
@@ -119,6 +120,30 @@ _CUT_OPENERS = (
     "Testing retraction",
 )
 _COMPLETE = re.compile(r"#queue-req: \d|#retracted_reqs: \d")
+# A traceback whose newlines were lost: cut before each frame (`File "...", line N`), before a
+# traceback's head unless SGLang's own header holds it ("Scheduler hit an exception: Traceback
+# (most recent call last):" is one line as SGLang prints it) and before a chained exception's
+# words; inside a frame's piece, its code and the exception after it (`_EXCEPTION_AFTER`).
+_TRACEBACK_CUT = re.compile(
+    r"[ \t]*(?:(?<!exception: )(?=Traceback \(most recent call last\):)"
+    r'|(?=File "[^"\n]{1,1024}", line \d{1,7})'
+    r"|(?=During handling of the above exception|The above exception was the direct cause))"
+)
+# A frame as Python prints it, to the line's end, and one a terminal may have cut (as long as
+# its width, `_WIDTH` at least, its `File "` inside it)
+_WHOLE_FRAME = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}, in [\w<>.]{1,256}$')
+_CUT_FRAME = re.compile(r'File "[^\n]{0,1024}$')
+_WIDTH = 60
+_LINE_STARTS = ("[", 'File "', "Traceback (", "During handling", "The above exception")
+# one frame with its code after it on the same line (a two-line paste whose newline was lost)
+_CODE_AFTER = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}, in [\w<>.]{1,256}[ \t]+\S')
+_FRAME_AT = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}(?:, in \S{1,256})?')
+# an exception's name and colon after the code a frame shows (as `messages.exceptions` reads
+# one: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "Exception: ...")
+_EXCEPTION_AFTER = re.compile(
+    r"(?<=\s)(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)"
+    r"|Exception|Error):(?:\s|$)"
+)
 # a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
 _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces
@@ -171,16 +196,44 @@ def unwrap_lines(
 
 def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
     """The lines as SGLang wrote them where a paste moved their ends: a line holding several
-    is split at SGLang's prefixes (`split_joined`), and a batch or retraction line that a
-    terminal or an editor cut at its width is joined with its pieces (`_Pieces`)."""
+    is split at SGLang's prefixes (`split_joined`) and a traceback on one line at its frames
+    (`split_traceback`); a batch or retraction line that a terminal or an editor cut at its
+    width is joined with its pieces (`_Pieces`), as is a traceback's frame cut inside its file
+    name or line number (`File "...` with no `", line N` after it: the pieces after it are
+    joined while that makes the frame whole)."""
     pieces = _Pieces()
     held = pieces.held
+    cut = _Cut()
+    frame = cut.held  # a line cut at a terminal's width, and the pieces after it
+    decoration = _Decoration()
     for raw in lines:
+        if raw[:1] in _DECORATED:  # a paste's decoration, once a line showed it
+            raw = decoration.strip(raw)
         # as most are: a whole batch line, no other prefix in it, no piece held, not cut
-        if "#queue-req: " in raw and not held and raw.find("[", 1) < 0 and len(raw) != pieces.width:
+        if (
+            "#queue-req: " in raw
+            and not held
+            and not frame
+            and raw.find("[", 1) < 0
+            and len(raw) != pieces.width
+        ):
             yield raw
             continue
-        for line in split_joined(raw) if raw.find("[", 1) > 0 else (raw,):
+        joined = split_joined(raw) if raw.find("[", 1) > 0 else (raw,)
+        framed = 'File "' in raw
+        if framed and raw.find('File "', 1) > 0:  # a traceback whose newlines were lost
+            joined = [piece for line in joined for piece in split_traceback(line)]
+        for line in joined:
+            if frame:
+                if cut.continues(line):
+                    frame.append(line)
+                    if len(line) < len(frame[0]) or len(frame) > _PIECES:
+                        yield from cut.flush()
+                    continue
+                yield from cut.flush()
+            if (framed or cut.width) and cut.starts(line):
+                frame.append(line)
+                continue
             if held:
                 if line[:1] not in _NOT_A_PIECE and line[:2] != "  " and len(held) <= _PIECES:
                     yield from pieces.add(line)
@@ -194,7 +247,52 @@ def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
                 held.append(line)
                 continue
             yield line
+    yield from cut.flush()
     yield from pieces.flush()
+
+
+class _Cut:
+    """A line a terminal cut at its width, and the pieces after it: a traceback's frame (`File
+    "` in a line at least `_WIDTH` long whose `", line N, in name` is missing or may go on),
+    or, once a frame was joined, any line as long as that one was (the terminal's width: an
+    exception's message, SGLang's own lines). Pieces are joined where they make the frame whole
+    or the width is known; else each is kept as it came."""
+
+    __slots__ = ("held", "width")
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+        self.width = 0  # the width a frame was cut at, once one was joined
+
+    def starts(self, line: str) -> bool:
+        """Whether `line` may be the first piece of a cut line."""
+        if self.width and len(line) == self.width:
+            return True
+        return len(line) >= _WIDTH and 'File "' in line and _CUT_FRAME.search(line) is not None
+
+    def continues(self, line: str) -> bool:
+        """Whether `line` is the next piece: the pieces so far as long as each other, and
+        `line` no longer and no line of its own (a frame's code is indented by four, a frame
+        by two, an exception's line opens with its name)."""
+        held = self.held
+        if not line or len(line) > len(held[0]) or any(len(p) != len(held[0]) for p in held):
+            return False
+        if line[:2] in ("  ", "\t") or line.lstrip().startswith(_LINE_STARTS):
+            return False
+        return _EXCEPTION_AFTER.match(" " + line, 1) is None
+
+    def flush(self) -> list[str]:
+        """The held pieces, emptied: joined where they make one frame or a line of the known
+        width, else each as it came."""
+        held = self.held[:]
+        self.held.clear()
+        if len(held) < 2:
+            return held
+        whole = "".join(held)
+        if _WHOLE_FRAME.match(whole, max(0, whole.rfind('File "', 0, len(held[0])))):
+            self.width = self.width or len(held[0])
+            return [whole]
+        return [whole] if self.width and len(held[0]) == self.width else held
 
 
 class _Pieces:
@@ -228,8 +326,11 @@ def split_joined(line: str) -> list[str]:
     SGLang's prefixes inside it; a request log's line (its prompt is the client's) is kept whole,
     and a bracket with nothing after it (a wrapper's dated one) stays with the line it opens."""
     cuts = [found.span() for found in _INNER_PREFIX.finditer(line, 1)]
-    # behind a wrapper ("svc-1  | <stamp> [...] "), the first prefix is the line's own
-    own = 0 if line[:1] == "[" else cuts.pop(0)[1] if cuts else 0
+    # behind a wrapper ("svc-1  | <stamp> [...] "), the first prefix is the line's own; not
+    # behind an exception's words (a line of its own before SGLang's: "CUDA Error: ... [...]")
+    own = 0
+    if line[:1] != "[" and cuts and _FOREIGN_NOT.search(line, 0, cuts[0][0]) is None:
+        own = cuts.pop(0)[1]
     if not cuts:
         return [line]
     first = _FIRST_PREFIX.match(line, own)
@@ -244,6 +345,36 @@ def split_joined(line: str) -> list[str]:
         start = head = after
     parts.append(line[start:])
     return parts
+
+
+def split_traceback(line: str) -> list[str]:
+    """A traceback pasted on one line (its newlines lost), split as Python printed it: the text
+    before it, each frame (`  File "...", line N, in f`), the frame's code, and the exception
+    after the last code it shows; chained tracebacks likewise (`_TRACEBACK_CUT`). A line that
+    is one frame (whole or cut) or holds none is returned whole."""
+    lead = len(line) - len(line.lstrip())
+    cuts = [cut.start() for cut in _TRACEBACK_CUT.finditer(line, lead + 1) if cut.start() > lead]
+    if not cuts and _CODE_AFTER.match(line, lead) is None:
+        return [line]
+    if _FRAME_AT.search(line, lead) is None:
+        return [line]
+    out: list[str] = []
+    for start, end in zip([0, *cuts], [*cuts, len(line)], strict=True):
+        piece = line[start:end].strip()
+        frame = _FRAME_AT.match(piece)
+        if frame is None:
+            if piece:
+                out.append(line[start:end].rstrip() if start == 0 else piece)
+            continue
+        out.append("  " + frame.group())
+        rest = piece[frame.end() :]
+        raised = _EXCEPTION_AFTER.search(rest)
+        code, last = (rest[: raised.start()], rest[raised.start() :]) if raised else (rest, "")
+        if code.strip():
+            out.append("    " + code.strip())
+        if last.strip():
+            out.append(last.strip())
+    return out
 
 
 def unwrap(line: str, year: int | None = None) -> Unwrapped:
@@ -313,11 +444,56 @@ def _pasted(line: str) -> Unwrapped | None:
     if match is None or match.end() == 0:
         return None
     rest = line[match.end() :]
-    if not match.group(1) and not _PASTED_START.match(rest):
+    if not match.group(2) and not _PASTED_START.match(rest):
         return None
-    if match.group(2):
+    if match.group(6):
         rest = rest.rstrip().rstrip("`")
     return Unwrapped(rest, None, "")
+
+
+_DECORATED = frozenset(" \t>-*+\u2022`0123456789")  # what a decorated line opens with
+
+
+class _Decoration:
+    """What a paste put before every line, once one line shows it before a log line's own
+    start (`_PASTED_START`) or a log tool's wrapper (`_layer`): the same indentation, quote
+    marks, bullet, or a line number with the same gap after it (right-aligned: its indentation
+    may shrink as it grows). Taken off every line after that carries it, whatever follows: a
+    traceback's frame and code, a message no opener names, a wrapped line (`    svc-1  | ...`),
+    which alone keep their decoration (a paste's 4-space code block)."""
+
+    __slots__ = ("pattern",)
+
+    def __init__(self) -> None:
+        self.pattern: re.Pattern[str] | None = None
+
+    def strip(self, line: str) -> str:
+        """`line` without the paste's decoration (learned from it where none is yet)."""
+        pattern = self.pattern
+        if pattern is None:
+            self.pattern = pattern = _decoration_of(line)
+            if pattern is None:
+                return line
+        found = pattern.match(line)
+        return line[found.end() :] if found is not None else line
+
+
+def _decoration_of(line: str) -> re.Pattern[str] | None:
+    """The decoration `line` shows before a log line's own start, as a pattern for the lines
+    after it (None: it shows none)."""
+    match = _PASTE.match(line)
+    if match is None or match.end() == 0:
+        return None
+    rest = line[match.end() :]
+    if not _PASTED_START.match(rest) and _layer(rest, None) is None:  # nor a wrapper's line
+        return None
+    indent, quotes, bullet, number, gap, ticks = match.groups()
+    if not (indent or quotes or bullet or number):
+        return None  # backticks alone: one inline-code span, not a paste of lines
+    if number:
+        head = rf"[ \t]{{0,{len(indent) + len(number)}}}\d{{1,7}}"
+        return re.compile(head + re.escape(gap) + re.escape(quotes or "") + re.escape(ticks))
+    return re.compile(re.escape(indent + quotes + (bullet or "") + ticks))
 
 
 def _foreign(line: str) -> Unwrapped | None:
