@@ -8,6 +8,7 @@ from sglang_tuner.rules.cuda_graph import (
     TORCH_COMPILE_SMALL_BATCH,
     graph_flag,
 )
+from sglang_tuner.sources.log.lines import scan_lines
 
 BIG_BATCH = window_from(num_running_reqs_max_rank="300x20", cuda_graph_pass_ratio="0.3x20")
 GRAPH_256 = ServerConfig(version="0.5.9", cuda_graph_max_bs=256, mem_fraction_static=0.88)
@@ -88,6 +89,27 @@ def test_cuda_graph_not_covering_from_log_false_ratio():
     view = window_from(cuda_graph_false_ratio="0.9x20", num_running_reqs="40x20")
     out = evaluate(CUDA_GRAPH_NOT_COVERING, view)
     assert isinstance(out, Finding) and "'cuda graph: False'" in out.evidence
+
+
+def test_cuda_graph_not_covering_from_the_log_covers_the_batches_that_ran_without_a_graph():
+    """A log's samples keep each interval's latest batch line (here 28, inside the graphs);
+    the lines that said `cuda graph: False` ran 46: the size suggested covers them."""
+    view = window_from(
+        cuda_graph_false_ratio="0.7x20", num_running_reqs="28x20", eager_batch_max="46x20"
+    )
+    out = evaluate(CUDA_GRAPH_NOT_COVERING, view)
+    assert isinstance(out, Finding) and out.action.suggested is not None
+    assert int(out.action.suggested) >= 46
+
+
+def test_a_log_of_decode_lines_without_a_graph_suggests_graphs_that_cover_them():
+    lines = [
+        f"[2025-11-11 04:06:{27 + k}] Decode batch, #running-req: {n}, #token: 30000, token "
+        f"usage: 0.19, cuda graph: {graph}, gen throughput (token/s): 1447.08, #queue-req: 0"
+        for k, (n, graph) in enumerate([(46, False), (36, False), (28, True)])
+    ]
+    counts = scan_lines(lines)
+    assert (counts.decode_without_graph, counts.eager_batch_max) == (2, 46)
 
 
 def test_cuda_graph_not_covering_disabled_graph_says_reenable():

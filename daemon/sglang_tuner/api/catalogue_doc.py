@@ -134,6 +134,7 @@ FEEDS: dict[str, tuple[str, str]] = {
     ),
     s.EVICTED_TOKENS_RATE: ("`sglang:evicted_tokens_total`", "—"),
     s.CUDA_GRAPH_FALSE_RATIO: ("—", f"{_LOG_DECODE} (`cuda graph: False`)"),
+    s.EAGER_BATCH_MAX: ("—", f"{_LOG_DECODE} (`#running-req` where `cuda graph: False`)"),
     s.PREFILL_FULL_RATIO: ("—", f"{_LOG_PREFILL} (`#new-token` at the largest seen)"),
     s.STARTUP_AVAILABLE_GPU_MEM_GB: (
         "`sglang:startup_available_gpu_memory_gb`",

@@ -101,6 +101,9 @@ CRASH_EVENT_SIGNALS: Final[tuple[str, ...]] = (
 CUDA_GRAPH_FALSE_RATIO: Final = (
     "cuda_graph_false_ratio"  # log: Decode lines with "cuda graph: False"
 )
+# log: the largest running batch (one scheduler's: a DP rank's) of the Decode lines that said
+# "cuda graph: False" (speculative ones apart): a batch the graphs did not cover
+EAGER_BATCH_MAX: Final = "eager_batch_max"
 
 # GPU facts from the DCGM exporter.
 GPU_FB_FREE_GB: Final = "gpu_fb_free_gb"
@@ -138,6 +141,7 @@ ALL_SIGNALS: Final[tuple[str, ...]] = (
     RESTARTS,
     *CRASH_EVENT_SIGNALS,
     CUDA_GRAPH_FALSE_RATIO,
+    EAGER_BATCH_MAX,
     GPU_FB_FREE_GB,
 )
 
@@ -147,6 +151,7 @@ _GIB = float(1 << 30)  # SGLang and DCGM report GiB
 EXPORTED_AS: Final[dict[str, tuple[str, str, float]]] = {
     NUM_RUNNING_REQS: ("requests", "running", 1.0),
     NUM_RUNNING_REQS_MAX_RANK: ("requests", "running_busiest_rank", 1.0),
+    EAGER_BATCH_MAX: ("requests", "largest_eager_batch_in_log", 1.0),
     NUM_QUEUE_REQS: ("requests", "waiting", 1.0),
     TOKEN_USAGE: ("ratio", "token_usage", 1.0),
     PREFIX_CACHE_HIT_RATIO: ("ratio", "prefix_cache_hit", 1.0),

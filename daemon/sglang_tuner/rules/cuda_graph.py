@@ -8,6 +8,7 @@ from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
     CUDA_GRAPH_FALSE_RATIO,
     CUDA_GRAPH_PASS_RATIO,
+    EAGER_BATCH_MAX,
     GEN_THROUGHPUT,
     NUM_RUNNING_REQS,
     NUM_RUNNING_REQS_MAX_RANK,
@@ -45,14 +46,19 @@ def graph_flag(version: str | None) -> str:
 
 
 def _raise_graph_bs(inp: RuleInput) -> Action:
-    """The p99 per-rank batch rounded up to a captured size (one step, not a jump to 512);
-    where startup left under 8 GB free, pay for the graphs with --mem-fraction-static - 0.02."""
+    """The p99 per-rank batch rounded up to a captured size (one step, not a jump to 512), and
+    never below a batch the log shows ran without a graph (`EAGER_BATCH_MAX`: a log's samples
+    keep each interval's latest batch line, which may be one the graphs covered); where startup
+    left under 8 GB free, pay for the graphs with --mem-fraction-static - 0.02."""
     config = inp.config
     if config is not None and config.disable_cuda_graph:
         return Action("re-enable CUDA graphs: drop --disable-cuda-graph from the launch command")
     flag = graph_flag(config.version if config else None)
     current = config.cuda_graph_max_bs if config else None
     p99 = per_rank_batch(inp.view, 0.99)
+    eager = inp.view.quantile(EAGER_BATCH_MAX, 1.0)
+    if eager is not None:
+        p99 = eager if p99 is None else max(p99, eager)
     ceiling = int(inp.thresholds["graph_bs_max"])
     if p99 is None:  # no batch sizes seen: the guide's first example value
         return _pay_for_graphs(
@@ -134,6 +140,7 @@ CUDA_GRAPH_NOT_COVERING = Rule(
         NUM_RUNNING_REQS_MAX_RANK,
         CUDA_GRAPH_PASS_RATIO,
         CUDA_GRAPH_FALSE_RATIO,
+        EAGER_BATCH_MAX,
         GEN_THROUGHPUT,
         NUM_RUNNING_REQS,
     ),  # fmt: skip

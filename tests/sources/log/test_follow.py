@@ -19,11 +19,12 @@ from sglang_tuner.sources.log.lines import BatchLoad
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "sglang" / "logs"
 
 EXPECTED = {  # version: (retracted, decode lines, no-graph, tokens, GB), then crash counts
+    # and the largest batch a no-graph line ran
     "0.4.6": LogCounts(3, 0, 0, 401000, None),
-    "0.4.10": LogCounts(1, 2, 1, 665690, 13.5, kv_pool_exhausted=1),
-    "0.5.4": LogCounts(3, 2, 1, 500000, 20.95),
+    "0.4.10": LogCounts(1, 2, 1, 665690, 13.5, kv_pool_exhausted=1, eager_batch_max=301),
+    "0.5.4": LogCounts(3, 2, 1, 500000, 20.95, eager_batch_max=600),
     "0.5.9": LogCounts(2, 2, 0, 820000, 20.9, kv_pool_exhausted=1),
-    "0.5.17": LogCounts(5, 2, 1, 412000, 7.25, kv_pool_exhausted=1),
+    "0.5.17": LogCounts(5, 2, 1, 412000, 7.25, kv_pool_exhausted=1, eager_batch_max=300),
 }
 
 

@@ -70,6 +70,8 @@ def to_signals(counts: LogCounts, seconds: float | None) -> dict[str, float]:
         values[s.RETRACTIONS_PER_MINUTE] = counts.retracted_reqs * 60.0 / seconds
     if counts.decode_lines:
         values[s.CUDA_GRAPH_FALSE_RATIO] = counts.decode_without_graph / counts.decode_lines
+    if counts.eager_batch_max is not None:
+        values[s.EAGER_BATCH_MAX] = float(counts.eager_batch_max)
     if counts.max_total_num_tokens is not None:
         values[s.MAX_TOTAL_NUM_TOKENS] = float(counts.max_total_num_tokens)
     if counts.available_gpu_mem_gb is not None:

@@ -143,6 +143,8 @@ class LogCounts:
     crashes: tuple[CrashDiagnosis, ...] = ()  # each crash since the take, said in words
     # the latest process's startup lines: weights, KV pool, free memory (startup.py)
     startup_memory: Mapping[str, float] = field(default_factory=dict)
+    # the largest #running-req of the Decode lines that said "cuda graph: False"
+    eager_batch_max: int | None = None
 
 
 class LogScanner:
@@ -155,6 +157,7 @@ class LogScanner:
         self.available_gpu_mem_gb: float | None = None
         self._capture_free_gb: float | None = None  # the free memory this start's graphs left
         self._retracted = self._decode_lines = self._without_graph = 0
+        self._eager_max: int | None = None  # the largest batch a graph-less Decode line ran
         self._latest: dict[str, str] = {}  # DP rank -> its latest batch line since the take
         self._server_args: dict[str, Any] = {}  # the latest launch line's, and its summary's
         self._new_args = False
@@ -199,8 +202,10 @@ class LogScanner:
             prefill_cached_tokens=self._cached_tokens,
             crashes=self.crash.take_diagnoses(),
             startup_memory=self.startup.facts(),
+            eager_batch_max=self._eager_max,
         )
         self._retracted = self._decode_lines = self._without_graph = 0
+        self._eager_max = None
         self._prefills = self._new_tokens = self._cached_tokens = 0
         self._full = self._sized = 0
         self._latest = {}
@@ -271,6 +276,8 @@ class LogScanner:
             if not (without and "accept len" in line):
                 self._decode_lines += 1
                 self._without_graph += without
+                if without and (load := batch_load(line)) and load.running is not None:
+                    self._eager_max = max(self._eager_max or 0, load.running)
         rank = _gpu(line) if self._gpus else _dp_rank(line)
         self._latest[f"{stream}/{rank}" if stream else rank] = line
 
