@@ -119,16 +119,30 @@ def test_log_scanner_reads_the_free_memory_the_capture_left_where_no_summary_say
     assert scanner.take().available_gpu_mem_gb == 0.0  # the same start's reading
 
 
+PREFILL_AT = (
+    "[2024-11-29 10:28:29 TP0] Prefill batch. #new-seq: 2, #new-token: {n}, #cached-token: "
+    "0, token usage: 0.11, #running-req: 69, #queue-req: 130"
+)
+
+
 def test_log_scanner_counts_prefill_batches_cut_at_one_size_from_the_third_line():
     scanner = LogScanner()
-    line = (
-        "[2024-11-29 10:28:29 TP0] Prefill batch. #new-seq: 2, #new-token: {n}, #cached-token: "
-        "0, token usage: 0.11, #running-req: 69, #queue-req: 130"
-    )
-    scanner.feed([line.format(n=n) for n in (2048, 2048, 2048, 1900, 700)])
+    scanner.feed([PREFILL_AT.format(n=n) for n in (2048, 1500, 2048, 1900, 700)])
     counts = scanner.take()
     # lines 3-5 judged against the largest (2048): 2048 and 1900 are within 10 %, 700 is not
     assert (counts.prefill_full_lines, counts.prefill_sized_lines) == (2, 3)
+
+
+def test_a_second_prefill_line_of_the_firsts_exact_size_is_a_budgets_cut():
+    """An excerpt of two lines: prompts that sum to the same count twice are a budget's cut."""
+    scanner = LogScanner()
+    scanner.feed([PREFILL_AT.format(n=n) for n in (2048, 2048)])
+    counts = scanner.take()
+    assert (counts.prefill_full_lines, counts.prefill_sized_lines) == (1, 1)
+    for sizes in ((2048, 1500), (300, 300)):  # two sizes; one size below any budget's
+        scanner = LogScanner()
+        scanner.feed([PREFILL_AT.format(n=n) for n in sizes])
+        assert scanner.take().prefill_sized_lines == 0
 
 
 def test_scan_lines_counts_unprefixed_retractions_every_time():

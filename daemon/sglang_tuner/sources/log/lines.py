@@ -285,10 +285,13 @@ class LogScanner:
         """A prefill batch's new tokens against the largest this process printed: SGLang's
         `PrefillAdder` stops adding at the first budget spent (the pool's, scaled by
         --schedule-conservativeness; --max-prefill-tokens; --chunked-prefill-size), and only the
-        two token budgets cut batches at one size whatever the prompts are."""
+        two token budgets cut batches at one size whatever the prompts are. Judged from this
+        process's third line on, or from its second where it repeats the first's size exactly
+        (an excerpt of two lines: prompts that sum to the same count twice are a budget's cut)."""
+        repeated = self._prefills_seen == 1 and new == self._largest  # the same size again
         self._largest = max(self._largest, new)
         self._prefills_seen += 1
-        if self._prefills_seen >= 3 and self._largest >= 512:
+        if (self._prefills_seen >= 3 or repeated) and self._largest >= 512:
             self._sized += 1
             self._full += new >= 0.9 * self._largest
 
