@@ -300,6 +300,16 @@ def test_a_real_log_pasted_in_every_way_reads_as_the_plain_log(name, paste):
     assert times == [x.ts for x in log_samples(plain, 5.0)]
 
 
+@pytest.mark.parametrize("wrapper", ["compose", "kubectl --timestamps", "CRI", "journalctl"])
+def test_a_wrapped_log_whose_newlines_were_lost_reads_as_the_wrapped_lines(wrapper):
+    """Each line's wrapper lands at the end of the line before when the newlines go: it goes
+    with the line it wrapped again (the last field of a batch line read as it was)."""
+    plain = (LOGS / REAL[1]).read_text().splitlines()
+    wrapped = [WRAPPERS[wrapper](line, ts) for line, ts in _stamped(plain)]
+    joined = [" ".join(wrapped)]
+    assert _loads_by_value(scan_lines(joined)) == _loads_by_value(scan_lines(wrapped))
+
+
 def test_a_paste_whose_newlines_were_lost_reads_as_the_lines_it_held():
     plain = (LOGS / REAL[1]).read_text().splitlines()
     joined = [" ".join(plain[i : i + 4]) for i in range(0, len(plain), 4)]

@@ -328,23 +328,42 @@ def split_joined(line: str) -> list[str]:
     cuts = [found.span() for found in _INNER_PREFIX.finditer(line, 1)]
     # behind a wrapper ("svc-1  | <stamp> [...] "), the first prefix is the line's own; not
     # behind an exception's words (a line of its own before SGLang's: "CUDA Error: ... [...]")
-    own = 0
+    own, wrapped = 0, 0
     if line[:1] != "[" and cuts and _FOREIGN_NOT.search(line, 0, cuts[0][0]) is None:
-        own = cuts.pop(0)[1]
+        wrapped, own = cuts.pop(0)
     if not cuts:
         return [line]
     first = _FIRST_PREFIX.match(line, own)
     if first is not None and line.startswith(REQUEST_LOG, first.end()):
         return [line]
     parts, start, head = [], 0, own
+    wrapper: re.Pattern[str] | None | bool = bool(wrapped)  # True: not yet made
     for cut, after in cuts:
         if _BRACKETS_ONLY.fullmatch(line, head, cut):  # nothing said since the last prefix
             head = after
+            continue
+        # the next line's own wrapper before its prefix goes with it
+        if wrapper is True:
+            wrapper = _repeated(line[:wrapped].strip())
+        found = wrapper.search(line, head, cut) if isinstance(wrapper, re.Pattern) else None
+        if found is not None:
+            parts.append(line[start : found.start()].rstrip())
+            start, head = found.start(), after
             continue
         parts.append(line[start:cut])
         start = head = after
     parts.append(line[start:])
     return parts
+
+
+def _repeated(wrapper: str) -> re.Pattern[str] | None:
+    """The wrapper a joined line opens with (`svc-1  |`, a journal's `Aug 08 12:10:01 host
+    python3[4242]:`, an RFC 3339 stamp) as it repeats before each line it held: the same text,
+    its numbers free, at the end of the text before the next prefix."""
+    if not wrapper or len(wrapper) > _FOREIGN_CHARS:
+        return None
+    shape = re.sub(r"\d+", r"\\d{1,12}", re.escape(wrapper))
+    return re.compile(rf"(?:(?<=\s)|^){shape}[ \t]*$")
 
 
 def split_traceback(line: str) -> list[str]:
