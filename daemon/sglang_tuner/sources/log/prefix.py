@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator
 from datetime import date, datetime, timezone
 from typing import Any, NamedTuple
 
+from sglang_tuner.sources.log.messages.exceptions import EXCEPTION_NAME, FRAME_FUNC, FRAME_HEAD
+
 MAX_JSON_CHARS = 1 << 20
 _DEPTH = 4  # wrappers taken off one line at most (compose + -t + CRI + JSON is the deepest seen)
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]|\x1b[@-Z\\-_]")
@@ -126,24 +128,21 @@ _COMPLETE = re.compile(r"#queue-req: \d|#retracted_reqs: \d")
 # words; inside a frame's piece, its code and the exception after it (`_EXCEPTION_AFTER`).
 _TRACEBACK_CUT = re.compile(
     r"[ \t]*(?:(?<!exception: )(?=Traceback \(most recent call last\):)"
-    r'|(?=File "[^"\n]{1,1024}", line \d{1,7})'
+    rf"|(?={FRAME_HEAD})"
     r"|(?=During handling of the above exception|The above exception was the direct cause))"
 )
 # A frame as Python prints it, to the line's end, and one a terminal may have cut (as long as
 # its width, `_WIDTH` at least, its `File "` inside it)
-_WHOLE_FRAME = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}, in [\w<>.]{1,256}$')
+_WHOLE_FRAME = re.compile(rf"{FRAME_HEAD}, in {FRAME_FUNC}$")
 _CUT_FRAME = re.compile(r'File "[^\n]{0,1024}$')
 _WIDTH = 60
 _LINE_STARTS = ("[", 'File "', "Traceback (", "During handling", "The above exception")
 # one frame with its code after it on the same line (a two-line paste whose newline was lost)
-_CODE_AFTER = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}, in [\w<>.]{1,256}[ \t]+\S')
-_FRAME_AT = re.compile(r'File "[^"\n]{1,1024}", line \d{1,7}(?:, in \S{1,256})?')
+_CODE_AFTER = re.compile(rf"{FRAME_HEAD}, in {FRAME_FUNC}[ \t]+\S")
+_FRAME_AT = re.compile(rf"{FRAME_HEAD}(?:, in {FRAME_FUNC})?")
 # an exception's name and colon after the code a frame shows (as `messages.exceptions` reads
 # one: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "Exception: ...")
-_EXCEPTION_AFTER = re.compile(
-    r"(?<=\s)(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)"
-    r"|Exception|Error):(?:\s|$)"
-)
+_EXCEPTION_AFTER = re.compile(rf"(?<=\s){EXCEPTION_NAME}:(?:\s|$)")
 # a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
 _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces

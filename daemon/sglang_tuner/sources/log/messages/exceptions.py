@@ -98,11 +98,14 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
 )
 # The start of a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...",
 # "tvm.error.InternalError: ...", a bare "Exception: ...".
-EXCEPTION = re.compile(
-    r"(?<![\w.])((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)"
-    r"|Exception|Error))(?::\s|:?$)"
+EXCEPTION_NAME = (
+    r"(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)|Exception|Error)"
 )
-_FRAME_END = re.compile(r'File "[^"]*", line \d+(?:, in [\w<>.]+)?')
+EXCEPTION = re.compile(rf"(?<![\w.])({EXCEPTION_NAME})(?::\s|:?$)")
+# A traceback's frame as Python prints it: its head, and the function after it.
+FRAME_HEAD = r'File "[^"\n]{1,1024}", line \d{1,7}'
+FRAME_FUNC = r"[\w<>.]{1,256}"
+_FRAME_END = re.compile(rf"{FRAME_HEAD}(?:, in {FRAME_FUNC})?")
 
 
 def final_exception(text: str) -> str:
