@@ -111,6 +111,10 @@ def test_config_errors_name_their_flag_where_the_message_does() -> None:
             CRASH,
             "kv_pool_exhausted",
         ),
+        # a later line of a message printed on several lines is known as that message
+        ("Try to allocate 148 tokens.", CRASH, "kv_pool_exhausted"),
+        ("self.tree_cache.evictable_size()=0", CRASH, "kv_pool_exhausted"),
+        ("2. set --cuda-graph-max-bs to a smaller value (e.g., 16)", CRASH, "capture_failure"),
         (
             "[2025-01-02 03:04:05 TP0] Decode batch. #running-req: 3, #token: 120, token usage: "
             "0.01, gen throughput (token/s): 50.00, #queue-req: 0",

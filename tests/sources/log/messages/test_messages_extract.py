@@ -56,8 +56,21 @@ def test_a_message_built_in_a_variable_is_followed_through_its_additions() -> No
     assert "Decode batch. #running-req: {*}, #token: {*}, token usage: {*}," in patterns
 
 
-def test_nested_functions_and_multi_line_messages_keep_their_first_line() -> None:
+def test_nested_functions_and_every_line_of_a_multi_line_message_are_read() -> None:
     assert _found()["Capture cuda graph failed: {*}"] == ("raise", "ValueError")
+    later = {
+        m.pattern: m.continues
+        for m in module_messages(SOURCE, "srt/model_executor/model_runner.py", "model_runner")
+    }
+    # the later line is a message of its own, carrying its first line (classed as it is)
+    assert later["Possible solutions: lower it"] == "Capture cuda graph failed: {*}"
+    assert later["Capture cuda graph failed: {*}"] == ""
+
+
+def test_a_later_line_without_letters_is_no_message() -> None:
+    source = "def f():\n    raise RuntimeError(f\"Pool ran out: {n}\\n{'-' * 80}\\n----------\")\n"
+    found = [m.pattern for m in module_messages(source, "srt/managers/scheduler.py", "scheduler")]
+    assert found == ["Pool ran out: {*}"]
 
 
 def test_messages_without_enough_literal_text_are_left_out() -> None:

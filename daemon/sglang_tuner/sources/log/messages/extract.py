@@ -74,6 +74,7 @@ _LOG_CALLS = {
 }
 _PERCENT = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?[sdifgeErx]")
 _BRACES = re.compile(r"\{[^{}]*\}")
+_LETTERS_MIN = 3  # a later line of a message with fewer letters is a rule ("----") or a value
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Message:
     module: str  # the first module it was seen in (`_reading_order`)
     refs: set[str] = field(default_factory=set)  # names formatted into it
     versions: list[str] = field(default_factory=list)
+    continues: str = ""  # a later line of a message printed on several: its first line
 
 
 def area_of(path: str) -> str | None:
@@ -139,14 +141,23 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def pattern_text(pieces: list[str]) -> str:
-    """The data-file form: one WILD for each run of wildcards, and of a message printed on
-    several lines only its first line that holds enough literal text (each line of a log is
-    read on its own)."""
+    """The data-file form of a message's first line that holds enough literal text ("" where
+    none does): one WILD for each run of wildcards (`pattern_lines`)."""
+    lines = pattern_lines(pieces)
+    return lines[0] if lines else ""
+
+
+def pattern_lines(pieces: list[str]) -> list[str]:
+    """The data-file form of each line of a message that holds enough literal text: one WILD
+    for each run of wildcards. A message printed on several lines is one log line per line,
+    each read on its own (SGLang's pool OOM: "Decode out of memory. Try to lower your batch
+    size.", then "Try to allocate 148 tokens.")."""
+    out = []
     for line in "".join(pieces).split("\n"):
         text = " ".join(re.sub(r"(?:\{\*\}\s*)+\{\*\}", WILD, line).split())
         if len(Pattern.parse(text).anchor) >= ANCHOR_MIN:
-            return text
-    return ""
+            out.append(text)
+    return out
 
 
 def _assignments(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
@@ -225,9 +236,12 @@ def module_messages(source: str, module: str, area: str) -> Iterator[Message]:
             kind, exception, expr = printed
             refs: set[str] = set()
             scope_copy = {name: list(parts) for name, parts in assigned.items()}
-            text = pattern_text(_pieces(expr, scope_copy, refs))
-            if text:
-                yield Message(text, kind, exception, area, module, refs)
+            lines = pattern_lines(_pieces(expr, scope_copy, refs))
+            for i, text in enumerate(lines):
+                if i and len(re.findall(r"[A-Za-z]", text)) < _LETTERS_MIN:
+                    continue  # a later line that is a rule or a bare value, no message of its own
+                first = lines[0] if i else ""
+                yield Message(text, kind, exception, area, module, set(refs), continues=first)
 
 
 def server_arg_fields(source: str, module: str) -> set[str]:
@@ -357,7 +371,8 @@ def _document(
 ) -> dict[str, Any]:
     rows = []
     for m in sorted(messages, key=lambda m: (m.area, m.call, m.pattern, m.exception)):
-        verdict = classify(m.pattern, m.call, m.exception, m.area, m.refs, fields)
+        # a later line of a message is what its first line is
+        verdict = classify(m.continues or m.pattern, m.call, m.exception, m.area, m.refs, fields)
         rows.append(
             {
                 "pattern": m.pattern,
@@ -367,6 +382,7 @@ def _document(
                 "module": m.module,
                 "refs": sorted(m.refs),
                 "versions": _spans(m.versions, read),
+                **({"continues": m.continues} if m.continues else {}),
                 **verdict.as_data(),
             }
         )
@@ -383,9 +399,8 @@ def reclassify(document: dict[str, Any]) -> dict[str, Any]:
     """The document with every message classified again by today's tables (no download)."""
     fields = document["server_args_fields"]
     for row in document["messages"]:
-        verdict = classify(
-            row["pattern"], row["call"], row["exception"], row["area"], row["refs"], fields
-        )
+        first = row.get("continues") or row["pattern"]  # a later line: its first line's class
+        verdict = classify(first, row["call"], row["exception"], row["area"], row["refs"], fields)
         row.update(verdict.as_data())
     return document
 
