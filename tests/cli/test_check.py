@@ -112,6 +112,27 @@ def test_check_log_errors_are_clear(tmp_path, capsys):
     assert main(["check"]) == 2
 
 
+def test_check_log_says_what_a_log_without_a_signal_holds(tmp_path, capsys):
+    """A paste of SGLang's lines that carry no tuning signal is refused saying what they are:
+    the HTTP server's access lines, or one of SGLang's own messages (from its catalogue)."""
+    access = tmp_path / "access.log"
+    access.write_text(
+        'text before\n[2026-04-05 20:02:52] INFO:     127.0.0.1:40130 - "POST /v1/chat/completions '
+        'HTTP/1.1" 200 OK\n[2026-04-05 20:02:53] INFO:     127.0.0.1:40132 - "GET /health '
+        'HTTP/1.1" 200 OK\n'
+    )
+    assert main(["check", "--log", str(access)]) == 1
+    err = capsys.readouterr().err
+    assert "holds no line with a tuning signal" in err
+    assert "the HTTP server's access lines (2, from line 2)" in err
+    ready = tmp_path / "ready.log"
+    ready.write_text("[2026-04-05 20:00:00] The server is fired up and ready to roll!\n")
+    assert main(["check", "--log", str(ready)]) == 1
+    err = capsys.readouterr().err
+    assert "line 1 is one of SGLang's own messages (info in srt/server.py, 0.1." in err
+    assert "Decode/Prefill batch lines" in err
+
+
 def _check(*argv: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "sglang_tuner", "check", *argv]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)

@@ -39,6 +39,7 @@ from sglang_tuner.model.signals import CRASH_EVENT_SIGNALS
 from sglang_tuner.model.target_spec import TargetSpec
 from sglang_tuner.rules import ALL_RULES
 from sglang_tuner.sources.log.log_samples import LogHistory, LogSample
+from sglang_tuner.sources.log.messages.catalogue import lookup
 from sglang_tuner.sources.prometheus.range_history import History
 
 # SGLang's own endpoints: what a user may paste (from a Prometheus target, a curl line) instead
@@ -310,7 +311,7 @@ def run_check_log(args: argparse.Namespace) -> int:
     if history.note and said:  # how its time was read, said once (of a log it could read)
         print(f"{name}: {history.note}", file=sys.stderr)
     if not said:
-        print(f"error: {args.log} holds no SGLang log lines{_unread(args.log)}", file=sys.stderr)
+        print(f"error: {args.log} {_unread(args.log)}", file=sys.stderr)
         return 1
     report = select_advice(
         ev, AdviceFilter(full_no_data=True), None, settings.scrape_interval_seconds
@@ -328,26 +329,57 @@ _SGLANG_WORDS = re.compile(
 _UNREAD_LINES = 100_000  # looked through for a line with SGLang's words (a file only)
 
 
+_ACCESS = re.compile(r'"(?:GET|POST|PUT|DELETE|HEAD|PATCH|OPTIONS) /\S* HTTP/[\d.]+" \d{3}')
+_READ = (
+    "the rules read the scheduler's Decode/Prefill batch lines, the startup summary and "
+    "crashes: paste the lines around them"
+)
+
+
 def _unread(log: str) -> str:
-    """Where a log that gave nothing holds SGLang's words all the same: the first such line's
-    number and start, so its format can be told (a file; standard input is read once)."""
+    """Why a log gave nothing, with what it holds all the same (a file; standard input is read
+    once): a line with SGLang's words in a form the reader does not know (its number and
+    start, so its format can be told); else a line that is one of SGLang's own messages
+    (`messages/sglang_messages.json`), or the HTTP server's access lines, neither of which
+    carries a tuning signal."""
+    none = "holds no SGLang log lines"
     if log == "-":
-        return ""
+        return none
+    message: tuple[int, str] | None = None
+    access: list[int] = []
     try:
         with open(log, "rb") as handle:
             for number, line in enumerate(_lines(handle), 1):
                 if number > _UNREAD_LINES:
                     break
                 if _SGLANG_WORDS.search(line):
-                    start = line.strip()[:100].encode("unicode_escape").decode("ascii")
                     return (
-                        f" that it can read: line {number} has SGLang's words in a form it does "
-                        f"not know ({start!r}); the forms it reads are listed in "
+                        f"{none} that it can read: line {number} has SGLang's words in a form it "
+                        f"does not know ({_start(line)!r}); the forms it reads are listed in "
                         "docs/operations.md (The SGLang log as a source)"
                     )
+                if _ACCESS.search(line):
+                    access.append(number)
+                elif message is None and (found := lookup(line)) is not None:
+                    message = number, f"{found.call} in {found.module}, {found.versions}"
     except OSError:
-        return ""
-    return ""
+        return none
+    if message is not None:
+        number, where = message
+        return (
+            f"holds no line with a tuning signal: line {number} is one of SGLang's own messages "
+            f"({where}), but {_READ}"
+        )
+    if access:
+        return (
+            f"holds no line with a tuning signal: its SGLang lines are the HTTP server's access "
+            f"lines ({len(access)}, from line {access[0]}); {_READ}"
+        )
+    return none
+
+
+def _start(line: str) -> str:
+    return line.strip()[:100].encode("unicode_escape").decode("ascii")
 
 
 def _log_progress(lines: int, seconds: float) -> None:
