@@ -96,6 +96,27 @@ def test_an_unknown_model_with_a_steady_batch_is_no_prediction_and_a_hint():
     assert out.action.expected.startswith("no prediction: ")
 
 
+@pytest.mark.parametrize(
+    ("raw", "mode", "why"),
+    [
+        ({"speculative_algorithm": "EAGLE"}, None, "speculative decoding (EAGLE): the model has"),
+        ({"disaggregation_mode": "decode"}, "decode", "a decode server of prefill-decode"),
+    ],
+)
+def test_a_server_the_model_does_not_cover_gets_no_prediction_and_a_hint(raw, mode, why):
+    """Speculative decoding and a PD role: the step model has neither, so no figure is given
+    (and no warning), even where the model and GPU are known and the window moved."""
+    config = replace(L40S_AT_HALF, raw=raw, disaggregation_mode=mode)
+    out = evaluate(MEM_FRACTION_TOO_LOW, BOUND, config=config)
+    assert isinstance(out, Finding) and out.severity is Severity.INFO
+    p = out.action.prediction
+    assert p is not None and p.gain is None and p.basis.startswith(why)
+    assert out.action.expected.startswith("no prediction: " + why)
+    covered = evaluate(MEM_FRACTION_TOO_LOW, BOUND, config=L40S_AT_HALF)
+    assert isinstance(covered, Finding) and covered.action.prediction is not None
+    assert covered.action.prediction.gain is not None  # the same server, modelled
+
+
 def test_without_the_physics_a_moving_batch_is_fitted():
     moving = window_from(
         num_running_reqs="10 12 14 16 18 20 10 12 14 16", gen_throughput=[

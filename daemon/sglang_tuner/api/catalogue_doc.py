@@ -66,7 +66,10 @@ regression its verdict measured, and states every objective the verdict measured
 (the ITL p50 and p99 a latency cap's revert gives up, the TTFT p99 it costs). Severities follow
 the prediction: a warning where the predicted gain is 5 % or more, a hint (`info`) where it is
 less; where nothing can be predicted the advice
-says `no prediction: ...` and why, and the rule's own severity stands. The prediction is in each
+says `no prediction: ...` and why, and a flag change is then a hint (crash and out-of-memory
+fixes keep their severity): so where the model does not cover the server (speculative decoding,
+a prefill or decode server of PD disaggregation, a model or GPU it does not know and a batch
+that did not move enough to fit). The prediction is in each
 action (`prediction` in `/advice`, and at the head of `expected`).
 
 **Does the advice help?** `bench/closed_loop.py` applies the advice to simulated servers whose

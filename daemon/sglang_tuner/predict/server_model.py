@@ -414,11 +414,13 @@ class ServerModel:
 
 
 def server_model(inp: RuleInput) -> ServerModel | str:
-    """The model of this server, or why there is none."""
+    """The model of this server, or why there is none (`not_modelled`)."""
+    config = inp.config
+    if why := not_modelled(config):
+        return why
     obs = observe(inp)
     if obs is None:
         return "nothing decoded in the window (no running batch with generation throughput)"
-    config = inp.config
     physics, fit = physics_for(config), step_fit(inp)
     if physics is None and fit is None:
         return (
@@ -429,6 +431,28 @@ def server_model(inp: RuleInput) -> ServerModel | str:
     max_bs = config.cuda_graph_max_bs if config else None
     stall = stall_of(inp, obs, physics)
     return ServerModel(obs, physics, fit, max_bs, off, stall, bursts_of(inp, obs, stall))
+
+
+def not_modelled(config: ServerConfig | None) -> str:
+    """Why the model does not cover this server ("" where it does): speculative decoding (a
+    draft model's steps and a verify pass per step, none of which the step model has, nor the
+    window's fit of step on batch: an accepted length moves tokens per step), or one role of
+    prefill-decode disaggregation (a prefill server's requests leave after their first token, a
+    decode server's arrive with their KV cache over the network)."""
+    if config is None:
+        return ""
+    algorithm = config.raw.get("speculative_algorithm")
+    if algorithm and str(algorithm).lower() not in ("none", "null"):
+        return (
+            f"speculative decoding ({algorithm}): the model has no draft or verify steps, and "
+            "the tokens a step makes move with the accepted length"
+        )
+    if config.disaggregation_mode in ("prefill", "decode"):
+        return (
+            f"a {config.disaggregation_mode} server of prefill-decode disaggregation: the model "
+            "has no KV transfer between the prefill and the decode servers"
+        )
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
