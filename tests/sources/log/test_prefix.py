@@ -566,3 +566,22 @@ def test_every_batch_and_retraction_message_of_every_release_ends_where_a_cut_on
     assert len(opened) >= 30
     for text in opened:
         assert _COMPLETE.search(text.replace("{*}", "1")), text
+
+
+def test_a_traceback_behind_pytorchs_rank_tag_reads_as_the_plain_one() -> None:
+    """torch 2.2+ tags each line a distributed rank writes to stderr `[rank0]: ` (its C++
+    warnings too, `[rank0]:[W1107 ...]`): taken off, the traceback names its exception."""
+    traceback = [
+        "Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 2100, in run_scheduler_process',
+        "    scheduler.event_loop_overlap()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    ]
+    plain = [LINE, *traceback]
+    tagged = [LINE, *(f"[rank0]: {line}" for line in traceback)]
+    assert [text for text, _, _ in unwrap_lines(tagged)] == plain
+    (crash,) = scan_lines([text for text, _, _ in unwrap_lines(tagged)]).crashes
+    assert (crash.kind, crash.message) == ("driver", traceback[3])
+    warning = "[rank0]:[W1107 10:00:00.000000 ProcessGroupNCCL.cpp:1168] Warning: destroy"
+    assert list(pasted_lines([warning])) == [warning.removeprefix("[rank0]:")]

@@ -73,6 +73,10 @@ _PYLOG_BRACKETS = re.compile(
     r"(?:\[[^\]\s][^\]]{0,255}\]){1,4}:? ?"
 )
 _KUBECTL_PREFIX = re.compile(r"\[pod/([^\]\s]{1,512})\] ")  # kubectl logs --prefix: pods' logs
+# PyTorch's rank tag before each line a distributed rank writes to stderr (torch 2.2+: its C++
+# warnings, `[rank0]:[W1107 ...] ProcessGroupNCCL ...`, and a rank's traceback, `[rank0]:
+# Traceback ...`, `[rank0]: RuntimeError: ...`)
+_TORCH_RANK = re.compile(r"\[rank\d{1,6}\]: ?")
 # Ray's driver output: each worker's line behind `(ActorName pid=123) ` or `(Actor pid=123,
 # ip=10.0.0.1) `, a deduplicated one ending in ` [repeated 3x across cluster]` (the RL frameworks
 # that run SGLang engines as Ray actors print their logs this way)
@@ -194,7 +198,8 @@ def unwrap_lines(
 
 
 def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
-    """The lines as SGLang wrote them where a paste moved their ends: a line holding several
+    """The lines as SGLang wrote them where a paste moved their ends or a tool tagged them (a
+    paste's decoration, PyTorch's `[rank0]: `, taken off): a line holding several
     is split at SGLang's prefixes (`split_joined`) and a traceback on one line at its frames
     (`split_traceback`); a batch or retraction line that a terminal or an editor cut at its
     width is joined with its pieces (`_Pieces`), as is a traceback's frame cut inside its file
@@ -208,6 +213,8 @@ def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
     for raw in lines:
         if raw[:1] in _DECORATED:  # a paste's decoration, once a line showed it
             raw = decoration.strip(raw)
+        if raw[:5] == "[rank" and (tag := _TORCH_RANK.match(raw)) is not None:
+            raw = raw[tag.end() :]  # PyTorch's rank tag: the line its rank wrote
         # as most are: a whole batch line, no other prefix in it, no piece held, not cut
         if (
             "#queue-req: " in raw
