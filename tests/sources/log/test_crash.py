@@ -431,3 +431,28 @@ def test_a_log_that_ends_in_last_words_outside_a_traceback_ends_in_a_crash(
 def test_a_line_that_only_mentions_a_kill_is_no_last_words() -> None:
     lines = [PREFIX.format(sec=1, tp=0) + DECODE, "Killed process group cleanup done"]
     assert scan_lines(lines).crashes == ()
+
+
+_CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
+_CUDA_NOTE = [
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+]
+
+
+def test_pytorchs_note_after_a_cuda_error_is_the_crash_where_a_paste_kept_only_it() -> None:
+    """PyTorch adds the same three lines after every CUDA error's message: a paste of a log's
+    end that kept them and not the error's own line still ends in a CUDA error (a kernel's or
+    the driver's), and where it kept the error's line, that line names the crash."""
+    for kept in (_CUDA_NOTE[-2:], _CUDA_NOTE[-1:]):
+        lines = [PREFIX.format(sec=1, tp=0) + DECODE, *kept]
+        (crash,) = scan_lines(lines).crashes
+        assert (crash.cls, crash.kind, crash.phase) == ("not_tuning", "driver", "decode")
+        assert crash.message == kept[0]
+    lines = [PREFIX.format(sec=1, tp=0) + DECODE, _CUDA_ERROR, *_CUDA_NOTE]
+    (crash,) = scan_lines(lines).crashes
+    assert (crash.kind, crash.message) == ("driver", _CUDA_ERROR)
+    # the note with batches run after it ended nothing
+    assert scan_lines([*lines, PREFIX.format(sec=9, tp=0) + DECODE]).crashes == ()

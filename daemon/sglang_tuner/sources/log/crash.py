@@ -271,6 +271,10 @@ class CrashTracker:
             self._loose = self._last_words = _bare(text)
         elif self.record is None and _DEATH.search(_bare(text)):
             self._last_words = _bare(text)
+        elif self.record is None and _CUDA_NOTE.search(text):
+            # after a CUDA error: the error's own line, where the paste kept it, says more
+            self._loose = self._loose or _bare(text)
+            self._last_words = self._last_words or _bare(text)
         elif self.record is None and _CAUSE_LINE.search(text):  # a CUDA error said on its own
             if diagnose(_bare(text)).cls != UNCLASSIFIED:
                 self._loose = _bare(text)
@@ -587,6 +591,12 @@ _REQUEST = re.compile(r"Exception in ASGI application|[/\\](?:fastapi|starlette|
 _CAUSE_LINE = re.compile(
     r"illegal memory access|CUDA [Ee]rror|out of memory|ptxas|NCCL (?:error|WARN)"
     r"|device-side assert"
+)
+# The note PyTorch adds after every CUDA error's message (c10's CUDA check): "CUDA kernel errors
+# might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+# "Compile with `TORCH_USE_CUDA_DSA` ...". A paste cut after the error's own line keeps it.
+_CUDA_NOTE = re.compile(
+    r"CUDA kernel errors might be asynchronously|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA"
 )
 # A process dying in words that are no Python exception: the kernel's signals as the shell says
 # them, the interpreter's and C++ runtime's aborts, a Rust panic (the router, the gateway). Only

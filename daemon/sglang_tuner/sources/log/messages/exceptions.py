@@ -82,7 +82,10 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
             r"NCCL|DistBackendError|ProcessGroup|Connection (?:refused|reset)|Broken pipe"
             r"|timed out|[Ww]atchdog|illegal memory access|device-side assert|ECC error"
             r"|uncorrectable|cudaErrorLaunchFailure|CUDA error: unspecified launch failure"
-            r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver",
+            r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver"
+            # the note PyTorch adds after every CUDA error's message (c10's CUDA check): the
+            # error is a kernel's or the driver's, whichever line of it a paste kept
+            r"|CUDA kernel errors might be asynchronously|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA",
         ),
     ),
     (
