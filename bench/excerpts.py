@@ -17,7 +17,9 @@ log and on every cut, as a user runs it. Each cut's next change (rule, flag and 
 - refused: `check --log` gave no report (the cut holds no SGLang line it reads).
 
 A cut whose whole log ends in a named crash and that keeps the log's last line also counts
-whether it still names the crash.
+whether it still names the crash, and whether it still says there was one (named, or as an
+unclassified crash with the phase and the traceback's last frame: the exception line that
+names it is often further up than the last lines).
 
     PYTHONPATH=daemon python bench/excerpts.py [--set corpus|holdout|fresh|unseen|unseen2]
                                                [--jobs 2]
@@ -100,7 +102,7 @@ class Cut:
     size: int
     said: Said
     verdict: str
-    crash_kept: bool | None  # a last-lines cut of a log whose crash is named: still named?
+    crash: str | None  # a last-lines cut of a log whose crash is named: named, unclassified, ""
 
 
 def cuts(lines: Sequence[str]) -> list[tuple[str, int, list[str]]]:
@@ -124,15 +126,15 @@ def one(directory: Path, entry: dict[str, Any], scratch: Path) -> tuple[Said, li
         form = scratch / f"{side}{size}-{path.name}"
         form.write_text("\n".join(part) + "\n", encoding="utf-8")
         cut = Said.of(cs.check(form, quote=False))
-        kept = cut.named == "named" if side == "last" and whole.named == "named" else None
-        found.append(Cut(path.name, side, size, cut, verdict(whole, cut), kept))
+        crash = cut.named if side == "last" and whole.named == "named" else None
+        found.append(Cut(path.name, side, size, cut, verdict(whole, cut), crash))
     return whole, found
 
 
 def table(found: Sequence[tuple[Said, list[Cut]]]) -> list[str]:
     """Counts per cut (side and size), then in all."""
     rows = [
-        "| cut | cuts | same | less | other | opposite | refused | crash still named |",
+        "| cut | cuts | same | less | other | opposite | refused | crash still named / said |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     every = [c for _, cs_ in found for c in cs_]
@@ -147,10 +149,12 @@ def table(found: Sequence[tuple[Said, list[Cut]]]) -> list[str]:
 
 def _row(name: str, group: Sequence[Cut]) -> str:
     count = Counter(c.verdict for c in group)
-    crash = [c for c in group if c.crash_kept is not None]
-    named = f"{sum(1 for c in crash if c.crash_kept)}/{len(crash)}" if crash else "-"
+    crash = [c for c in group if c.crash is not None]
+    named = sum(1 for c in crash if c.crash == "named")
+    said = sum(1 for c in crash if c.crash)
+    kept = f"{named} / {said} of {len(crash)}" if crash else "-"
     cells = " | ".join(str(count[v]) for v in VERDICTS)
-    return f"| {name} | {len(group)} | {cells} | {named} |"
+    return f"| {name} | {len(group)} | {cells} | {kept} |"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.set == "corpus":
         for whole, cut_list in found:
             for c in cut_list:
-                if c.verdict in ("other", "opposite") or c.crash_kept is False:
+                if c.verdict in ("other", "opposite") or c.crash == "":
                     print(
                         f"- {c.file} {c.side} {c.size}, {c.verdict}: {c.said} (whole log: {whole})"
                     )
