@@ -99,7 +99,7 @@ _KEYWORDS = re.compile(
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
     r"|rror|fatal|File \"|Load weight|KV Cache is allocated|profiled value"  # crash.py's
     r"|egmentation fault|core dumped|Killed|Abort|panicked at|terminate called|Illegal instr"
-    r"|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA"  # PyTorch's note after a CUDA error
+    r"|CUDA_(?:LAUNCH|DSA)"  # PyTorch's note after a CUDA error (CUDA_LAUNCH_BLOCKING, …_DSA)
 )
 
 

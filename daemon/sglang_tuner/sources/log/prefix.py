@@ -213,8 +213,6 @@ def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
     for raw in lines:
         if raw[:1] in _DECORATED:  # a paste's decoration, once a line showed it
             raw = decoration.strip(raw)
-        if raw[:5] == "[rank" and (tag := _TORCH_RANK.match(raw)) is not None:
-            raw = raw[tag.end() :]  # PyTorch's rank tag: the line its rank wrote
         # as most are: a whole batch line, no other prefix in it, no piece held, not cut
         if (
             "#queue-req: " in raw
@@ -225,6 +223,8 @@ def pasted_lines(lines: Iterable[str]) -> Iterator[str]:
         ):
             yield raw
             continue
+        if raw[1:2] == "r" and (tag := _TORCH_RANK.match(raw)) is not None:
+            raw = raw[tag.end() :]  # PyTorch's rank tag: the line its rank wrote
         joined = split_joined(raw) if raw.find("[", 1) > 0 else (raw,)
         framed = 'File "' in raw
         if framed and raw.find('File "', 1) > 0:  # a traceback whose newlines were lost
