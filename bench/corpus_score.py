@@ -32,15 +32,19 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 Json = dict[str, Any]
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "tests" / "fixtures" / "sglang" / "logs"
 # fresh, unseen, unseen2: threads drawn after the holdout (each after the one before was
@@ -306,6 +310,26 @@ def score_set(name: str, jobs: int) -> list[Verdict]:
             pool.map(lambda e: check(LOGS / name / str(e["file"]), name == "corpus"), entries)
         )
     return [score(e, r) for e, r in zip(entries, reports, strict=True)]
+
+
+def over_set(name: str, jobs: int, one: Callable[[Path, Json, Path], T]) -> tuple[list[T], float]:
+    """`one(directory, entry, scratch)` for every log of a set, `jobs` at a time, each with a
+    scratch directory for the files it writes; and the seconds it took (the benchmarks that
+    rewrite a set's logs: `paste_forms.py`, `excerpts.py`)."""
+    directory = LOGS / name
+    entries = yaml.safe_load((directory / "index.yaml").read_text(encoding="utf-8")) or []
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(jobs) as pool:
+        found = list(pool.map(lambda e: one(directory, e, Path(scratch)), entries))
+    return found, time.perf_counter() - start
+
+
+def set_arguments(description: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`--set` (one set, the corpus by default) and `--jobs`, as those benchmarks take them."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--set", default="corpus", choices=SETS)
+    parser.add_argument("--jobs", type=int, default=2)
+    return parser.parse_args(argv)
 
 
 def table(name: str, verdicts: list[Verdict], verbose: bool) -> str:

@@ -30,18 +30,12 @@ print their counts alone: their lines are never to be read while rules are writt
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -158,17 +152,10 @@ def _row(name: str, group: Sequence[Cut]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", default="corpus", choices=cs.SETS)
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args(argv)
-    directory = cs.LOGS / args.set
-    entries = yaml.safe_load((directory / "index.yaml").read_text(encoding="utf-8")) or []
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(args.jobs) as pool:
-        found = list(pool.map(lambda e: one(directory, e, Path(scratch)), entries))
+    args = cs.set_arguments(__doc__.split("\n\n")[0], argv)
+    found, seconds = cs.over_set(args.set, args.jobs, one)
     n = sum(len(c) for _, c in found)
-    print(f"### {args.set}: {len(found)} logs, {n} cuts ({time.perf_counter() - start:.0f} s)\n")
+    print(f"### {args.set}: {len(found)} logs, {n} cuts ({seconds:.0f} s)\n")
     print("\n".join(table(found)))
     if args.set == "corpus":
         for whole, cut_list in found:

@@ -18,19 +18,13 @@ print their counts alone: their lines are never to be read while rules are writt
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -124,17 +118,9 @@ def one(directory: Path, entry: dict[str, Any], scratch: Path) -> tuple[str, lis
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", default="corpus", choices=cs.SETS)
-    parser.add_argument("--jobs", type=int, default=2)
-    args = parser.parse_args(argv)
-    directory = cs.LOGS / args.set
-    entries = yaml.safe_load((directory / "index.yaml").read_text(encoding="utf-8")) or []
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(args.jobs) as pool:
-        found = list(pool.map(lambda e: one(directory, e, Path(scratch)), entries))
-    print(f"### {args.set}: {len(found)} logs x {len(FORMS)} forms "
-          f"({time.perf_counter() - start:.0f} s)\n")  # fmt: skip
+    args = cs.set_arguments(__doc__.split("\n\n")[0], argv)
+    found, seconds = cs.over_set(args.set, args.jobs, one)
+    print(f"### {args.set}: {len(found)} logs x {len(FORMS)} forms ({seconds:.0f} s)\n")
     print("| form | read as the original | read differently |\n|---|---:|---:|")
     for name in FORMS:
         moved = sum(1 for _, forms in found if name in forms)
