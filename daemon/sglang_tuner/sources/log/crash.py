@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from sglang_tuner.model.strenum import StrEnum
 from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING, Verdict
 from sglang_tuner.sources.log.messages.exceptions import (
+    CUDA_NOTE,
     UNCLASSIFIED,
     diagnose,
     final_exception,
@@ -592,12 +593,7 @@ _CAUSE_LINE = re.compile(
     r"illegal memory access|CUDA [Ee]rror|out of memory|ptxas|NCCL (?:error|WARN)"
     r"|device-side assert"
 )
-# The note PyTorch adds after every CUDA error's message (c10's CUDA check): "CUDA kernel errors
-# might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
-# "Compile with `TORCH_USE_CUDA_DSA` ...". A paste cut after the error's own line keeps it.
-_CUDA_NOTE = re.compile(
-    r"CUDA kernel errors might be asynchronously|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA"
-)
+_CUDA_NOTE = re.compile(CUDA_NOTE)  # after a CUDA error: a paste cut after the error keeps it
 # A process dying in words that are no Python exception: the kernel's signals as the shell says
 # them, the interpreter's and C++ runtime's aborts, a Rust panic (the router, the gateway). Only
 # a cheap gate for the log's last words: what they are is `diagnose`'s (the killed and native

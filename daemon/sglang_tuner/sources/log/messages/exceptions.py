@@ -27,6 +27,11 @@ _NAMED_CRASHES = frozenset(
 
 
 # Generic families, first match wins (searched in the line as printed; linear alternations).
+# The note PyTorch adds after every CUDA error's message (c10's CUDA check): "CUDA kernel errors
+# might be asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+# "Compile with `TORCH_USE_CUDA_DSA` ...": the error is a kernel's or the driver's, whichever of
+# its lines a paste kept.
+CUDA_NOTE = r"CUDA kernel errors might be asynchronously|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA"
 _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
     (  # before "oom": the kernel's "Out of memory: Killed process" is the host's RAM
         "killed",
@@ -82,10 +87,7 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
             r"NCCL|DistBackendError|ProcessGroup|Connection (?:refused|reset)|Broken pipe"
             r"|timed out|[Ww]atchdog|illegal memory access|device-side assert|ECC error"
             r"|uncorrectable|cudaErrorLaunchFailure|CUDA error: unspecified launch failure"
-            r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver"
-            # the note PyTorch adds after every CUDA error's message (c10's CUDA check): the
-            # error is a kernel's or the driver's, whichever line of it a paste kept
-            r"|CUDA kernel errors might be asynchronously|CUDA_LAUNCH_BLOCKING|TORCH_USE_CUDA_DSA",
+            r"|peer access|RDMA|ibv_|CUDA error:|cudaError|CUDA driver|" + CUDA_NOTE,
         ),
     ),
     (
