@@ -4,7 +4,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -210,6 +210,10 @@ def test_parse_exposition_matches_oracle_on_generated_families(
 
 
 @settings(max_examples=60, deadline=None)
+# a label value holding "} " and a number: the fast line regex once ended the labels there and
+# read the rest as a value and a timestamp ("bad sample" where the page was valid)
+@example(labels={"A": "} "}, value=0.0, timestamp=None, prefix="sglang:")
+@example(labels={"A": "} 1"}, value=2.0, timestamp=5, prefix="sglang_")
 @given(
     labels=st.dictionaries(
         st.from_regex(r"[a-zA-Z][a-zA-Z0-9_]{0,8}", fullmatch=True), label_values, max_size=4

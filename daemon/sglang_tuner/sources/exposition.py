@@ -220,8 +220,9 @@ def _sample_regex(
     Line: `\n<prefix><name>{labels} value [timestamp]`. Groups: a histogram family and the run
     of its consecutive `_bucket` lines (from its first line's labels on; `[^\n]*` is the engine's
     fastest loop), name, labels, value, the rest of a wanted line that does not parse that way
-    (exemplars, or garbage: it raises), and the first character of a line that cannot start a
-    sample or comment (the page is garbage).
+    (exemplars, a label value holding `} ` before a number, or garbage: it raises), and the
+    first character of a line that cannot start a sample or comment (the page is garbage). A
+    value holds no quote or brace, so a label value's `} ` never ends the labels there.
     """
     common = os.path.commonprefix(prefixes)
     prefix = f"{re.escape(common)}(?:{'|'.join(re.escape(p[len(common) :]) for p in prefixes)})"
@@ -234,7 +235,8 @@ def _sample_regex(
     pattern = re.compile(
         rf"\n(?:{prefix}(?:({families}){bucket}([^\n]*(?:\n{prefix}\1{bucket}[^\n]*)*)|"
         rf"({alternatives})(?=[{{ \t])".encode()
-        + rb"(?:(?:\{([^}\n]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*)))"
+        + rb'(?:(?:\{([^}\n]*)\})?[ \t]+([^\s"{}]+)'  # a value holds no quote or brace
+        + rb"(?:[ \t]+-?\d+(?:\.\d*)?)?[ \t]*\r?(?=\n)|([^\n]*)))"
         + rb"|([^#a-zA-Z_:\n \t\r]))"
     )
     return pattern, {n.encode(): n for n in (*(names or ()), *histograms)}
