@@ -18,6 +18,7 @@ from sglang_tuner.sources.log.messages.classes import (
     PHASES,
     SIGNAL,
     SIGNAL_KINDS,
+    classify,
 )
 from sglang_tuner.sources.log.messages.extract import reclassify
 
@@ -80,6 +81,16 @@ def test_checked_in_classes_are_those_of_todays_tables() -> None:
     pairs = zip(again["messages"], DOCUMENT["messages"], strict=True)
     stale = [a["pattern"] for a, b in pairs if a != b]
     assert stale == []
+
+
+def test_a_scheduler_failure_about_a_batch_is_a_crash_and_a_tokenizer_refusal_a_request() -> None:
+    """The scheduler's raises end its process whatever words about batches or requests they
+    hold; the tokenizer's and the HTTP server's answer one client and the server lives on."""
+    text = "batch.extend_num_tokens == 0, this is unexpected!"
+    assert classify(text, "assert", "AssertionError", "scheduler").kind == "serving_failure"
+    assert classify(text, "assert", "AssertionError", "tokenizer").kind == "request"
+    rows = [r for r in DOCUMENT["messages"] if r["kind"] == "request"]
+    assert rows and {r["area"] for r in rows} == {"tokenizer", "http"}
 
 
 def test_config_errors_name_their_flag_where_the_message_does() -> None:

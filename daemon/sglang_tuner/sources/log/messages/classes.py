@@ -236,6 +236,10 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
         ),
         calls=FAILURES,
     ),
+    # Only where a request's failure is answered to its client and the server lives on: the
+    # tokenizer's and the HTTP server's. The scheduler's raises and asserts end its process
+    # ("Scheduler hit an exception"), whatever words about batches or tokens they hold: a
+    # crash while serving (`AREA_DEFAULTS`), never "a request refused".
     KeywordRule(
         "request_refused",
         NOT_TUNING,
@@ -246,7 +250,7 @@ KEYWORD_RULES: tuple[KeywordRule, ...] = (
             "context|abort|finish|parallel sampling|batch"
         ),
         calls=FAILURES,
-        areas=frozenset({"tokenizer", "http", "scheduler"}),
+        areas=frozenset({"tokenizer", "http"}),
     ),
     # -- lines read as signals --------------------------------------------------------------
     KeywordRule(
