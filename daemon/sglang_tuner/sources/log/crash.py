@@ -14,7 +14,11 @@ the message catalogue (`messages/`): every message SGLang 0.4-0.5 can raise, cla
 generic families (an OOM from any framework, a capture failure with any cause, toolchain and
 driver errors). Each burst leaves one `CrashDiagnosis`: its class, kind, phase and last
 exception line, "unclassified" where nothing knew it. A traceback without SGLang's header is a
-crash when its exception is one (a refused request is not), or when the log ends with it.
+crash when its exception is one (a refused request is not), or when the log ends with it. A
+line that is a catalogued failure on its own (an excerpt's: a multi-line message's later line,
+a message pasted without its exception's name) ends a log in that crash; a pool OOM's and a
+failed pool sizing's lines, which SGLang prints only as it fails, count their kind wherever
+no line named the crash yet.
 """
 
 import re
@@ -22,7 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from sglang_tuner.model.strenum import StrEnum
-from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, NOT_TUNING, Verdict
+from sglang_tuner.sources.log.messages.catalogue import Message, catalogue, lookup
+from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, FAILURES, NOT_TUNING, Verdict
 from sglang_tuner.sources.log.messages.exceptions import (
     CUDA_NOTE,
     UNCLASSIFIED,
@@ -272,6 +277,10 @@ class CrashTracker:
             self._loose = self._last_words = _bare(text)
         elif self.record is None and _DEATH.search(_bare(text)):
             self._last_words = _bare(text)
+        elif self.record is None and _catalogued_crash(_bare(text)):
+            # an SGLang failure printed without its exception's name: a pasted message, or a
+            # later line of a multi-line one ("Try to allocate 4 tokens.", "Possible solutions")
+            self._loose = self._last_words = _bare(text)
         elif self.record is None and _CUDA_NOTE.search(text):
             # after a CUDA error: the error's own line, where the paste kept it, says more
             self._loose = self._loose or _bare(text)
@@ -307,7 +316,7 @@ class CrashTracker:
         if frame is None:
             if "--" in text:
                 self._note_workaround(text, record.ts)
-            if is_exception_line(text):
+            if is_exception_line(text) or _RAISED.match(text):
                 record.last = text.strip()
             self._evidence(text)
             return
@@ -468,6 +477,8 @@ class CrashTracker:
         if self._pool_oom is not None and self._pool_numbers(text):
             return
         kind = _specific_kind(text)
+        if kind is None and not (self._burst is not None and self._burst.kinds):
+            kind = _catalogued_kind(text)  # a line of a message whose crash no line named yet
         if kind is CrashKind.KV_POOL_EXHAUSTED:
             self._pool_oom = [None, None]
         oom = kind is None and _CUDA_OOM.search(text) is not None
@@ -576,6 +587,9 @@ class CrashTracker:
         return burst
 
 
+# Inside a traceback, an exception whose class name ends in none of the words `EXCEPTION_NAME`
+# knows (SGLang's `UpdateRejected`): CamelCase, at column 0 where frames are indented.
+_RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+: \S")
 _SIGQUIT = re.compile(r"sigquit|SIGQUIT")
 _LINE_PREFIX = re.compile(r"^\[[^\]]{1,60}\]:? ")
 _VAGUE_PHASES = frozenset({"unknown", "startup", "serving"})
@@ -661,3 +675,46 @@ def _specific_kind(text: str) -> CrashKind | None:
     if _CAPTURE_FAILED.search(text) and _CUDA_OOM.search(text):
         return CrashKind.CUDA_GRAPH_CAPTURE_OOM
     return None
+
+
+def _catalogued_kind(text: str) -> CrashKind | None:
+    """A kind SGLang prints only as it fails, from any line of any release's message of that
+    kind (`_OWN_KINDS`, the catalogue), where the hand-written readers know none."""
+    message = _failure_alone(text) if _OWN_WORDS.search(text) else None
+    return _OWN_KINDS.get((message.verdict.cls, message.verdict.kind)) if message else None
+
+
+def _failure_alone(text: str) -> Message | None:
+    """The catalogued failure (raised, asserted or logged as failing) a line outside any
+    traceback prints as the line itself: its literal text at least half the line's, and no
+    failure of another class printing the same text. A short message found inside a longer
+    line ("'{*}' object has no attribute '{*}'" inside another message that quotes the error
+    it caught) says nothing of that line."""
+    message = lookup(text)
+    if message is None or message.call not in FAILURES or message.text in catalogue().ambiguous:
+        return None
+    return message if 2 * message.pattern.literal_chars >= len(text) else None
+
+
+# Kinds SGLang prints only as it fails: every line of such a message, logged or raised, is the
+# crash (a pool OOM's "Out of memory. Try to lower your batch size." of 0.5.3+, its "Try to
+# allocate N tokens." and "...available_size()=N" lines on their own). Only lines with a word
+# of theirs are looked up (the catalogue's probe costs a dict lookup per character).
+_OWN_KINDS = {
+    (CRASH, "kv_pool_exhausted"): CrashKind.KV_POOL_EXHAUSTED,
+    (CRASH, "startup_not_enough_memory"): CrashKind.STARTUP_NOT_ENOUGH_MEMORY,
+}
+_OWN_WORDS = re.compile(r"emory|tokens|_size|space|pool", re.IGNORECASE)
+
+
+def _catalogued_crash(text: str) -> bool:
+    """True for a line that is an SGLang message raised or asserted as the process fails (any
+    line of it, its exception's name not printed) whose class ends the process, or one it logs
+    only as it fails (`_OWN_KINDS`)."""
+    message = _failure_alone(text)
+    if message is None:
+        return False
+    verdict = message.verdict
+    if message.call == "error":  # logged: many are printed and served past
+        return (verdict.cls, verdict.kind) in _OWN_KINDS
+    return _is_crash(verdict)

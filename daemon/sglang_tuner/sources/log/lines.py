@@ -97,6 +97,9 @@ _KEYWORDS = re.compile(
     r"emory|retracted_reqs|xception|Traceback|raph|atchdog|NCCL|DistBackendError|sigquit"
     r"|max_total_num_token|server_args=|Init torch distributed|No space left"
     r"|OUT_OF_MEMORY|ALLOC_FAILED|Try to allocate|va(?:li|il)able tokens|available_size|leak"
+    # later lines of a pool OOM's and a capture failure's messages (one literal per word: an
+    # alternative that opens with a group costs the whole search 4x)
+    r"|evictable_size|ossible solutions|Open an issue"
     r"|rror|fatal|File \"|Load weight|KV Cache is allocated|profiled value"  # crash.py's
     r"|egmentation fault|core dumped|Killed|Abort|panicked at|terminate called|Illegal instr"
     r"|CUDA_(?:LAUNCH|DSA)"  # PyTorch's note after a CUDA error (CUDA_LAUNCH_BLOCKING, …_DSA)

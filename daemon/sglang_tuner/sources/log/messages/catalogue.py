@@ -32,6 +32,7 @@ class Message:
     module: str
     versions: str  # runs of releases: "0.4.0..0.4.3.post2, 0.5.1..0.5.23"
     verdict: Verdict
+    continues: str = ""  # a later line of a multi-line message: its first line's pattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,9 @@ class Catalogue:
     versions_read: tuple[str, ...]
     versions_failed: tuple[str, ...]
     index: dict[str, tuple[Message, ...]]
+    # Texts that failures of different classes or kinds print alike ("...evictable_size()={*}"
+    # is a later line of a pool OOM and of a leak check): alone, they say neither.
+    ambiguous: frozenset[str] = frozenset()
 
     def lookup(self, line: str) -> Message | None:
         """The catalogued message `line` prints (failures first, then the longest), or None."""
@@ -74,11 +78,16 @@ def parse(document: dict[str, Any]) -> Catalogue:
     index: dict[str, list[Message]] = {}
     for message in messages:
         index.setdefault(message.pattern.anchor[:KEY], []).append(message)
+    said: dict[str, set[tuple[str, str]]] = {}
+    for message in messages:
+        if message.call in FAILURES:
+            said.setdefault(message.text, set()).add((message.verdict.cls, message.verdict.kind))
     return Catalogue(
         messages,
         tuple(document["versions_read"]),
         tuple(document["versions_failed"]),
         {key: tuple(found) for key, found in index.items()},
+        frozenset(text for text, classes in said.items() if len(classes) > 1),
     )
 
 
@@ -93,6 +102,7 @@ def _message(row: dict[str, str]) -> Message:
         row["module"],
         row["versions"],
         verdict,
+        row.get("continues", ""),
     )
 
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 
-from sglang_tuner.sources.log.messages.catalogue import lookup
+from sglang_tuner.sources.log.messages.catalogue import Message, lookup
 from sglang_tuner.sources.log.messages.classes import (
     CONFIG,
     CRASH,
@@ -17,6 +17,7 @@ from sglang_tuner.sources.log.messages.classes import (
     NOT_TUNING,
     Verdict,
 )
+from sglang_tuner.sources.log.messages.patterns import Pattern
 
 UNCLASSIFIED = "unclassified"
 # Crash kinds a message names itself; any other crash message that holds an OOM is an OOM.
@@ -137,12 +138,22 @@ def diagnose(text: str) -> Verdict:
         verdict = message.verdict
         source = f"catalogue: {message.call} in {message.module} ({message.versions})"
         named = verdict.cls == CRASH and verdict.kind in _NAMED_CRASHES
+        if _cause_elsewhere(message, text):
+            return Verdict(UNCLASSIFIED, phase=verdict.phase, rule=f"{source}; a later line")
         if verdict.cls in (CRASH, CONFIG, NOT_TUNING) and (named or not oom):
             return _cause(replace(verdict, rule=source), text)
     for family, cls, kind, phase, pattern in _FAMILIES:
         if pattern.search(text):
             return _cause(Verdict(cls, kind, phase, rule=f"fallback: {family}"), text)
     return Verdict(UNCLASSIFIED)
+
+
+def _cause_elsewhere(message: Message, text: str) -> bool:
+    """True for a later line of "Capture cuda graph failed: {cause}" (its possible solutions)
+    without that first line: the cause, out of memory or not, is there, not in `text`."""
+    if not message.continues or message.verdict.kind != "capture_failure":
+        return False
+    return not Pattern.parse(message.continues).matches(text)
 
 
 def _cause(said: Verdict, text: str) -> Verdict:
