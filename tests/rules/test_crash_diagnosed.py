@@ -231,6 +231,13 @@ def test_an_error_in_sglangs_serving_code_is_said_as_a_bug_with_no_flag():
     assert "Not out of memory" in outcome.action.text and "a bug in SGLang" in outcome.action.text
 
 
+def test_a_scheduler_check_that_fails_while_loading_is_not_said_as_serving():
+    outcome = _judge((CrashReport(50.0, "crash", "serving_failure", "load", "AssertionError: x"),))
+    assert isinstance(outcome, Finding)
+    assert "crash during load, a check or an error in SGLang's scheduler" in outcome.evidence
+    assert "serving" not in outcome.evidence.split("AssertionError")[0]
+
+
 def test_sglangs_pool_too_small_check_is_no_room_for_the_pool_not_a_load_failure():
     # tp_worker.py (0.3.4-0.5.23) asserts max_total_num_tokens leaves a request room
     lines = [

@@ -396,7 +396,7 @@ _KINDS: dict[str, str] = {
     "oom": "out of memory",
     "capture_failure": "CUDA-graph capture failed, not for memory",
     "load_failure": "loading the model failed",
-    "serving_failure": "the scheduler failed while serving",
+    "serving_failure": "a check or an error in SGLang's scheduler failed",
     "cuda_graph_capture_oom": "out of memory capturing CUDA graphs",
     "kv_pool_exhausted": "SGLang's KV pool ran out",
     "startup_not_enough_memory": "no room for the KV pool at startup",
