@@ -105,6 +105,14 @@ def test_a_capture_failures_later_lines_alone_say_a_crash_in_capture_not_its_cau
     assert scan_lines(with_cause).crashes[-1].kind == "cuda_graph_capture_oom"
 
 
+def test_a_capture_failure_pasted_on_one_line_with_its_hints_keeps_its_cause() -> None:
+    """Newlines lost: the failure and every release's hints on one line; the cause is there."""
+    hints = [m for m in catalogue().messages if m.continues and m.verdict.kind == "capture_failure"]
+    head = "Exception: Capture cuda graph failed: RuntimeError: an illegal kernel argument"
+    said = {scan_lines([*STARTED, f"{head} {_filled(m.text)}"]).crashes[-1].cls for m in hints}
+    assert len(hints) > 20 and said == {CRASH}
+
+
 def test_a_line_of_a_pool_oom_after_its_numbers_counts_no_second_crash() -> None:
     """Its numbers said free tokens cover the request (an allocator bug): the message's later
     lines do not make it a pool OOM again."""

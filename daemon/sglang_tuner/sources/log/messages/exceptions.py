@@ -153,7 +153,8 @@ def _cause_elsewhere(message: Message, text: str) -> bool:
     without that first line: the cause, out of memory or not, is there, not in `text`."""
     if not message.continues or message.verdict.kind != "capture_failure":
         return False
-    return not Pattern.parse(message.continues).matches(text)
+    first = Pattern.parse(message.continues)  # or another release's wording of it
+    return not (first.matches(text) or _CAPTURE.search(text))
 
 
 def _cause(said: Verdict, text: str) -> Verdict:
@@ -167,3 +168,4 @@ def _cause(said: Verdict, text: str) -> Verdict:
 # A capture failure's toolchain cause (see `_cause`); any framework's OOM (see `diagnose`).
 _TOOLCHAIN = next(pattern for family, *_, pattern in _FAMILIES if family == "toolchain")
 _OOM = next(pattern for family, *_, pattern in _FAMILIES if family == "oom")
+_CAPTURE = next(pattern for family, *_, pattern in _FAMILIES if family == "capture")
