@@ -17,6 +17,10 @@ RUNS = (
     ("daemon memory: label values new every scrape", ["label_churn.py", "--seconds", "60"]),
     ("a window's memory with its histogram buckets, beside without", ["window_memory.py"]),
     ("a window's p99 as the daemon reads it, beside its fine histogram", ["window_p99.py"]),
+    (
+        "TTFT p99 off SGLang's buckets: the daemon's read beside a candidate",
+        ["ttft_read.py", "--runs", "100"],
+    ),
     ("HTTP clients, fetch only", ["clients.py", "--targets", "1000", "--seconds", "30"]),
     ("daemon beside Prometheus: 200 targets", ["peer.py", "--targets", "200", "--seconds", "40"]),
     (
