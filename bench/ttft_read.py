@@ -38,7 +38,7 @@ from sglang_tuner.model.window_histogram import (  # noqa: E402
     quantile_sorted,
     window_buckets,
 )
-from sglang_tuner.predict.queueing import window_p99  # noqa: E402
+from sglang_tuner.predict.queueing import _weighted_mean, window_p99  # noqa: E402
 from sglang_tuner.sources.sglang import SignalMapper  # noqa: E402
 
 STEP, START, SECONDS = 5.0, 60.0, 300.0
@@ -106,11 +106,6 @@ def _through_mean(
 _Z_FLAT = 0.05  # a bound at the median: its share says nothing of the spread
 
 
-def _mean(rows: list[tuple[float, float]]) -> float | None:
-    total = sum(w for _, w in rows)
-    return sum(v * w for v, w in rows) / total if total > 0 else None
-
-
 def read(seed: int) -> tuple[str, float, float | None, float | None] | None:
     """(server, true p99, the daemon's read, the candidate's) of one online start; None for
     an offline case or one that counted no TTFT."""
@@ -132,11 +127,7 @@ def read(seed: int) -> tuple[str, float, float | None, float | None] | None:
         return None
     view = kept.view(t, SECONDS)
     found = window_buckets(view, TTFT_BUCKETS)
-    rows = [
-        (r[TTFT_MEAN_SECONDS], r[REQUEST_RATE])
-        for r in view.rows((TTFT_MEAN_SECONDS, REQUEST_RATE))
-    ]
-    mean = _mean([(v, w) for v, w in rows if w > 0])
+    mean = _weighted_mean(view, TTFT_MEAN_SECONDS, REQUEST_RATE)  # the queue model's own
     packed = None if found is None or mean is None else packed_quantile(0.99, *found, mean=mean)
     return case.name, percentile(fine.hists[TTFT], 0.99), window_p99(view), packed
 
