@@ -24,7 +24,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,9 @@ class Applied:
     prediction: str = ""  # its text
     # the other objectives the prediction moves: objective -> (metric change, low, high)
     effects: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    # the simulator's configurations before and after, to measure the change again on more
+    # traffic seeds (the matrix's agreement with the measurement's own spread)
+    configs: tuple[SimConfig, SimConfig] | None = field(default=None, repr=False)
 
     @property
     def measured(self) -> float | None:
@@ -269,6 +272,7 @@ async def _maybe_apply(
     applied = Applied(
         now, step.rule, step.action.text, step.action.expected, flags,
         Figures.of(before), Figures.of(after), severity=str(step.severity),
+        configs=(before, after),
     )  # fmt: skip
     p = step.action.prediction
     if p is not None:
@@ -405,7 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = asyncio.run(main_async(args))
     print(report(runs))
     if args.json:
-        payload: list[dict[str, Any]] = [asdict(r) for r in runs]
+        payload: list[dict[str, Any]] = [
+            asdict(replace(r, changes=[replace(c, configs=None) for c in r.changes])) for r in runs
+        ]
         args.json.write_text(json.dumps(payload, indent=1))
     return 0
 

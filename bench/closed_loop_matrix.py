@@ -6,7 +6,9 @@ x workload x profile x one mis-set flag, with the simulator's hardware and kerne
 drawn within ±`--perturb` of sglang_physics's; the daemon keeps its own). `closed_loop.run_one`
 lets the daemon advise and applies its warnings; each applied change is measured before and
 after (`sglang_sim.measure`, 10 simulated minutes, traffic seeds 1-2, mean) on tokens/s, TTFT
-p99, ITL p50 and p99 and crashes, beside what its advice predicted. A mis-set start also
+p99, ITL p50 and p99 and crashes, beside what its advice predicted, and again on traffic seeds
+1-4 with their spread (twice the standard error of the measured difference: how many changes
+the measurement cannot show to miss by more than 5 pp). A mis-set start also
 measures the best single change (the flag set back, traffic seeds 1-4) to say whether the daemon
 should have warned.
 
@@ -175,6 +177,12 @@ def _change(c: Applied, profile: str) -> dict[str, Any]:
     }  # fmt: skip
     out["measured"] = measured(out["before"], out["after"])
     out["predicted_by"] = predicted(out)
+    if c.configs is not None:  # the same change on four traffic seeds, and their spread
+        runs = [measured_runs(cfg, (*closed_loop.SEEDS, *OWED_SEEDS)) for cfg in c.configs]
+        bad, good = (_mean(r) for r in runs)
+        out["before_four"], out["after_four"] = asdict(bad), asdict(good)
+        out["measured_four"] = measured(out["before_four"], out["after_four"])
+        out["noise_four"] = _noise(*runs)
     out["harms"] = harms(out, profile)
     return out
 
@@ -292,6 +300,8 @@ def rejudged(cell: dict[str, Any]) -> dict[str, Any]:
     for change in cell.get("changes") or []:
         change = dict(change)
         change["measured"] = measured(change["before"], change["after"])
+        if "before_four" in change:
+            change["measured_four"] = measured(change["before_four"], change["after_four"])
         change["predicted_by"] = predicted(change)
         change["harms"] = harms(change, cell["profile"])
         changes.append(change)

@@ -133,25 +133,57 @@ def _level_crossing_stated(change: Mapping[str, Any], harm: str) -> bool:
     return before * (1 + p[0]) > float(limit)
 
 
-def agrees(change: Mapping[str, Any]) -> bool | None:
-    """Within ±5 pp on every objective it predicts and that was measured (None: none)."""
-    seen = [o for o in change["predicted_by"] if o in change["measured"]]
+def agrees(change: Mapping[str, Any], four: bool = False) -> bool | None:
+    """Within ±5 pp on every objective it predicts and that was measured (None: none);
+    `four`: against the change measured on four traffic seeds (`measured_four`)."""
+    key = "measured_four" if four else "measured"
+    seen = [o for o in change["predicted_by"] if o in change.get(key, {})]
     if not seen:
         return None
-    return all(within(change, o) for o in seen)
+    return all(within(change, o, four) for o in seen)
 
 
-def within(change: Mapping[str, Any], objective: str) -> bool:
-    """The prediction of `objective` within ±5 pp of the measured change; where one side's TTFT
-    p99 is censored (`censored`), the measured change is a bound, and a prediction past it the
-    way the bound allows agrees: before at the horizon, the true change is at most the measured
-    one (the true p99 before was longer); after at the horizon, at least."""
-    p, m = change["predicted_by"][objective][0], change["measured"][objective]
+def not_shown_off(change: Mapping[str, Any]) -> bool | None:
+    """On every objective it predicts, the change measured on four traffic seeds is not shown
+    to differ from the prediction by more than 5 pp: the miss past ±5 pp lies inside twice the
+    standard error of the measured difference (`noise_four`), the traffic's own spread. None
+    where the change was not measured on four seeds or on nothing it predicts."""
+    measured_four, noise = change.get("measured_four"), change.get("noise_four") or {}
+    if measured_four is None:
+        return None
+    seen = [o for o in change["predicted_by"] if o in measured_four]
+    if not seen:
+        return None
+    return all(
+        within(change, o, four=True)
+        or abs(change["predicted_by"][o][0] - measured_four[o]) <= AGREE + noise.get(o, 0.0)
+        for o in seen
+    )
+
+
+def in_range(change: Mapping[str, Any], objective: str) -> bool:
+    """The change measured on four traffic seeds lies inside the range its prediction stated
+    for `objective`, widened by the measurement's own spread (`noise_four`)."""
+    p, m = change["predicted_by"][objective], change["measured_four"][objective]
+    if p[1] is None or p[2] is None:
+        return False
+    noise = (change.get("noise_four") or {}).get(objective, 0.0)
+    return min(p[1], p[2]) - noise <= m <= max(p[1], p[2]) + noise
+
+
+def within(change: Mapping[str, Any], objective: str, four: bool = False) -> bool:
+    """The prediction of `objective` within ±5 pp of the measured change (`four`: the change
+    measured on four traffic seeds); where one side's TTFT p99 is censored (`censored`), the
+    measured change is a bound, and a prediction past it the way the bound allows agrees:
+    before at the horizon, the true change is at most the measured one (the true p99 before
+    was longer); after at the horizon, at least."""
+    tag = "_four" if four else ""
+    p, m = change["predicted_by"][objective][0], change["measured" + tag][objective]
     if abs(p - m) <= AGREE:
         return True
     if objective != "TTFT p99":
         return False
-    before, after = change["before"]["ttft_p99"], change["after"]["ttft_p99"]
+    before, after = change["before" + tag]["ttft_p99"], change["after" + tag]["ttft_p99"]
     if censored(before) and not censored(after):
         return p <= m
     if censored(after) and not censored(before):
@@ -218,6 +250,33 @@ def objective_table(cells: Sequence[Mapping[str, Any]]) -> list[str]:
             f"| {o} | {len(seen)} | {len(pred)} | {len(ok)} | {_mean(p)} | {_mean(m)} | "
             f"{_mean(err)} |"
         )
+    four = [ch for ch in changes if ch.get("measured_four") is not None]
+    if not four:
+        return rows
+    rows += [
+        "",
+        "The same changes measured again on four traffic seeds (seeds 1-4; the spread: twice "
+        "the standard error of the measured difference):",
+        "",
+        "| objective | predicted and measured | within ±5 pp | not shown off by more than 5 pp "
+        "| inside the stated range (or its spread) | median spread pp | mean abs error pp |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for o in OBJECTIVES[:-1]:
+        pred = [ch for ch in four if o in ch["measured_four"] and o in ch["predicted_by"]]
+        ok = [ch for ch in pred if within(ch, o, four=True)]
+        near = [
+            ch for ch in pred if within(ch, o, four=True)
+            or abs(ch["predicted_by"][o][0] - ch["measured_four"][o])
+            <= AGREE + (ch.get("noise_four") or {}).get(o, 0.0)
+        ]  # fmt: skip
+        spread = [(ch.get("noise_four") or {}).get(o, 0.0) for ch in pred]
+        err = [abs(ch["predicted_by"][o][0] - ch["measured_four"][o]) for ch in pred]
+        median = f"{statistics.median(spread) * 100:.1f}" if spread else "-"
+        covered = sum(1 for ch in pred if in_range(ch, o))
+        rows.append(
+            f"| {o} | {len(pred)} | {len(ok)} | {len(near)} | {covered} | {median} | {_mean(err)} |"
+        )
     return rows
 
 
@@ -251,6 +310,9 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "harmful_unstated_central": len(by_central),
         "tl_changes": len(tl), "tl_predicted": len(tl_pred),
         "tl_within": sum(1 for ch in tl_pred if agrees(ch)),
+        "tl_four": sum(1 for ch in tl if agrees(ch, four=True) is not None),
+        "tl_within_four": sum(1 for ch in tl if agrees(ch, four=True)),
+        "tl_not_shown_off": sum(1 for ch in tl if not_shown_off(ch)),
         "margins": len(margins),
         "margins_within": sum(1 for ch in margins if agrees(ch)),
         "need_warning": len(need), "warned": sum(1 for c in need if c["warned"]),
@@ -292,6 +354,16 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
         f"{f['tl_within']} of {f['tl_predicted']} predicted ({share:.0%}); "
         f"{f['tl_changes']} applied; crash and OOM-margin changes apart: {f['margins']} "
         f"({f['margins_within']} within ±5 pp)",
+        *(
+            [
+                f"- the same changes measured again on four traffic seeds: within ±5 pp on "
+                f"every objective {f['tl_within_four']} of {f['tl_four']}; not shown to miss "
+                f"by more than 5 pp (the miss inside twice the standard error of the measured "
+                f"difference): {f['tl_not_shown_off']} of {f['tl_four']}"
+            ]
+            if f["tl_four"]
+            else []
+        ),
         f"- predictions covering more than one objective: {f['multi_objective']} of "
         f"{f['applied']}; applied without a prediction: {f['no_prediction']}",
         "- harmful applied changes (seed, server, change: predicted / measured %):",
