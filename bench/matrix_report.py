@@ -148,17 +148,23 @@ def not_shown_off(change: Mapping[str, Any]) -> bool | None:
     to differ from the prediction by more than 5 pp: the miss past ±5 pp lies inside twice the
     standard error of the measured difference (`noise_four`), the traffic's own spread. None
     where the change was not measured on four seeds or on nothing it predicts."""
-    measured_four, noise = change.get("measured_four"), change.get("noise_four") or {}
+    measured_four = change.get("measured_four")
     if measured_four is None:
         return None
     seen = [o for o in change["predicted_by"] if o in measured_four]
     if not seen:
         return None
-    return all(
-        within(change, o, four=True)
-        or abs(change["predicted_by"][o][0] - measured_four[o]) <= AGREE + noise.get(o, 0.0)
-        for o in seen
-    )
+    return all(near(change, o) for o in seen)
+
+
+def near(change: Mapping[str, Any], objective: str) -> bool:
+    """`objective`'s prediction within ±5 pp of the change measured on four traffic seeds, or
+    off by no more than 5 pp plus twice the standard error of that measured difference."""
+    if within(change, objective, four=True):
+        return True
+    noise = (change.get("noise_four") or {}).get(objective, 0.0)
+    miss = abs(change["predicted_by"][objective][0] - change["measured_four"][objective])
+    return miss <= AGREE + noise
 
 
 def in_range(change: Mapping[str, Any], objective: str) -> bool:
@@ -265,17 +271,14 @@ def objective_table(cells: Sequence[Mapping[str, Any]]) -> list[str]:
     for o in OBJECTIVES[:-1]:
         pred = [ch for ch in four if o in ch["measured_four"] and o in ch["predicted_by"]]
         ok = [ch for ch in pred if within(ch, o, four=True)]
-        near = [
-            ch for ch in pred if within(ch, o, four=True)
-            or abs(ch["predicted_by"][o][0] - ch["measured_four"][o])
-            <= AGREE + (ch.get("noise_four") or {}).get(o, 0.0)
-        ]  # fmt: skip
+        close = [ch for ch in pred if near(ch, o)]
         spread = [(ch.get("noise_four") or {}).get(o, 0.0) for ch in pred]
         err = [abs(ch["predicted_by"][o][0] - ch["measured_four"][o]) for ch in pred]
         median = f"{statistics.median(spread) * 100:.1f}" if spread else "-"
         covered = sum(1 for ch in pred if in_range(ch, o))
         rows.append(
-            f"| {o} | {len(pred)} | {len(ok)} | {len(near)} | {covered} | {median} | {_mean(err)} |"
+            f"| {o} | {len(pred)} | {len(ok)} | {len(close)} | {covered} | {median} | "
+            f"{_mean(err)} |"
         )
     return rows
 
