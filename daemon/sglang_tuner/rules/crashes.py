@@ -393,6 +393,8 @@ _KINDS: dict[str, str] = {
     "killed": "the process was killed from outside (the host's OOM killer, a container's memory "
     "limit, or a signal)",
     "native": "a crash below Python (a library or kernel segfaulted or aborted)",
+    "software": "a programming error in the code the server ran (a bug, or a model, flag or "
+    "version combination that code does not handle)",
     "oom": "out of memory",
     "capture_failure": "CUDA-graph capture failed, not for memory",
     "load_failure": "loading the model failed",
@@ -437,6 +439,9 @@ _NOT_TUNING_DO = {
     "and whatever sends signals (a supervisor, a deploy): no SGLang flag stops it",
     "native": "upgrade SGLang, torch and the GPU driver, and report it upstream with this log "
     "(a core dump, `faulthandler`'s trace); no tuning flag stops it",
+    "software": "upgrade SGLang (and the package the traceback ends in) and report it upstream "
+    "with this traceback; no tuning flag is known to stop it. If the launch flags, the model or "
+    "the version changed just before, that change is the suspect: undo it to serve meanwhile",
 }
 
 
@@ -452,7 +457,10 @@ def _unhandled(inp: RuleInput) -> list[CrashReport]:
 
 
 def _line(report: CrashReport) -> str:
-    """The crash's last exception line, else where its traceback ends."""
+    """The crash's last exception line (and where it was raised, where the reader kept it),
+    else where its traceback ends."""
+    if report.message and report.frame:
+        return f"{report.message} (raised in {report.frame})"
     if report.message:
         return report.message
     if report.frame:
@@ -505,8 +513,12 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
         )
     if report.cls == CONFIG_ERROR:
         where = report.flag or "the flag the message names"
+        how = "SGLang's message says how"
+        if not report.flag and report.frame:  # a bare assert: its code line names the flags
+            where, how = "the launch flags", f"the line the traceback shows in {report.frame}"
+            how += " is the check they failed"
         return Action(
-            f"{said}. Correct {where} in the launch command (SGLang's message says how)",
+            f"{said}. Correct {where} in the launch command ({how})",
             expected="the server starts: it refused its flags before serving",
         )
     if report.kind == "capture_failure":

@@ -300,18 +300,62 @@ def test_an_unclassified_crash_says_its_last_exception_line_and_phase() -> None:
     lines += [PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent"]
     lines[-1] += " call last):"
     lines += ['  File "/sgl/srt/managers/scheduler.py", line 3, in event_loop_normal']
-    lines += ["ZeroDivisionError: division by zero"]
+    lines += ["ValueError: bad value 3"]
     counts = scan_lines(lines)
     assert crash_counts(counts) == {"other_crash": 1}
     (crash,) = counts.crashes
     assert (crash.cls, crash.phase) == ("unclassified", "decode")
-    assert crash.message == "ZeroDivisionError: division by zero"
+    assert crash.message == "ValueError: bad value 3"
 
 
 def test_a_bare_traceback_the_log_ends_with_is_a_crash_one_followed_by_batches_is_not() -> None:
-    tb = ["Traceback (most recent call last):", '  File "/x/y.py", line 3, in f', "KeyError: 'a'"]
+    tb = ["Traceback (most recent call last):", '  File "/x/y.py", line 3, in f', "ValueError: a"]
     assert said(tb) == [("unclassified", "unclassified", "unknown")]
     assert said([*tb, PREFIX.format(sec=5, tp=0) + DECODE]) == []
+    # a programming error without SGLang's header is no crash by itself either: a request
+    # handler's KeyError is served past
+    tb[-1] = "KeyError: 'a'"
+    assert said(tb) == [("not_tuning", "software", "unknown")]
+    assert said([*tb, PREFIX.format(sec=5, tp=0) + DECODE]) == []
+
+
+def _scheduler_traceback(frames: list[tuple[str, str]], last: str) -> list[str]:
+    """A scheduler's fatal traceback through `frames` (file under sglang/srt, function)."""
+    head = PREFIX.format(sec=1, tp=0) + "Scheduler hit an exception: Traceback (most recent call"
+    lines = [head + " last):"]
+    for path, func in frames:
+        lines.append(f'  File "/sgl-workspace/sglang/python/sglang/srt/{path}", line 9, in {func}')
+        lines.append("    pass")
+    return [*lines, last]
+
+
+def test_a_programming_error_is_no_tuning_problem_and_says_where_it_was_raised() -> None:
+    frames = [("managers/scheduler.py", "event_loop_overlap")]
+    frames += [("managers/scheduler.py", "update_running_batch")]
+    frames += [("mem_cache/allocator.py", "available_size")]
+    counts = scan_lines(_scheduler_traceback(frames, "NotImplementedError"))
+    assert crash_counts(counts) == {"other_crash": 1}
+    (crash,) = counts.crashes
+    assert (crash.cls, crash.kind, crash.phase) == ("not_tuning", "software", "decode")
+    assert (crash.message, crash.frame) == ("NotImplementedError", "allocator.py in available_size")
+
+
+def test_a_programming_error_while_the_weights_load_is_a_checkpoint_the_code_cannot_read() -> None:
+    frames = [
+        ("managers/scheduler.py", "__init__"),
+        ("model_executor/model_runner.py", "load_model"),
+    ]
+    frames += [("model_loader/loader.py", "load_model"), ("models/llama.py", "load_weights")]
+    lines = _scheduler_traceback(frames, "KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'")
+    (crash,) = scan_lines(lines).crashes
+    assert (crash.cls, crash.kind, crash.phase) == ("not_tuning", "model", "load")
+    assert crash.frame == "llama.py in load_weights"
+
+
+def test_a_programming_error_in_the_launch_flags_checks_is_a_configuration_error() -> None:
+    frames = [("server_args.py", "__post_init__"), ("server_args.py", "check_server_args")]
+    (crash,) = scan_lines(_scheduler_traceback(frames, "AssertionError")).crashes
+    assert crash.cls == "config_error"
 
 
 def test_an_excerpt_cut_inside_a_traceback_keeps_the_phase_its_frames_name() -> None:

@@ -364,6 +364,17 @@ def test_a_traceback_a_terminal_cut_at_its_width_reads_as_python_printed_it(widt
     assert scan_lines(cut) == scan_lines(long)
 
 
+def test_a_bare_exception_name_ending_a_joined_traceback_is_its_exception_line():
+    tb = ["Traceback (most recent call last):"]
+    tb += ['  File "/sgl/srt/mem_cache/allocator.py", line 215, in available_size']
+    tb += ["    raise NotImplementedError()", "NotImplementedError"]
+    assert split_traceback(" ".join(tb)) == tb
+    # the code of a frame cut before its exception is no exception line
+    cut = tb[:-1]
+    cut[-1] = "    raise NotImplementedError"
+    assert split_traceback(" ".join(cut)) == cut
+
+
 def test_a_line_that_only_names_a_file_is_never_joined_with_the_next():
     lines = ['ERROR: File "config.json', '  File "/x.py", line 3, in f', "    f()"]
     assert list(pasted_lines(lines)) == lines

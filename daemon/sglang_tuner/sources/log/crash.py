@@ -12,13 +12,14 @@ ranks is one event); `other_crash` counts once, and only for a burst with no spe
 What the hand-written readers do not recognise is read from the crash's last exception line by
 the message catalogue (`messages/`): every message SGLang 0.4-0.5 can raise, classified, then
 generic families (an OOM from any framework, a capture failure with any cause, toolchain and
-driver errors). Each burst leaves one `CrashDiagnosis`: its class, kind, phase and last
-exception line, "unclassified" where nothing knew it. A traceback without SGLang's header is a
-crash when its exception is one (a refused request is not), or when the log ends with it. A
-line that is a catalogued failure on its own (an excerpt's: a multi-line message's later line,
-a message pasted without its exception's name) ends a log in that crash; a pool OOM's and a
-failed pool sizing's lines, which SGLang prints only as it fails, count their kind wherever
-no line named the crash yet.
+driver errors, a Python programming error: a bug, or a checkpoint the model's code does not
+handle where the weights load). Each burst leaves one `CrashDiagnosis`: its class, kind, phase
+and last exception line, "unclassified" where nothing knew it. A traceback without SGLang's
+header is a crash when its exception is one (a refused request or a programming error is not),
+or when the log ends with it. A line that is a catalogued failure on its own (an excerpt's: a
+multi-line message's later line, a message pasted without its exception's name) ends a log in
+that crash; a pool OOM's and a failed pool sizing's lines, which SGLang prints only as it
+fails, count their kind wherever no line named the crash yet.
 """
 
 import re
@@ -30,6 +31,7 @@ from sglang_tuner.sources.log.messages.catalogue import Message, catalogue, look
 from sglang_tuner.sources.log.messages.classes import CONFIG, CRASH, FAILURES, NOT_TUNING, Verdict
 from sglang_tuner.sources.log.messages.exceptions import (
     CUDA_NOTE,
+    SOFTWARE,
     UNCLASSIFIED,
     diagnose,
     final_exception,
@@ -248,7 +250,7 @@ class CrashTracker:
         words, self._last_words = self._last_words, ""
         if pending is None and words and self._burst is None:
             said = diagnose(words)  # the log's last words: an exception or the process dying
-            if said.cls == UNCLASSIFIED or _is_crash(said):
+            if said.cls == UNCLASSIFIED or said.kind == SOFTWARE or _is_crash(said):
                 pending = self._diagnosis(said, words, None)
         if pending is not None:
             burst = self._burst_at(self.last_ts)
@@ -411,9 +413,13 @@ class CrashTracker:
             message = self._loose
             said = diagnose(message) if said.cls == UNCLASSIFIED else said
         phase = said.phase or self._where(record)
+        said = _software_where(said, phase, record.frame if record is not None else "")
         kind = said.kind or ("" if said.cls == CONFIG else UNCLASSIFIED)
         message = _bare(message)[:MESSAGE_CHARS]
-        frame = record.frame if record is not None and not message else ""
+        # where the traceback ends, where no line says why, or where a programming error was
+        # raised (its line names no cause: the place is the lead)
+        placed = not message or said.kind == SOFTWARE or said.rule.endswith((_LOADING, _ARGS))
+        frame = record.frame if record is not None and placed else ""
         return CrashDiagnosis(said.cls, kind, phase, message, said.flag, said.rule, frame)
 
     def _say(self, burst: _Burst, said: CrashDiagnosis, strong: bool) -> None:
@@ -658,10 +664,31 @@ def _bare(text: str) -> str:
 
 
 def _is_crash(said: Verdict) -> bool:
-    """A class that ends the process (a refused request and an unknown exception do not)."""
+    """A class that ends the process (a refused request, an unknown exception and a programming
+    error do not by themselves: a request handler's KeyError is served past; the scheduler's
+    dies with its "hit an exception" header, or as the log's last words)."""
     if said.cls == NOT_TUNING:
-        return said.kind != "request"
+        return said.kind not in ("request", SOFTWARE)
     return said.cls in (CRASH, CONFIG)
+
+
+_LOADING = "; raised loading the model"
+_ARGS = "; raised checking the launch flags"
+
+
+def _software_where(said: Verdict, phase: str, frame: str) -> Verdict:
+    """A programming error (`exceptions.PROGRAMMING_ERRORS`) named by where it was raised: in
+    `server_args.py`, whose checks are asserts on the launch flags, a configuration error (no
+    flag named); while the weights load (the load phase's frames: `load_model`,
+    `load_weights`, a model's `__init__`), the checkpoint or its quantization is one the model's
+    code does not handle (a weight name it has no parameter for, a config field it lacks)."""
+    if said.cls != NOT_TUNING or said.kind != SOFTWARE:
+        return said
+    if frame.startswith("server_args.py "):
+        return Verdict(CONFIG, rule=f"{said.rule}{_ARGS}")
+    if phase == "load":
+        return replace(said, kind="model", rule=f"{said.rule}{_LOADING}")
+    return said
 
 
 def _specific_kind(text: str) -> CrashKind | None:

@@ -146,7 +146,10 @@ _CODE_AFTER = re.compile(rf"{FRAME_HEAD}, in {FRAME_FUNC}[ \t]+\S")
 _FRAME_AT = re.compile(rf"{FRAME_HEAD}(?:, in {FRAME_FUNC})?")
 # an exception's name and colon after the code a frame shows (as `messages.exceptions` reads
 # one: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "Exception: ...")
-_EXCEPTION_AFTER = re.compile(rf"(?<=\s){EXCEPTION_NAME}:(?:\s|$)")
+_EXCEPTION_AFTER = re.compile(
+    rf"(?<=\s){EXCEPTION_NAME}:(?:\s|$)"
+    rf"|(?<=\s)(?<!raise\s){EXCEPTION_NAME}$"  # a bare one at the end ("... NotImplementedError")
+)
 # a line of its own: SGLang's, a JSON record, a traceback's (two spaces: a cut leaves one)
 _NOT_A_PIECE = frozenset("[{\t")
 _PIECES = 4  # a line cut into more pieces than this is left in pieces

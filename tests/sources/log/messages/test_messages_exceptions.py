@@ -1,6 +1,6 @@
 """A crash's last exception line, said as a class: the catalogue first, then the generic
 families no SGLang release printed (other frameworks' OOMs, capture failures with any cause,
-toolchain and driver errors)."""
+toolchain and driver errors, Python's programming errors)."""
 
 import pytest
 from sglang_tuner.sources.log.messages.exceptions import (
@@ -32,7 +32,27 @@ FLAG = "--mem-fraction-static."
             "toolchain",
         ),
         ("RuntimeError: NCCL error: unhandled system error", "not_tuning", "driver"),
-        ("ZeroDivisionError: division by zero", UNCLASSIFIED, ""),
+        ("ZeroDivisionError: division by zero", "not_tuning", "software"),
+        ("KeyError: 'model.layers.55.mlp.gate_up_proj.input_scale'", "not_tuning", "software"),
+        (
+            "AttributeError: 'ModelConfig' object has no attribute 'scaling'",
+            "not_tuning",
+            "software",
+        ),
+        ("NotImplementedError", "not_tuning", "software"),
+        ("AssertionError", "not_tuning", "software"),
+        (
+            "builtins.TypeError: forward() got an unexpected keyword argument 'x'",
+            "not_tuning",
+            "software",
+        ),
+        # a state, not wrong code: SGLang and torch raise these for what they met
+        ("ValueError: the prompt is longer than the model's context", UNCLASSIFIED, ""),
+        ("RuntimeError: shape '[4, 8]' is invalid for input of size 30", UNCLASSIFIED, ""),
+        # the first exception a line names is its own: a message quoting a KeyError is not one
+        ("RuntimeError: worker failed with KeyError: 'a'", UNCLASSIFIED, ""),
+        # an OOM that an assert reports is an OOM
+        ("AssertionError: CUDA out of memory", "crash", "oom"),
         ("Killed", "not_tuning", "killed"),
         ("Out of memory: Killed process 4121 (python3)", "not_tuning", "killed"),  # host RAM
         ("Segmentation fault (core dumped)", "not_tuning", "native"),
@@ -68,6 +88,12 @@ def test_a_capture_failure_whose_cause_is_the_toolchain_is_not_a_tuning_problem(
     )
     assert (said.cls, said.kind, said.phase) == ("not_tuning", "toolchain", "capture")
     assert said.rule.endswith("; cause: toolchain")
+
+
+def test_a_bare_exception_name_is_an_exception_line_whatever_ends_the_line() -> None:
+    for end in ("", "\r", " ", "\r\n"):
+        assert is_exception_line("NotImplementedError" + end)
+    assert not is_exception_line("    raise NotImplementedError")
 
 
 def test_the_final_exception_of_a_traceback_pasted_on_one_line() -> None:

@@ -10,8 +10,9 @@ Classes:
 - `not_tuning`: no flag fixes it; `kind` is allocator_bug (allocator or accounting bug),
   toolchain (toolchain or architecture), driver (driver, NCCL, network), model (model or
   quantization incompatibility), request (a client's request is refused), killed (the host or
-  a supervisor ended the process: the kernel's OOM killer, a container limit, a signal) or native
-  (a crash below Python: a segmentation fault, an abort).
+  a supervisor ended the process: the kernel's OOM killer, a container limit, a signal), native
+  (a crash below Python: a segmentation fault, an abort) or software (a Python programming error
+  no release catalogues: a bug, or a combination the code does not handle).
 - `signal`: a line the tuner reads as a signal; `kind` says of what (load, retraction, memory,
   startup, capture, progress, notice).
 """
@@ -23,7 +24,16 @@ from dataclasses import dataclass
 CRASH, CONFIG, NOT_TUNING, SIGNAL = "crash", "config_error", "not_tuning", "signal"
 CLASSES = (CRASH, CONFIG, NOT_TUNING, SIGNAL)
 PHASES = ("load", "pool_sizing", "capture", "prefill", "decode", "")
-NOT_TUNING_KINDS = ("allocator_bug", "toolchain", "driver", "model", "request", "killed", "native")
+NOT_TUNING_KINDS = (
+    "allocator_bug",
+    "toolchain",
+    "driver",
+    "model",
+    "request",
+    "killed",
+    "native",
+    "software",
+)
 SIGNAL_KINDS = ("load", "retraction", "memory", "startup", "capture", "progress", "notice")
 FAILURES = frozenset({"raise", "assert", "error"})  # call kinds that report a failure
 
@@ -88,6 +98,13 @@ _SAYS = frozenset({"info", "warning"})
 # First match wins: the specific crashes SGLang names, then what no flag fixes, then flags,
 # then the lines the tuner reads as signals.
 KEYWORD_RULES: tuple[KeywordRule, ...] = (
+    KeywordRule(  # Python's own wording, which SGLang's __getattr__ copies: any code prints it
+        "python_wording",
+        NOT_TUNING,
+        "software",
+        _w("object has no attribute"),
+        calls=FAILURES,
+    ),
     KeywordRule(
         "pool_exhausted",
         CRASH,

@@ -1,6 +1,7 @@
 """What a crash's last exception line says: the catalogued SGLang message it prints, else a
 generic family any framework prints (an OOM from torch, tvm, triton or flashinfer; a CUDA-graph
-capture failure with any cause; a toolchain or driver error), else unclassified.
+capture failure with any cause; a toolchain or driver error; a Python programming error), else
+unclassified.
 
 Also finds the final exception of a traceback whose newlines were lost in a paste.
 """
@@ -102,6 +103,16 @@ _FAMILIES: tuple[tuple[str, str, str, str, re.Pattern[str]], ...] = (
         ),
     ),
 )
+# Python's own exceptions for code that is wrong, not for a state it met: no flag, memory or load
+# raises them where the code is right (a missing key or attribute, a wrong type, an unmet assert,
+# a method left unimplemented). Uncatalogued, they are a bug in the code the traceback ends in, or
+# a model, flag or version combination that code does not handle. ValueError and RuntimeError are
+# not here: SGLang and torch raise them for states (a request too long, a CUDA error).
+PROGRAMMING_ERRORS = frozenset(
+    "AssertionError AttributeError KeyError IndexError TypeError NameError UnboundLocalError"
+    " ZeroDivisionError NotImplementedError RecursionError StopIteration".split()
+)
+SOFTWARE = "software"
 # The start of a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...",
 # "tvm.error.InternalError: ...", a bare "Exception: ...".
 EXCEPTION_NAME = (
@@ -124,7 +135,9 @@ def final_exception(text: str) -> str:
 
 
 def is_exception_line(text: str) -> bool:
-    """True for a Python exception line ("ValueError: ...", "Exception: ...")."""
+    """True for a Python exception line ("ValueError: ...", "Exception: ...", a bare
+    "NotImplementedError" however the line ends: a CRLF's carriage return is no text)."""
+    text = text.rstrip()
     found = EXCEPTION.search(text)
     return found is not None and not text[: found.start()].strip(" \t")
 
@@ -145,7 +158,17 @@ def diagnose(text: str) -> Verdict:
     for family, cls, kind, phase, pattern in _FAMILIES:
         if pattern.search(text):
             return _cause(Verdict(cls, kind, phase, rule=f"fallback: {family}"), text)
+    name = exception_name(text)
+    if name in PROGRAMMING_ERRORS:
+        return Verdict(NOT_TUNING, SOFTWARE, rule=f"fallback: {SOFTWARE} ({name})")
     return Verdict(UNCLASSIFIED)
+
+
+def exception_name(text: str) -> str:
+    """The class name of the first exception a line names, without its module
+    ("builtins.KeyError: 'x'" -> "KeyError"), or "" for none."""
+    found = EXCEPTION.search(text)
+    return found.group(1).rsplit(".", 1)[-1] if found else ""
 
 
 def _cause_elsewhere(message: Message, text: str) -> bool:
