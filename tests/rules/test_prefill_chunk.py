@@ -49,14 +49,31 @@ def test_nothing_waiting_on_prefill_is_no_advice():
     assert isinstance(out, Pass) and "nothing waits on prefill" in out.detail
 
 
-def test_a_hand_set_fraction_must_leave_room_for_the_larger_chunks_activations():
-    # 512 -> 8192 needs (8192 - 2048) x 1.5 MB = 9 GB more (SGLang reserves at least 2048's)
+def _at_hand_set_fraction(free_gb: float) -> Finding | Pass:
     hand = replace(SMALL, mem_fraction_static=0.95)
-    tight = window_from(**{**BUSY, "startup_available_gpu_mem_gb": "6x20"})
-    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, tight, config=hand)
-    assert isinstance(out, Pass) and "need 9.0 GB more" in out.detail
-    roomy = window_from(**{**BUSY, "startup_available_gpu_mem_gb": "11.5x20"})
-    assert isinstance(evaluate(CHUNKED_PREFILL_TOO_SMALL, roomy, config=hand), Finding)
+    window = window_from(**{**BUSY, "startup_available_gpu_mem_gb": f"{free_gb}x20"})
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, window, config=hand)
+    assert isinstance(out, Finding | Pass), out
+    return out
+
+
+def test_a_hand_set_fraction_must_leave_room_for_the_larger_chunks_activations():
+    # a chunk's activations as SGLang reserves them: 1.5 MB per token of max(chunk, 2048), out
+    # of the memory free after startup (no prefill has run then), leaving 1 GB: 8192 needs 12 GB
+    roomy = _at_hand_set_fraction(13.5)
+    assert isinstance(roomy, Finding) and roomy.action.text == "--chunked-prefill-size 512 -> 8192"
+    # short of the default's, the largest power of two that fits, said why
+    part = _at_hand_set_fraction(11.5)
+    assert isinstance(part, Finding) and part.action.text == "--chunked-prefill-size 512 -> 4096"
+    assert "8192, SGLang's default, needs 12.0 GB of activations" in part.action.note
+    assert "4096 is the largest chunk" in part.action.note
+    p = part.action.prediction
+    assert p is not None and p.gain is not None and p.gain > 0  # priced at 4096, not 8192
+    # 2048 costs no more than 512 (SGLang reserves at least 2048 tokens' activations)
+    least = _at_hand_set_fraction(5.0)
+    assert isinstance(least, Finding) and least.action.text == "--chunked-prefill-size 512 -> 2048"
+    tight = _at_hand_set_fraction(3.5)
+    assert isinstance(tight, Pass) and "would not leave 1 GB free" in tight.detail
 
 
 def test_without_the_servers_flags_it_cannot_judge():
@@ -80,3 +97,19 @@ def test_where_itl_p50_is_mostly_prefill_the_chunk_raise_moves_it_and_tokens_per
     assert p is not None and p.gain is not None and p.gain > 0.6
     assert -0.65 < p.effects["ITL p50"][0] < -0.3
     assert "of ITL p50" in p.basis
+
+
+def test_online_a_chunk_raise_is_judged_on_the_latency_it_shortens_most():
+    # the same prefill-bound steps for a chat service with nobody queued: TTFT p99 has no
+    # queue to drain, but every token waits for the prefill passes between two decode steps,
+    # so ITL p50 is what the raise shortens and what its severity is graded on
+    calm = window_from(**{
+        **BUSY, "num_running_reqs": "70x20", "num_queue_reqs": "0x20", "token_usage": "0.35x20",
+        "gen_throughput": "54x20", "itl_p50_seconds": "1.3x20", "itl_p99_seconds": "7.9x20",
+        "prompt_tokens_rate": "22000x20", "generation_tokens_rate": "54x20",
+        "request_rate": "2.2x20", "prefill_full_ratio": "0.97x20",
+    })  # fmt: skip
+    out = evaluate(CHUNKED_PREFILL_TOO_SMALL, calm, config=SMALL, profile="online")
+    assert isinstance(out, Finding) and out.severity is Severity.WARNING
+    p = out.action.prediction
+    assert p is not None and p.objective == "ITL p50" and p.gain is not None and p.gain > 0.3

@@ -17,7 +17,7 @@ answer is "no prediction" and why. Predictions are relative: gain on tokens/s of
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -754,19 +754,24 @@ def prefill_price(physics: StepModel, chunk: int, prompt: float | None) -> float
 
 
 def ttft_change(
-    inp: RuleInput, obs: Observed, batch: float, ratio: float, slots: bool = False
+    inp: RuleInput,
+    obs: Observed,
+    batch: float,
+    ratio: float,
+    slots: bool = False,
+    prefill_scale: float = 1.0,
 ) -> float | None:
     """TTFT p99's relative change when the batch moves to `batch` and tokens/s by `ratio`, from
     the queue fitted on the window (`queueing.fit_queue`): the same arrivals, served at the new
     capacity; UNBOUNDED where open arrivals outrun it; `slots`: the batch capped by slots
-    (`Queue.slot_wait`). Without TTFT p99 or a rate, where requests wait: the change of the
-    wait itself (a closed loop's population over the new rate). None where neither can be
-    read."""
+    (`Queue.slot_wait`); `prefill_scale`: a request's own prefill then takes that many times
+    today's. Without TTFT p99 or a rate, where requests wait: the change of the wait itself (a
+    closed loop's population over the new rate). None where neither can be read."""
     queue = fit_queue(inp.view, obs.ranks, obs.batch, obs.queue)
     if queue is not None:
         slots = slots and slot_bound(obs.usage, obs.batch, batch)
         paced = obs.usage < _BINDING_USAGE
-        return max(-1.0, queue.ttft_change(batch, ratio, slots, paced))
+        return max(-1.0, queue.ttft_change(batch, ratio, slots, paced, prefill_scale))
     if obs.queue <= 0 or ratio <= 0:
         return None
     return max(-1.0, max(0.0, obs.batch + obs.queue - batch) / ratio / obs.queue - 1)
@@ -955,9 +960,10 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
     if p99 and obs.itl and p99 >= obs.itl:
         then = obs.itl * (1 + itl) + (p99 - obs.itl) * price
         effects[ITL_P99] = _spread(then / p99 - 1)
-    ttft = ttft_change(inp, obs, obs.batch, ratio)
+    ttft = ttft_change(inp, obs, obs.batch, ratio, prefill_scale=price)
     if ttft is not None and ttft != UNBOUNDED:
         effects[TTFT] = _spread(ttft)
+    target, gain = falls_most(inp, effects, gain)
     why = (
         f"prefill {per_token[0] * 1e6:.0f} -> {per_token[1] * 1e6:.0f} us per token in passes "
         f"of {current} -> {new_chunk} tokens, {prefill / now:.0%} of today's step"
@@ -965,9 +971,7 @@ def predict_chunk_change(inp: RuleInput, new_chunk: int) -> Prediction:
         + f"; {model.basis}"
     )
     spread = max(FLOOR, SPREAD * abs(gain))
-    prediction = Prediction(
-        objective(inp.profile), gain, gain - spread, gain + spread, why, effects
-    )
+    prediction = Prediction(target, gain, gain - spread, gain + spread, why, effects)
     return queue_bound(prediction, inp, obs, obs.batch, ratio)
 
 
@@ -1016,14 +1020,24 @@ def predict_graphs(
     ttft = ttft_change(inp, obs, b, ratio)
     if ttft is not None and ttft != UNBOUNDED:
         effects[TTFT] = _spread(ttft)
-    target, gain = THROUGHPUT, ratio - 1
-    if objective(inp.profile) == TTFT:
-        falls = {o: -effects[o][0] for o in (TTFT, ITL) if o in effects}
-        if falls:
-            target = max(falls, key=lambda o: falls[o])
-            gain = falls[target]
+    target, gain = falls_most(inp, effects, ratio - 1)
     spread = max(FLOOR, SPREAD * abs(gain))
     return Prediction(target, gain, gain - spread, gain + spread, f"{why}; {model.basis}", effects)
+
+
+def falls_most(
+    inp: RuleInput, effects: Mapping[str, tuple[float, float, float]], gain: float
+) -> tuple[str, float]:
+    """(objective, gain) of a change that shortens every step: offline tokens/s (`gain`);
+    online whichever latency falls more, TTFT p99 or ITL p50 (TTFT moves only where requests
+    queue or their own prefill gets faster; ITL wherever the step does)."""
+    if objective(inp.profile) != TTFT:
+        return objective(inp.profile), gain
+    falls = {o: -effects[o][0] for o in (TTFT, ITL) if o in effects}
+    if not falls:
+        return TTFT, gain
+    target = max(falls, key=lambda o: falls[o])
+    return target, falls[target]
 
 
 def predict_itl_cap(

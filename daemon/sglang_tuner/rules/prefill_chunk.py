@@ -4,6 +4,8 @@ GPU, with no prefill OOM to pay for, is that slowdown bought for nothing: each p
 reads the weights and pays its launch cost once, over fewer tokens.
 """
 
+from collections.abc import Mapping
+
 from sglang_tuner.model.advice import Action, Confidence, Finding, NoData, Outcome, Pass, Severity
 from sglang_tuner.model.flags import MEM_FRACTION_STATIC as MEM_FLAG
 from sglang_tuner.model.signals import (
@@ -52,12 +54,38 @@ def _raise_to_default(inp: RuleInput, current: int, default: int) -> Action:
     )  # fmt: skip
 
 
+def _raise_to(inp: RuleInput, current: int, target: int, why: str) -> Action:
+    """Raise the chunk part of the way to SGLang's default: as far as the free memory holds."""
+    action = with_note(flag_action(CHUNK_FLAG, current, target, inp), why)
+    return with_expected(
+        action, f"prefill passes of up to {target} tokens instead of {current}: fewer weight "
+        "reads per prompt token, faster prefill, within the memory free today",
+    )  # fmt: skip
+
+
+def fitting_chunk(current: int, default: int, free_gb: float, th: Mapping[str, float]) -> int:
+    """The largest power-of-two chunk above `current` and below `default` whose activations
+    (`activations_gb`) leave `free_floor_gb` of the free memory; `current` where none does."""
+    best, chunk = current, 1 << max(current, 1).bit_length()
+    while chunk < default and activations_gb(chunk, th) + th["free_floor_gb"] <= free_gb:
+        best, chunk = chunk, chunk * 2
+    return best
+
+
+def activations_gb(chunk: int, th: Mapping[str, float]) -> float:
+    """A prefill pass's activations at `chunk` tokens as SGLang reserves them: 1.5 MB per token
+    of max(chunk, 2048). They come out of the memory free after startup, which holds none yet
+    (the pools and graphs are sized, no prefill has run)."""
+    return th["reserve_gb_per_token"] * max(chunk, MIN_ACTIVATION_TOKENS)
+
+
 def _check_small_chunk(inp: RuleInput) -> Outcome:
     """The chunk below SGLang's default for the GPU, no prefill OOM in the window, prompts being
     prefilled while requests wait or the batches are cut at the chunk; at a hand-set
     --mem-fraction-static, the new chunk's activations (SGLang's own reserve: 1.5 MB per token
     of max(chunk, 2048), the difference) within the free memory where that is known (SGLang's
-    own fraction was sized for its own chunk)."""
+    own fraction was sized for its own chunk): where the default's do not fit, the largest
+    power-of-two chunk whose do (`fitting_chunk`)."""
     config, th = inp.config, inp.thresholds
     if config is None:
         return NoData(f"{CHUNK_FLAG} unknown ({config_unknown(inp)})", inp.view.window_seconds)
@@ -75,14 +103,23 @@ def _check_small_chunk(inp: RuleInput) -> Outcome:
     if waiting <= 0 and (full is None or full < th["prefill_full_ratio"]):
         return Pass(detail="nothing waits on prefill: no queue, batches not cut at the chunk")
     free = startup_available_gb(inp)
-    activations = [max(c, MIN_ACTIVATION_TOKENS) for c in (current, default)]  # SGLang's own
-    need = th["reserve_gb_per_token"] * (activations[1] - activations[0])
+    need = activations_gb(default, th)
     fraction = config.mem_fraction_static
     own = fraction is not None and is_default(MEM_FLAG, fraction, config, gpu_memory_gb(config))
+    target, fits = default, ""
     if not own and free is not None and free < need + th["free_floor_gb"]:
-        return Pass(
-            detail=f"{free:.1f} GB free after startup: {default} tokens' activations need "
-            f"{need:.1f} GB more than {current}'s"
+        target = fitting_chunk(current, default, free, th)
+        if target <= current:
+            return Pass(
+                detail=f"{free:.1f} GB free after startup: a larger chunk's activations (SGLang's "
+                f"reserve: {need:.1f} GB at {default} tokens) would not leave "
+                f"{th['free_floor_gb']:.0f} GB free"
+            )
+        fits = (
+            f"{default}, SGLang's default, needs {need:.1f} GB of activations (SGLang's own "
+            f"reserve per chunk token) where {free:.1f} GB are free after startup at this "
+            f"--mem-fraction-static; {target} is the largest chunk whose activations leave "
+            f"{th['free_floor_gb']:.0f} GB free"
         )
     evidence = (
         f"{CHUNK_FLAG} {current}, under SGLang's {default} for this GPU, with no prefill OOM; "
@@ -90,8 +127,12 @@ def _check_small_chunk(inp: RuleInput) -> Outcome:
         + (f"{', ' if waiting > 0 else ''}{full:.0%} of prefill batches cut at one size"
            if full is not None and full >= th["prefill_full_ratio"] else "")
     )  # fmt: skip
-    action = _raise_to_default(inp, current, default)
-    prediction = predict_chunk_change(inp, default)
+    action = (
+        _raise_to_default(inp, current, default)
+        if not fits
+        else _raise_to(inp, current, target, fits)
+    )
+    prediction = predict_chunk_change(inp, target)
     action = predicted(action, prediction)
     return Finding(evidence, action, Confidence.HIGH, severity=severity_for(prediction, INFO))
 
@@ -131,7 +172,7 @@ CHUNKED_PREFILL_TOO_SMALL = Rule(
         "prefill_full_ratio": "ours: four in five prefill batches at one size are cut by a "
         "token budget (SGLang's PrefillAdder), as scheduler_too_conservative reads it",
         "reserve_gb_per_token": "SGLang 0.5.23 arg_groups/memory_hook.py: 1.5 MB of activations "
-        "per token of max(chunk, 2048); only the difference between the two chunks counts",
+        "per token of max(chunk, 2048), held out of the memory free after startup",
         "free_floor_gb": "ours: what stays free after the larger chunk's activations",
     },
 )
