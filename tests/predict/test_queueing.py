@@ -76,15 +76,19 @@ def test_a_paced_closed_loop_moves_as_its_queue_not_as_a_coarse_bucket_reads_it(
     assert Queue(17.33, 159.0, 353.0, 39.8, closed=True).paced_change(97.0, 0.82) is None
 
 
-def test_a_slower_prefill_adds_its_own_share_of_ttft_not_the_waits():
-    # TTFT p50 1.0 s of which 0.4 s is prefill (the mean wait 50 / 20 = 2.5 s is past it: the
-    # prefill is bounded by p50 less nothing here, read as p50 with no one waiting)
+def test_a_slower_prefill_scales_ttft_where_nobody_waits_and_adds_its_share_where_some_do():
+    # nobody waits: every request's time to its first token is its own prompt's passes (the
+    # longest prompts make the tail), so a prefill twice as slow doubles TTFT p99 whole
     idle = Queue(arrivals=20.0, batch=100.0, waiting=0.0, ttft_p99=1.0, closed=True,
                  ttft_p50=0.4)  # fmt: skip
-    same = idle.ttft_change(100.0, 1.0)
-    twice = idle.ttft_change(100.0, 1.0, prefill_scale=2.0)
-    assert same == pytest.approx(0.0)
-    assert twice == pytest.approx(0.4)  # one more prefill of 0.4 s on a p99 of 1 s
+    assert idle.ttft_change(100.0, 1.0) == pytest.approx(0.0)
+    assert idle.ttft_change(100.0, 1.0, prefill_scale=2.0) == pytest.approx(1.0)
+    assert idle.ttft_change(100.0, 1.0, prefill_scale=0.6) == pytest.approx(-0.4)
+    # some wait: the prefill is TTFT p50 less the mean wait, and only it grows; the wait's
+    # spread does not (p50 1.0 s, mean wait 10 / 20 = 0.5 s: a prefill of 0.5 s on a p99 of 4 s)
+    busy = Queue(arrivals=20.0, batch=100.0, waiting=10.0, ttft_p99=4.0, closed=True,
+                 ttft_p50=1.0)  # fmt: skip
+    assert busy.ttft_change(100.0, 1.0, prefill_scale=2.0) == pytest.approx(0.5 / 4.0)
     paced = Queue(arrivals=17.33, batch=159.0, waiting=353.0, ttft_p99=39.8, closed=True,
                   ttft_p50=20.0, ttft_mean=20.5)  # fmt: skip
     assert paced.ttft_change(97.0, 1.0, paced=True, prefill_scale=3.0) > paced.ttft_change(

@@ -113,8 +113,11 @@ class Queue:
         """TTFT p99 at `batch` slots and tokens/s x `ratio`: the wait plus today's residual (a
         wait today longer than TTFT p99 itself, the rate read low: scaled instead). `slots`:
         the change caps the batch by slots below today's (`slot_wait`, closed loops only).
-        `prefill_scale`: the request's own prefill (`prefill`) takes that many times as long."""
-        longer = self.prefill() * (prefill_scale - 1)
+        `prefill_scale`: the request's own prefill (`prefill`) takes that many times as long;
+        where nobody waits today, all of today's p99 is a request's own time to its first
+        token (its prompt's passes: the longest prompts make the tail), and scales whole."""
+        own = self.residual() if self.waiting <= 0 and self._today() <= 0 else self.prefill()
+        longer = own * (prefill_scale - 1)
         if slots and self.closed and batch < self.batch:
             return self.slot_wait(batch, ratio) + self.prefill() + longer
         wait, today = self.wait(batch, ratio), self._today()
