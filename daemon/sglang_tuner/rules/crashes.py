@@ -507,7 +507,7 @@ def _what_to_do(report: CrashReport, inp: RuleInput) -> Action:
     if report.cls == NOT_TUNING:
         do = _NOT_TUNING_DO.get(report.kind, "no flag change is known to stop it")
         return Action(
-            f"{said}. {do}",
+            f"{said}. {do[:1].upper()}{do[1:]}",
             expected="no flag change: no tuning flag stops this crash",
             prediction=Prediction(CRASHES, None, basis="not a tuning problem"),
         )
