@@ -82,10 +82,10 @@ def activations_gb(chunk: int, th: Mapping[str, float]) -> float:
 def _check_small_chunk(inp: RuleInput) -> Outcome:
     """The chunk below SGLang's default for the GPU, no prefill OOM in the window, prompts being
     prefilled while requests wait or the batches are cut at the chunk; at a hand-set
-    --mem-fraction-static, the new chunk's activations (SGLang's own reserve: 1.5 MB per token
-    of max(chunk, 2048), the difference) within the free memory where that is known (SGLang's
-    own fraction was sized for its own chunk): where the default's do not fit, the largest
-    power-of-two chunk whose do (`fitting_chunk`)."""
+    --mem-fraction-static, the new chunk's activations (`activations_gb`, whole) within the
+    memory free after startup where that is known (SGLang's own fraction was sized for its own
+    chunk): where the default's do not fit, the largest power-of-two chunk whose do
+    (`fitting_chunk`)."""
     config, th = inp.config, inp.thresholds
     if config is None:
         return NoData(f"{CHUNK_FLAG} unknown ({config_unknown(inp)})", inp.view.window_seconds)
