@@ -135,3 +135,21 @@ def test_check_log_takes_the_gpu_model_the_log_does_not_name(tmp_path, capsys):
     assert "GPU model unknown: give it as check --gpu-model NAME" in unknown
     assert main(["check", "--log", str(log), "--gpu-model", "NVIDIA H100 80GB HBM3"]) == 0
     assert "GPU model unknown" not in capsys.readouterr().out
+
+
+def test_check_log_reads_a_log_pasted_newest_first_in_the_order_it_was_written(tmp_path, capsys):
+    """Grafana's and Cloud Logging's viewers list the newest line first: the crash that ended
+    the server is the top line, and it is still what the log ends in."""
+    lines = [RETRACT.format(s=s, n=1) if s % 2 else DECODE.format(s=s) for s in range(0, 40)]
+    lines += [
+        "[2025-08-11 17:20:41 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 1, in event_loop_normal',
+        "    self.run_batch(batch)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.20 GiB. GPU 0 has a "
+        "total capacity of 79.19 GiB of which 310.00 MiB is free.",
+    ]
+    assert main(["check", "--log", _log(tmp_path, list(reversed(lines)))]) == 0
+    captured = capsys.readouterr()
+    assert "evaluated 2025-08-11T17:20:41Z" in captured.out  # its newest line, not its oldest
+    assert "decode_oom" in captured.out and "retractions_frequent" in captured.out
+    assert captured.err.count("newest first (its times run backwards): read oldest first") == 1

@@ -9,7 +9,8 @@ caller gives (a file's modification time), counting the days past each midnight;
 its times count from the first line's day. A log with no time at all (lines pasted without
 prefixes, or SGLang 0.1.x-0.2.13's, which printed none) is judged by line order: one second per
 batch line of any version (SGLang prints a decode batch line about every 40 decode steps),
-ending at the given end. The flags come from the launch line
+ending at the given end. A log listed newest first (a log viewer's order, `journalctl -r`) is
+read oldest first (`reading_order.py`). The flags come from the launch line
 (`server_args=ServerArgs(...)`) and the startup summary, as `/server_info` would give them. A
 gap in the log (the server idle or down) is not filled with empty samples: the next sample is
 taken where the lines resume.
@@ -26,6 +27,7 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.follow import crash_reports, to_signals
 from sglang_tuner.sources.log.lines import LogScanner, is_batch_line, line_seconds
 from sglang_tuner.sources.log.prefix import unwrap_lines
+from sglang_tuner.sources.log.reading_order import oldest_first
 from sglang_tuner.sources.server_info import parse_server_info
 
 _EPOCH = date(1970, 1, 1).toordinal() * 86400.0  # line_seconds counts from year 1
@@ -121,8 +123,14 @@ class LogHistory:
         """The log's samples, oldest first; the last one ends at the log's last line."""
         year = time.gmtime(self.end_ts).tm_year if self.end_ts is not None else None
         head = list(unwrap_lines(islice(self._source, HEAD_LINES), year))
+        rest: Iterable[_Line] = unwrap_lines(self._source, year)
+        order = oldest_first(head, _line_time, _line_text)[1]
+        if order is not None:  # newest first: the whole log, put back in order
+            lines = oldest_first([*head, *rest], _line_time, _line_text)[0]
+            head, rest = lines[:HEAD_LINES], lines[HEAD_LINES:]
         clock = self._clock(head)
-        rest = unwrap_lines(self._source, year)
+        if order is not None:
+            self.note = order if self.note is None else f"{order}; {self.note}"
         scanner = LogScanner()
         read, interval = scanner.read_line, self.interval_seconds
         end: float | None = None  # the end of the interval being read
@@ -202,6 +210,17 @@ def _dated_seconds(text: str, ts: float | None) -> float | None:
         return ts
     seconds = line_seconds(text) if text.startswith("[") else None
     return seconds - _EPOCH if seconds is not None and seconds > _DAY else None
+
+
+def _line_time(line: _Line) -> float | None:
+    """A line's time, dated or of the day (None: it shows none)."""
+    text, ts, _ = line
+    dated = _dated_seconds(text, ts)
+    return dated if dated is not None else _time_of_day(text)
+
+
+def _line_text(line: _Line) -> str:
+    return line[0]
 
 
 def _time_of_day(text: str) -> float | None:
