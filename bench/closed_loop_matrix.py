@@ -151,6 +151,21 @@ def _noise(bad: Sequence[Any], good: Sequence[Any]) -> dict[str, float]:
     return out
 
 
+def _paired_noise(bad: Sequence[Any], good: Sequence[Any]) -> dict[str, float]:
+    """Per objective, twice the standard error of the mean of each traffic seed's difference,
+    relative to the first's mean: the two sides ran the same traffic, so what a seed's traffic
+    does to both cancels in its difference (`_noise` counts it twice)."""
+    out = {}
+    for objective, name in FIELD.items():
+        a, b = [getattr(m, name) for m in bad], [getattr(m, name) for m in good]
+        base = statistics.fmean(a) if a else 0.0
+        if len(a) < 2 or len(a) != len(b) or not base or any(math.isnan(x) for x in (*a, *b)):
+            continue
+        diffs = [(y - x) / abs(base) for x, y in zip(a, b, strict=True)]
+        out[objective] = 2 * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return out
+
+
 def _gain(
     bad: Figures, good: Figures, profile: str, noise: Mapping[str, float] | None = None
 ) -> tuple[float | None, list[str]]:
@@ -183,6 +198,7 @@ def _change(c: Applied, profile: str) -> dict[str, Any]:
         out["before_four"], out["after_four"] = asdict(bad), asdict(good)
         out["measured_four"] = measured(out["before_four"], out["after_four"])
         out["noise_four"] = _noise(*runs)
+        out["noise_paired_four"] = _paired_noise(*runs)
     out["harms"] = harms(out, profile)
     return out
 

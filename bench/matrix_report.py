@@ -23,6 +23,7 @@ FIELD = {
 }  # fmt: skip
 GUARDS = {"tok/s": 0.10, "TTFT p99": 0.50, "ITL p50": 0.25}
 AGREE = 0.05  # within ±5 percentage points
+CEILING_SEEDS = (2, 4, 8)  # traffic seeds a change's measurement is taken on (`ceiling`)
 WARN_GAIN = 0.05
 # The longest TTFT a measurement can count: `closed_loop.measured_runs` reads 600 simulated
 # seconds after a 60-s warm-up, and a request counts its TTFT only once its first token comes,
@@ -165,6 +166,32 @@ def near(change: Mapping[str, Any], objective: str) -> bool:
     noise = (change.get("noise_four") or {}).get(objective, 0.0)
     miss = abs(change["predicted_by"][objective][0] - change["measured_four"][objective])
     return miss <= AGREE + noise
+
+
+def ceiling(change: Mapping[str, Any], seeds: int) -> float | None:
+    """The chance that a prediction naming each objective's true change lands within ±5 pp on
+    every objective it predicts, of the change measured on `seeds` traffic seeds: the bar's own
+    measurement, with no error of the predictor's. Each objective's measured change scatters
+    about the true one with the traffic seeds' spread: twice the standard error of the
+    difference over four seeds is one seed's scatter, and `seeds`' is that over sqrt(seeds)
+    (normal; the objectives taken as independent). The spread of each seed's own difference
+    (`noise_paired_four`: both sides ran the same traffic) where the run kept it, else the
+    spread of the two sides' means (`noise_four`, which counts the traffic's share twice: a
+    floor on the chance). None where the change was not measured on four seeds or on nothing
+    it predicts."""
+    noise = change.get("noise_paired_four") or change.get("noise_four")
+    measured_four = change.get("measured_four")
+    if noise is None or measured_four is None:
+        return None
+    seen = [o for o in change["predicted_by"] if o in measured_four]
+    if not seen:
+        return None
+    chance = 1.0
+    for objective in seen:
+        spread = noise.get(objective, 0.0) / math.sqrt(seeds)
+        if spread > 0:
+            chance *= math.erf(AGREE / (spread * math.sqrt(2)))  # P(|N(0, spread)| <= 5 pp)
+    return chance
 
 
 def in_range(change: Mapping[str, Any], objective: str) -> bool:
@@ -316,6 +343,10 @@ def figures(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "tl_four": sum(1 for ch in tl if agrees(ch, four=True) is not None),
         "tl_within_four": sum(1 for ch in tl if agrees(ch, four=True)),
         "tl_not_shown_off": sum(1 for ch in tl if not_shown_off(ch)),
+        **{
+            f"tl_ceiling_{n}": sum(c for ch in tl if (c := ceiling(ch, n)) is not None)
+            for n in CEILING_SEEDS
+        },
         "margins": len(margins),
         "margins_within": sum(1 for ch in margins if agrees(ch)),
         "need_warning": len(need), "warned": sum(1 for c in need if c["warned"]),
@@ -362,7 +393,15 @@ def summary(cells: Sequence[Mapping[str, Any]], wall_seconds: float | None = Non
                 f"- the same changes measured again on four traffic seeds: within ±5 pp on "
                 f"every objective {f['tl_within_four']} of {f['tl_four']}; not shown to miss "
                 f"by more than 5 pp (the miss inside twice the standard error of the measured "
-                f"difference): {f['tl_not_shown_off']} of {f['tl_four']}"
+                f"difference): {f['tl_not_shown_off']} of {f['tl_four']}",
+                "- the bar's own measurement: a prediction naming each change's true effect "
+                "would land within ±5 pp on every objective in about "
+                + ", ".join(
+                    f"{f[f'tl_ceiling_{n}']:.0f} ({f[f'tl_ceiling_{n}'] / f['tl_four']:.0%}) "
+                    f"measured on {n} traffic seeds"
+                    for n in CEILING_SEEDS
+                )
+                + f" of {f['tl_four']} (each objective scattered by the four seeds' spread)",
             ]
             if f["tl_four"]
             else []

@@ -208,3 +208,28 @@ def test_a_miss_inside_the_traffic_seeds_own_spread_is_not_shown_off_by_more_tha
     cells = [{"seed": 1, "profile": "online", "error": "", "changes": [noisy, tight, two]}]
     f = figures(cells)
     assert (f["tl_four"], f["tl_within_four"], f["tl_not_shown_off"]) == (2, 0, 1)
+
+
+def test_the_bars_own_measurement_caps_what_a_perfect_prediction_can_score():
+    """A prediction of the true change misses the measured one by the traffic seeds' scatter:
+    with a spread of 5 pp per seed, two seeds' mean lands within ±5 pp about 84 % of the time,
+    eight seeds' 99.5 %; an objective measured without spread is always within."""
+    from matrix_report import ceiling, figures
+
+    def change(spreads: dict) -> dict:
+        b = a = _figures(30.0)
+        return {
+            "stability": False, "before": b, "after": a, "before_four": b, "after_four": a,
+            "measured": measured(b, a), "measured_four": measured(b, a), "noise_four": spreads,
+            "harms": [], "predicted": None,
+            "predicted_by": dict.fromkeys(("tok/s", "ITL p99"), (0.0, -0.1, 0.1)),
+        }  # fmt: skip
+
+    one_noisy = change({"tok/s": 0.0, "ITL p99": 0.05})
+    assert ceiling(one_noisy, 2) == pytest.approx(0.843, abs=1e-3)  # P(|N(0, 3.5 pp)| <= 5)
+    assert ceiling(one_noisy, 8) == pytest.approx(0.995, abs=1e-3)
+    both = change({"tok/s": 0.05, "ITL p99": 0.05})
+    assert ceiling(both, 2) == pytest.approx(0.843**2, abs=1e-3)  # both must be within
+    assert ceiling({k: v for k, v in both.items() if k != "noise_four"}, 2) is None
+    f = figures([{"seed": 1, "profile": "online", "error": "", "changes": [one_noisy, both]}])
+    assert f["tl_ceiling_2"] == pytest.approx(0.843 + 0.843**2, abs=2e-3)
