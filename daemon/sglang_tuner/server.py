@@ -6,8 +6,9 @@ advice has asked of it since its last change, behind four methods.
 - `read_config(config, error)`: a `/server_info` read (or the flags of the log's launch line).
   The `Change` it records when the server restarted with new flags, attributed to what was asked.
 - `read_dcgm(facts)`: a DCGM exporter read.
-- `review(now)`: every rule judged over the windows, then the plan; what the plan asks is kept
-  for attributing a later restart to it. The new judgement.
+- `review(now)`: every rule judged over the windows, each prediction's range covering what the
+  model gave the same change over the window's reviews (`predict/recent.py`), then the plan;
+  what the plan asks is kept for attributing a later restart to it. The new judgement.
 
 The server owns its state (`TargetState`: windows, flags, flag history, change record), its latest
 `judgement` and `plan`, and `asked`. Every server of a watch shares one `Judging`: the rules, in
@@ -17,6 +18,7 @@ their results in; nothing here does I/O or reads the clock.
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from sglang_tuner.changes.record import FLAGS, Change
 from sglang_tuner.config.settings import Settings
@@ -25,6 +27,7 @@ from sglang_tuner.model.next_change import Asked, Plan
 from sglang_tuner.model.scrape import ScrapeResult
 from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.plan import asked_of, plan_target
+from sglang_tuner.predict.recent import RecentPredictions
 from sglang_tuner.rule import Rule
 from sglang_tuner.target_state import TargetState
 
@@ -59,6 +62,7 @@ class WatchedServer:
         self.judgement: TargetJudgement | None = None
         self.plan: Plan | None = None
         self.asked = Asked()  # what the advice has asked for since the last change
+        self.recent = RecentPredictions(self.settings.window_seconds)
 
     @property
     def name(self) -> str:
@@ -100,7 +104,7 @@ class WatchedServer:
     def review(self, now: float) -> TargetJudgement:
         """Judge every rule, then plan; keep what the plan asks. The judgement."""
         state, judging = self.state, self.judging
-        judgement = judge_target(state, judging.rules, self.settings, now)
+        judgement = self._widened(judge_target(state, judging.rules, self.settings, now))
         judging.failures.update(j.rule.id for j in judgement.judgements if j.error is not None)
         self.judgement = judgement
         self.plan = plan = plan_target(
@@ -112,3 +116,18 @@ class WatchedServer:
         if not (state.needs_server_info or state.restart_pending):
             self.asked = self.asked.merged(asked_of(plan, judgement))
         return judgement
+
+    def _widened(self, judgement: TargetJudgement) -> TargetJudgement:
+        """Each prediction's range covering what the model gave the same change over the
+        window's reviews (`RecentPredictions`); its central figure the latest review's."""
+        recent, ts = self.recent, judgement.ts
+        recent.seconds = self.settings.window_seconds  # a reload may move the window
+        recent.forget_before(ts - recent.seconds)
+        judgements = []
+        for j in judgement.judgements:
+            finding = j.finding
+            if finding is not None and finding.action.prediction is not None:
+                action = recent.covering(j.rule.id, finding.action, ts)
+                j = replace(j, outcome=replace(finding, action=action))
+            judgements.append(j)
+        return replace(judgement, judgements=tuple(judgements))

@@ -5,7 +5,8 @@ range and the basis of the claim. The rules ask it; it never decides what to adv
 admission) and answers one question per kind of change; `itl_model` fits inter-token latency to
 the batch and moves ITL p99 with it; `queueing` predicts TTFT p99 from the arrival rate and the
 new capacity; `crash_fix` predicts that a crash fix stops its crashes; `units` converts
-`--max-running-requests` and the running batch between per-rank and flag units.
+`--max-running-requests` and the running batch between per-rank and flag units; `recent` widens
+a change's range to what the model gave the same change over the window's reviews.
 
 May import: `model`, `changes`, `rule`, and the physics package `sglang_physics`. Pure: no I/O,
 no clock.
