@@ -2,13 +2,13 @@
 
 Each excerpt of a real-log set (tests/fixtures/sglang/logs/<set>) is rewritten behind a log
 tool's wrapper (docker compose, `kubectl logs --timestamps`, journalctl's short and short-iso,
-docker's json-file lines, CRLF ends) and as a paste decorates it (quoted, indented, numbered,
-interleaved with another process's lines, its newlines lost, cut at a terminal's 120 columns),
-listed newest first as log viewers and `journalctl -r` show it,
-each wrapper's stamp from the line's own time where it prints one. `sglang-tuner check --log
-FILE --format json` runs on the original and on every form, as a user runs it, and the form
-counts as read the same when the next change (rule, flag and way, as `corpus_score.py` scores
-it), whether its crash is named and whether the log is refused are the original's.
+docker's json-file lines, Google Cloud Logging's printed entries, CRLF ends) and as a paste
+decorates it (quoted, indented, numbered, interleaved with another process's lines, its newlines
+lost, cut at a terminal's 120 columns), listed newest first as log viewers and `journalctl -r`
+show it, each wrapper's stamp from the line's own time where it prints one. `sglang-tuner check
+--log FILE --format json` runs on the original and on every form, as a user runs it, and the
+form counts as read the same when the next change (rule, flag and way, as `corpus_score.py`
+scores it), whether its crash is named and whether the log is refused are the original's.
 
     PYTHONPATH=daemon python bench/paste_forms.py [--set corpus|holdout|fresh|unseen|unseen2]
                                                   [--jobs 2]
@@ -86,6 +86,7 @@ FORMS: dict[str, Form] = {
     "journalctl short": _stamped("{t:%b %d %H:%M:%S} gpu-node-3 python3[4242]: {line}"),
     "journalctl short-iso": _stamped("{t:%Y-%m-%dT%H:%M:%S}+0000 gpu-node-3 python3[4242]: {line}"),
     "docker json-file": _json_file,
+    "Cloud Logging": _stamped("INFO {t:%Y-%m-%dT%H:%M:%S}.{k:03d}000000Z {line}"),
     "CRLF": _stamped("{line}\r"),
     "quoted": _stamped("> {line}"),
     "indented": _stamped("    {line}"),

@@ -153,3 +153,23 @@ def test_check_log_reads_a_log_pasted_newest_first_in_the_order_it_was_written(t
     assert "evaluated 2025-08-11T17:20:41Z" in captured.out  # its newest line, not its oldest
     assert "decode_oom" in captured.out and "retractions_frequent" in captured.out
     assert captured.err.count("newest first (its times run backwards): read oldest first") == 1
+
+
+def test_check_log_names_a_crash_cloud_logging_listed_newest_first(tmp_path, capsys):
+    """Cloud Logging prints each line of a traceback as an entry of its own behind its severity
+    and time, newest first: the load-time KeyError at the top is still the crash's exception."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/sgl/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+        '  File "/sgl/srt/models/llama.py", line 547, in load_weights',
+        "    param = params_dict[name]",
+        "KeyError: 'model.layers.78.mlp.gate_up_proj.input_scale'",
+    ]
+    entries = [f"ERROR 2025-04-04T06:24:51.{k:03d}000000Z {line}" for k, line in enumerate(lines)]
+    assert main(["check", "--log", _log(tmp_path, list(reversed(entries)))]) == 0
+    captured = capsys.readouterr()
+    assert "evaluated 2025-04-04T06:24:51Z" in captured.out
+    assert "KeyError: 'model.layers.78.mlp.gate_up_proj.input_scale'" in captured.out
+    assert "model or quantization incompatibility" in captured.out
+    assert "newest first (its times run backwards): read oldest first" in captured.err

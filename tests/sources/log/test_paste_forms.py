@@ -1,12 +1,12 @@
-"""Every real excerpt of the corpus (tests/fixtures/sglang/logs/corpus) read the same in the
-forms a user hands it over in (`bench/paste_forms.FORMS`): behind a log tool's wrapper (docker
+"""Every real excerpt of the corpus (tests/fixtures/sglang/logs/corpus) read the same in the forms
+a user hands it over in (`bench/paste_forms.FORMS`): behind a log tool's wrapper (docker
 compose, `kubectl logs --timestamps`, journalctl's short and short-iso, docker's json-file
-lines, CRLF ends) and as a paste decorates it (quoted, indented, numbered, interleaved with
-another process's lines, its newlines lost, cut at a terminal's 120 columns; listed newest first,
-as log viewers and `journalctl -r` show it). Each form is built
-from the excerpt itself, its wrapper's stamp from the line's own time where it prints one, so
-the diagnosis must not move: the next change (rule, flag, value) and whether its crash is named
-are the original's.
+lines, Google Cloud Logging's printed entries, CRLF ends) and as a paste decorates it (quoted,
+indented, numbered, interleaved with another process's lines, its newlines lost, cut at a
+terminal's 120 columns; listed newest first, as log viewers and `journalctl -r` show it). Each
+form is built from the excerpt itself, its wrapper's stamp from the line's own time where it
+prints one, so the diagnosis must not move: the next change (rule, flag, value) and whether its
+crash is named are the original's.
 
 Not held: a paste of unprefixed lines whose newlines were lost (nothing marks where one line
 ended), and cutting at the terminal's width an excerpt whose newlines were already lost (its

@@ -158,6 +158,12 @@ SAMPLES = [
         "",
     ),
     (
+        "Google Cloud Logging, printed (console, gcloud --format)",
+        f"INFO {NANO} {LINE}",
+        TS + 0.123456789,
+        "",
+    ),
+    (
         "OpenTelemetry collector (file exporter, flattened)",
         json.dumps({"Timestamp": NANO, "Body": LINE, "time": NANO}),
         TS + 0.123456789,
@@ -185,6 +191,19 @@ def test_unwrap_leaves_sglangs_own_lines_alone():
         "Killed",
     ):
         assert unwrap(line) == (line, None, "")
+
+
+def test_unwrap_cloud_loggings_severity_and_stamp_before_each_line_of_a_traceback():
+    stamp = "2025-04-04T06:24:51.493646621Z"
+    assert unwrap(f"ERROR {stamp} KeyError: 'model.layers.78.input_scale'") == (
+        "KeyError: 'model.layers.78.input_scale'",
+        pytest.approx(1743747891.493646621, abs=1e-6),
+        "",
+    )
+    frame = '  File "/sgl/srt/models/llama.py", line 547, in load_weights'
+    assert unwrap(f"ERROR {stamp} {frame}").text == frame  # its indentation kept
+    for text in ("ERROR: CUDA out of memory", "NOTICE 12 requests", "WARNING 2025 was a year"):
+        assert unwrap(text).text == text  # a word alone, or no stamp after it: the line's own
 
 
 def test_unwrap_journal_short_has_no_year_without_one():

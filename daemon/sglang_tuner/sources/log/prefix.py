@@ -7,7 +7,7 @@ a notebook's saved outputs (each line a JSON string in an `.ipynb`'s "text" arra
 JSON lines (docker's json-file `{"log", "stream", "time"}`, journalctl `-o json`, fluent-bit,
 vector, Loki's `logcli --output jsonl`, Google Cloud Logging's `textPayload`, OpenTelemetry's
 `body`: a message field and a time field), Loki's `logcli query` default output (`<RFC 3339>
-{labels} `), Python logging's
+{labels} `), Google Cloud Logging's printed entries (`ERROR <RFC 3339> `), Python logging's
 layouts around SGLang's message (`asctime LEVEL name: `, `[asctime][file:line][LEVEL]: `), a
 second dated bracket before SGLang's own (`[2025-03-11 16:44:27] [2025-03-11 01:44:27 TP0] `),
 SGLang's own prefix with its opening bracket lost in a paste, and any other prefix before one of
@@ -42,6 +42,11 @@ _RFC3339 = re.compile(
 _LOKI_LABELS = re.compile(r"\{([^{}\n]{0,1024})\}[ \t]")
 _LOKI_STREAM = re.compile(r'(?:container|pod|service_name|job)="([^"]{1,256})"')
 _CRI = re.compile(r"(?:stdout|stderr) [FP] ")
+# Google Cloud Logging's entries as its console and `gcloud logging read --format` print them:
+# the entry's LogSeverity, then its RFC 3339 timestamp (`ERROR 2025-04-04T06:24:51.493646621Z `)
+_SEVERITY = re.compile(
+    r"(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL|ALERT|EMERGENCY)[ \t]{1,8}(?=\d{4}-)"
+)
 # journalctl's "host identifier[pid]: ", after its stamp
 _JOURNAL = re.compile(r"[^\s\[]\S{0,254} ([^\s\[:]{1,128})(?:\[\d{1,10}\])?: ")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -445,7 +450,7 @@ def _layer(line: str, year: int | None) -> Unwrapped | None:
     if first.isdigit():
         return _stamped(line) or _foreign(line) or _pasted(line)
     if first.isalpha():
-        return _journal_short(line, year) or _compose(line) or _foreign(line)
+        return _journal_short(line, year) or _severity(line) or _compose(line) or _foreign(line)
     if first in " \t>-*+`\u2022":
         return _pasted(line)
     return None
@@ -599,6 +604,20 @@ def _stamped(line: str) -> Unwrapped | None:
         ts = int(seconds) + (float("0." + fraction) if fraction else 0.0)
         return Unwrapped(line[journal.end() :], ts, journal.group(1))
     return None
+
+
+def _severity(line: str) -> Unwrapped | None:
+    """Google Cloud Logging's `SEVERITY <RFC 3339> ` before an entry's text: the stamp's time.
+    Every line of a traceback logged line by line carries it, so each is read as the line it
+    wraps (its frames and its final exception included)."""
+    match = _SEVERITY.match(line)
+    if match is None:
+        return None
+    stamp = _RFC3339.match(line, match.end())
+    if stamp is None:
+        return None
+    day, clock, fraction, zone = stamp.groups()
+    return Unwrapped(line[stamp.end() :], _utc(day, clock, fraction, zone), "")
 
 
 def _journal_short(line: str, year: int | None) -> Unwrapped | None:
