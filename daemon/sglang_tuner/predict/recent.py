@@ -85,7 +85,7 @@ def _covering(prediction: Prediction, earlier: list[_Said]) -> Prediction:
         return prediction
     reviews = f"{len(earlier)} review{'s' if len(earlier) > 1 else ''}"
     basis = (
-        f"{prediction.basis}; the range covers the central figures the model gave this change "
+        f"{prediction.basis}; its ranges cover the central figures the model gave this change "
         f"on the {reviews} before this one in the window"
     )
     return replace(prediction, low=low, high=high, effects=effects, basis=basis)
