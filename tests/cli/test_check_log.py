@@ -173,3 +173,15 @@ def test_check_log_names_a_crash_cloud_logging_listed_newest_first(tmp_path, cap
     assert "KeyError: 'model.layers.78.mlp.gate_up_proj.input_scale'" in captured.out
     assert "model or quantization incompatibility" in captured.out
     assert "newest first (its times run backwards): read oldest first" in captured.err
+
+
+def test_check_log_reads_a_file_back_from_its_end_line_for_line(tmp_path):
+    from sglang_tuner.cli.check import _last_first, _lines
+
+    for k, text in enumerate(("", "\n", "a", "a\n", "a\n\nb", "é\nb\n\n", "x" * 10 + "\ny\n")):
+        path = tmp_path / f"{k}.log"
+        path.write_text(text, encoding="utf-8")
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n") if text else []
+        with path.open("rb") as handle:
+            assert list(_lines(handle, chunk_bytes=3)) == lines, repr(text)
+        assert list(_last_first(str(path), chunk_bytes=2)) == lines[::-1], repr(text)

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit, urlunsplit
@@ -280,10 +281,32 @@ def _lines(handle: IO[bytes], chunk_bytes: int = 4 << 20) -> Iterator[str]:
     read a few MiB at a time and split at "\\n" in C."""
     carry = b""
     while chunk := handle.read(chunk_bytes):
-        head, _, carry = (carry + chunk).rpartition(b"\n")
-        yield from head.decode("utf-8", errors="replace").split("\n")
+        head, newline, carry = (carry + chunk).rpartition(b"\n")
+        if newline:  # a chunk inside one long line ends none
+            yield from head.decode("utf-8", errors="replace").split("\n")
     if carry:
         yield from carry.decode("utf-8", errors="replace").split("\n")
+
+
+def _last_first(path: str, chunk_bytes: int = 4 << 20) -> Iterator[str]:
+    """A file's lines from its last to its first, undecodable bytes replaced: read a few MiB at
+    a time from its end (a log listed newest first is put back without holding it)."""
+    with open(path, "rb") as handle:
+        position = handle.seek(0, os.SEEK_END)
+        if not position:
+            return
+        handle.seek(position - 1)
+        position -= handle.read(1) == b"\n"  # the last line's own end is no line after it
+        carry = b""
+        while position > 0:
+            step = min(chunk_bytes, position)
+            position -= step
+            handle.seek(position)
+            lines = (handle.read(step) + carry).split(b"\n")
+            carry = lines[0]  # the start of a line the next chunk back ends
+            for line in reversed(lines[1:]):
+                yield line.decode("utf-8", errors="replace")
+        yield carry.decode("utf-8", errors="replace")
 
 
 def run_check_log(args: argparse.Namespace) -> int:
@@ -301,7 +324,8 @@ def run_check_log(args: argparse.Namespace) -> int:
     said: list[bool] = []  # whether any sample said anything of SGLang's
     with handle:
         end = _log_end(handle)
-        history = LogHistory(_lines(handle), settings.scrape_interval_seconds, *end)
+        backwards = None if args.log == "-" or end[1] is None else partial(_last_first, args.log)
+        history = LogHistory(_lines(handle), settings.scrape_interval_seconds, *end, backwards)
         ev = replay(settings, spec, _heard(history.samples(), said), _log_progress)
     if sys.stderr.isatty():
         sys.stderr.write("\n")

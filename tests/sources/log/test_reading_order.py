@@ -98,3 +98,21 @@ def test_one_step_back_is_not_a_reversed_log():
 
 def _seconds(line: str) -> float:
     return float(line[18:20])
+
+
+def test_a_log_read_from_its_end_is_put_back_as_the_one_held_whole():
+    """A file listed newest first is read back from its end, block by block, never held: the
+    samples are the ones the log held whole gives, by lines and by entries."""
+    stamp = "2026-01-01T00:{m:02d}:{s:02d}.000Z "
+    entries = [[stamp.format(m=t // 60, s=t % 60) + DECODE.format(n=t % 50)] for t in range(9000)]
+    entries.append([stamp.format(m=59, s=59) + "Scheduler hit an exception: " + TRACEBACK[0]])
+    entries[-1] += TRACEBACK[1:]
+    for shown in (
+        [line for entry in reversed(entries) for line in entry],  # records kept whole
+        list(reversed([line for entry in entries for line in entry])),  # a line a record
+    ):
+        whole, _ = _read(shown)
+        history = LogHistory(shown, 5.0, DAY + 3600.0, last_first=lambda s=shown: reversed(s))
+        streamed = [(x.ts, x.values, x.crashes) for x in history.samples()]
+        assert streamed == whole
+        assert whole[-1][2][0].message.startswith("torch.OutOfMemoryError")

@@ -10,14 +10,14 @@ its times count from the first line's day. A log with no time at all (lines past
 prefixes, or SGLang 0.1.x-0.2.13's, which printed none) is judged by line order: one second per
 batch line of any version (SGLang prints a decode batch line about every 40 decode steps),
 ending at the given end. A log listed newest first (a log viewer's order, `journalctl -r`) is
-read oldest first (`reading_order.py`). The flags come from the launch line
-(`server_args=ServerArgs(...)`) and the startup summary, as `/server_info` would give them. A
-gap in the log (the server idle or down) is not filled with empty samples: the next sample is
-taken where the lines resume.
+read oldest first (`reading_order.py`): a file from its end, a stream held whole. The flags come
+from the launch line (`server_args=ServerArgs(...)`) and the startup summary, as `/server_info`
+would give them. A gap in the log (the server idle or down) is not filled with empty samples:
+the next sample is taken where the lines resume.
 """
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from itertools import chain, islice
@@ -27,7 +27,7 @@ from sglang_tuner.model.server_config import ServerConfig
 from sglang_tuner.sources.log.follow import crash_reports, to_signals
 from sglang_tuner.sources.log.lines import LogScanner, is_batch_line, line_seconds
 from sglang_tuner.sources.log.prefix import unwrap_lines
-from sglang_tuner.sources.log.reading_order import oldest_first
+from sglang_tuner.sources.log.reading_order import order_of, put_back
 from sglang_tuner.sources.server_info import parse_server_info
 
 _EPOCH = date(1970, 1, 1).toordinal() * 86400.0  # line_seconds counts from year 1
@@ -98,7 +98,8 @@ class LogHistory:
 
     `end_ts`: where the log ends when it does not say, `end_from` what that time is (the
     file's modification time, or when standard input was read); `total_bytes`: the log's size,
-    to place a long log without time.
+    to place a long log without time; `last_first`: the same log's lines from its last to its
+    first (a file read from its end), read instead of holding a log listed newest first whole.
     """
 
     def __init__(
@@ -108,8 +109,10 @@ class LogHistory:
         end_ts: float | None = None,
         total_bytes: int | None = None,
         end_from: str = "the end given",
+        last_first: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self._source = iter(lines)
+        self._last_first = last_first
         self.interval_seconds = interval_seconds
         self.end_ts = end_ts
         self.total_bytes = total_bytes
@@ -124,13 +127,17 @@ class LogHistory:
         year = time.gmtime(self.end_ts).tm_year if self.end_ts is not None else None
         head = list(unwrap_lines(islice(self._source, HEAD_LINES), year))
         rest: Iterable[_Line] = unwrap_lines(self._source, year)
-        order = oldest_first(head, _line_time, _line_text)[1]
-        if order is not None:  # newest first: the whole log, put back in order
-            lines = oldest_first([*head, *rest], _line_time, _line_text)[0]
-            head, rest = lines[:HEAD_LINES], lines[HEAD_LINES:]
+        order = order_of(head, _line_time, _line_text)
+        if order is not None:  # listed newest first: put back from its last line
+            if self._last_first is not None:
+                last_first = _unwrapped_last_first(self._last_first(), year)
+            else:  # a stream read once: held whole
+                last_first = reversed([*head, *rest])
+            lines = put_back(last_first, _line_time, order.by_entries)
+            head, rest = list(islice(lines, HEAD_LINES)), lines
         clock = self._clock(head)
         if order is not None:
-            self.note = order if self.note is None else f"{order}; {self.note}"
+            self.note = order.note if self.note is None else f"{order.note}; {self.note}"
         scanner = LogScanner()
         read, interval = scanner.read_line, self.interval_seconds
         end: float | None = None  # the end of the interval being read
@@ -210,6 +217,19 @@ def _dated_seconds(text: str, ts: float | None) -> float | None:
         return ts
     seconds = line_seconds(text) if text.startswith("[") else None
     return seconds - _EPOCH if seconds is not None and seconds > _DAY else None
+
+
+_BLOCK = 4096  # raw lines read back at a time, unwrapped in the order they were listed
+
+
+def _unwrapped_last_first(raw: Iterable[str], year: int | None) -> Iterator[_Line]:
+    """`unwrap_lines` of a log given from its last line to its first, from its last to its
+    first: each block of lines is unwrapped in the order it was listed (a paste's pieces and a
+    joined line's parts come in the order they were written), then given back reversed."""
+    source = iter(raw)
+    while block := list(islice(source, _BLOCK)):
+        block.reverse()
+        yield from reversed(list(unwrap_lines(block, year)))
 
 
 def _line_time(line: _Line) -> float | None:

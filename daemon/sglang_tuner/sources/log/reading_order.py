@@ -17,10 +17,13 @@ Put back in order by entries or by lines: a viewer that keeps a multi-line entry
 traceback logged in one record) shows each entry's lines in order, only the entries reversed;
 one that stores a line a record (a container runtime's, journald's) reverses every line. An
 entry is a line with a time and the lines without one after it; the log is read by entries
-where more of its tracebacks run forward than backwards, by lines otherwise.
+where more of its tracebacks run forward than backwards, by lines otherwise. Either way it is
+put back from its last line to its first as they come (`put_back`): a file read from its end
+is never held whole.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 Line = TypeVar("Line")
@@ -29,24 +32,69 @@ _BACKWARD_SHARE = 3
 _HEADER = "Traceback (most recent call last):"
 
 
-def oldest_first(
+@dataclass(frozen=True, slots=True)
+class Order:
+    """How a log listed newest first is put back: `why` said once, `by_entries` where its
+    viewer kept each multi-line record whole."""
+
+    why: str
+    by_entries: bool
+
+    @property
+    def note(self) -> str:
+        how = "read entry by entry, oldest first" if self.by_entries else "read oldest first"
+        return f"{self.why}: {how}"
+
+
+def order_of(
     lines: Sequence[Line], time_of: Callable[[Line], float | None], text_of: Callable[[Line], str]
-) -> tuple[list[Line], str | None]:
-    """The lines in the order they were written, and what was done to them (None where they
-    already were): `time_of` gives a line's time (None: it shows none), `text_of` its text."""
+) -> Order | None:
+    """How `lines` (a log's first lines, as listed) are put back, None where they are in the
+    order they were written: `time_of` gives a line's time (None: it shows none), `text_of`
+    its text."""
     steps = _steps([t for line in lines if (t := time_of(line)) is not None])
     forward, backward = _tracebacks(lines, text_of)
     if steps[0] + steps[1] >= _BACKWARD_STEPS:
         if not _runs_backwards(*steps):
-            return list(lines), None
+            return None
         why = "newest first (its times run backwards)"
     elif backward > forward:
         why = "newest first (its tracebacks end where they start)"
     else:
+        return None
+    return Order(why, by_entries=forward > backward)
+
+
+def put_back(
+    last_first: Iterable[Line], time_of: Callable[[Line], float | None], by_entries: bool
+) -> Iterator[Line]:
+    """The lines of a log listed newest first, given from its last line to its first (a file
+    read from its end, or the list reversed), in the order they were written: as they come, or
+    by entries, each entry's lines in their own order (an entry: a line with a time and the
+    lines without one after it, as listed)."""
+    if not by_entries:
+        yield from last_first
+        return
+    held: list[Line] = []  # an entry's lines without a time, read before the line that has one
+    for line in last_first:
+        if time_of(line) is None:
+            held.append(line)
+            continue
+        yield line
+        yield from reversed(held)
+        held.clear()
+    yield from reversed(held)  # lines before the first with a time: their entry began earlier
+
+
+def oldest_first(
+    lines: Sequence[Line], time_of: Callable[[Line], float | None], text_of: Callable[[Line], str]
+) -> tuple[list[Line], str | None]:
+    """The lines in the order they were written, and what was done to them (None where they
+    already were)."""
+    order = order_of(lines, time_of, text_of)
+    if order is None:
         return list(lines), None
-    if forward > backward:
-        return _by_entries(lines, time_of), f"{why}: read entry by entry, oldest first"
-    return list(reversed(lines)), f"{why}: read oldest first"
+    return list(put_back(reversed(lines), time_of, order.by_entries)), order.note
 
 
 def _steps(times: list[float]) -> tuple[int, int, float]:
@@ -78,15 +126,3 @@ def _tracebacks(lines: Sequence[Line], text_of: Callable[[Line], str]) -> tuple[
         elif i > 0 and texts[i - 1].startswith('File "'):
             backward += 1
     return forward, backward
-
-
-def _by_entries(lines: Sequence[Line], time_of: Callable[[Line], float | None]) -> list[Line]:
-    """The entries (a line with a time and the lines without one after it) in reverse, each
-    entry's lines in their order."""
-    entries: list[list[Line]] = []
-    for line in lines:
-        if time_of(line) is not None or not entries:
-            entries.append([line])
-        else:
-            entries[-1].append(line)
-    return [line for entry in reversed(entries) for line in entry]
