@@ -4,7 +4,7 @@ whole; a forward log, interleaved processes included, left as it is."""
 
 from sglang_tuner.model import signals as s
 from sglang_tuner.sources.log.log_samples import LogHistory
-from sglang_tuner.sources.log.reading_order import oldest_first
+from sglang_tuner.sources.log.reading_order import order_of
 
 DECODE = (
     "Decode batch, #running-req: {n}, #token: 9000, token usage: 0.40, cuda graph: True, "
@@ -85,7 +85,7 @@ def test_a_forward_log_of_interleaved_processes_is_left_as_written():
     for t in range(20):  # two ranks, the second's line stamped a second behind the first's
         lines.append(f"[2026-01-01 00:00:{t + 1:02d} DP0] " + DECODE.format(n=t))
         lines.append(f"[2026-01-01 00:00:{t:02d} DP1] " + DECODE.format(n=t))
-    assert oldest_first(lines, _seconds, str) == (lines, None)
+    assert order_of(lines, _seconds, str) is None
     _, history = _read(lines + ["Scheduler hit an exception: ", *TRACEBACK])
     assert history.note is None
 
@@ -93,7 +93,7 @@ def test_a_forward_log_of_interleaved_processes_is_left_as_written():
 def test_one_step_back_is_not_a_reversed_log():
     times = [10.0, 9.0, 11.0, 12.0]  # a clock set back once
     lines = [f"t={t}" for t in times]
-    assert oldest_first(lines, lambda line: float(line[2:]), str)[1] is None
+    assert order_of(lines, lambda line: float(line[2:]), str) is None
 
 
 def _seconds(line: str) -> float:

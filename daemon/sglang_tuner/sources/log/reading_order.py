@@ -86,17 +86,6 @@ def put_back(
     yield from reversed(held)  # lines before the first with a time: their entry began earlier
 
 
-def oldest_first(
-    lines: Sequence[Line], time_of: Callable[[Line], float | None], text_of: Callable[[Line], str]
-) -> tuple[list[Line], str | None]:
-    """The lines in the order they were written, and what was done to them (None where they
-    already were)."""
-    order = order_of(lines, time_of, text_of)
-    if order is None:
-        return list(lines), None
-    return list(put_back(reversed(lines), time_of, order.by_entries)), order.note
-
-
 def _steps(times: list[float]) -> tuple[int, int, float]:
     """(forward, backward, net): the steps between distinct times in line order, and how far
     the last time is past the first."""
